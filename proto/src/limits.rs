@@ -1,0 +1,20 @@
+//! Named maximums for everything that enters Baton (CONVENTIONS: put a limit on everything).
+
+/// Largest HTTP request body accepted, in bytes.
+pub const REQUEST_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Largest JSON payload (workflow input, task output) accepted, in bytes.
+pub const PAYLOAD_BYTES_MAX: usize = 1024 * 1024;
+/// Most tasks one batch poll may lease.
+pub const POLL_BATCH_MAX: usize = 100;
+/// Longest a batch poll may wait, in milliseconds.
+pub const POLL_WAIT_MS_MAX: u64 = 60_000;
+/// Most tasks a workflow definition may contain (counted through forks and nesting).
+pub const DEF_TASKS_MAX: usize = 1_000;
+/// Most tasks one workflow instance may create over its life (retries included).
+pub const WORKFLOW_TASKS_MAX: usize = 10_000;
+/// Longest name (workflow, task, reference name) accepted.
+pub const NAME_LEN_MAX: usize = 256;
+/// Most results a search returns at once.
+pub const SEARCH_RESULTS_MAX: usize = 1_000;
+/// Most log lines kept per task.
+pub const TASK_LOGS_MAX: usize = 1_000;

@@ -1,0 +1,109 @@
+//! Versioned records: what partitions replicate and store. Every encoded record starts with a two-byte
+//! little-endian format version; a node decodes the current version and the previous one (DESIGN §9).
+//!
+//! The body is JSON for now: workflow inputs and outputs are arbitrary JSON (`serde_json::Value`), which
+//! non-self-describing formats such as bincode cannot carry through serde. A denser body is a later
+//! format version, not a silent change.
+
+use crate::ids::WorkflowId;
+use crate::model::{TaskDef, TaskExecLog, Workflow, WorkflowDef};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The format version this build writes.
+pub const FORMAT_VERSION: u16 = 1;
+/// The oldest format version this build still reads.
+pub const FORMAT_VERSION_MIN: u16 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    #[error("record too short to carry a format version")]
+    Truncated,
+    #[error("record format version {0} is not readable by this build (reads {FORMAT_VERSION_MIN}..={FORMAT_VERSION})")]
+    Version(u16),
+    #[error("record body is malformed: {0}")]
+    Body(#[from] serde_json::Error),
+}
+
+/// Encodes a record with the current format version.
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut out = FORMAT_VERSION.to_le_bytes().to_vec();
+    // Serialising plain data structs into a Vec cannot fail: every map key is a string.
+    serde_json::to_writer(&mut out, value).expect("records serialise to JSON");
+    out
+}
+
+/// Decodes a record written by this or the previous format version.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    if bytes.len() < 2 {
+        return Err(CodecError::Truncated);
+    }
+    let version = u16::from_le_bytes([bytes[0], bytes[1]]);
+    if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
+        return Err(CodecError::Version(version));
+    }
+    Ok(serde_json::from_slice(&bytes[2..])?)
+}
+
+/// A workflow as a partition stores it: the Conductor view plus Baton's bookkeeping.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowRecord {
+    /// Strictly increases with every write of this workflow (INVARIANTS I13); 1 for the first.
+    pub version: u64,
+    pub workflow: Workflow,
+    /// Worker log lines per task id.
+    #[serde(default)]
+    pub task_logs: BTreeMap<String, Vec<TaskExecLog>>,
+}
+
+/// A command in a workflow partition's Raft log. Applying one never reads a clock or runs the
+/// decider: it checks versions and writes what it carries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum PartitionCommand {
+    /// Writes `record` if the stored version equals `expected_version` (0: none may be stored).
+    PutWorkflow { record: Box<WorkflowRecord>, expected_version: u64 },
+    /// Removes a workflow and its index rows.
+    RemoveWorkflow { workflow_id: WorkflowId },
+}
+
+/// The result of applying a [`PartitionCommand`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PartitionOutcome {
+    Applied,
+    /// The stored version was not the expected one; nothing was written.
+    VersionConflict { stored: u64 },
+    /// The workflow to remove did not exist.
+    NotFound,
+}
+
+/// A command in the meta group's log: definitions shared by every partition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum MetaCommand {
+    PutTaskDefs(Vec<TaskDef>),
+    DeleteTaskDef { name: String },
+    PutWorkflowDef(Box<WorkflowDef>),
+    DeleteWorkflowDef { name: String, version: u32 },
+}
+
+/// The result of applying a [`MetaCommand`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetaOutcome {
+    Applied,
+    NotFound,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_carry_their_version() {
+        let bytes = encode(&MetaCommand::DeleteTaskDef { name: "a".into() });
+        assert_eq!(&bytes[..2], &FORMAT_VERSION.to_le_bytes());
+        let back: MetaCommand = decode(&bytes).expect("decodes");
+        assert_eq!(back, MetaCommand::DeleteTaskDef { name: "a".into() });
+        let mut future = bytes.clone();
+        future[0] = 99;
+        assert!(matches!(decode::<MetaCommand>(&future), Err(CodecError::Version(99))));
+    }
+}
