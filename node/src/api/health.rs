@@ -1,0 +1,71 @@
+//! `GET /health` and `GET /api/health`: the node's health in the shape of Conductor's
+//! `HealthCheckStatus` (`healthy`, `healthResults`, `suppressedHealthResults`), plus Baton's
+//! partition counts. Answers 200 when healthy and 503 otherwise, so load balancers can act on the
+//! status alone; the body is the same either way.
+
+use crate::service::Health;
+use crate::Node;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+
+/// The health body: Baton's [`Health`] with Conductor's (always empty) result lists.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthBody {
+    #[serde(flatten)]
+    pub health: Health,
+    pub health_results: Vec<serde_json::Value>,
+    pub suppressed_health_results: Vec<serde_json::Value>,
+}
+
+impl IntoResponse for HealthBody {
+    fn into_response(self) -> Response {
+        let status = if self.health.healthy {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        };
+        (status, Json(self)).into_response()
+    }
+}
+
+pub async fn health(State(node): State<Node>) -> HealthBody {
+    HealthBody {
+        health: node.health(),
+        health_results: Vec::new(),
+        suppressed_health_results: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::testing::body_json;
+
+    #[tokio::test]
+    async fn body_has_conductor_and_baton_fields() {
+        let body = |healthy| HealthBody {
+            health: Health {
+                healthy,
+                partitions: 4,
+                partitions_led: 2,
+            },
+            health_results: Vec::new(),
+            suppressed_health_results: Vec::new(),
+        };
+        let response = body(true).into_response();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(
+            body_json(response).await,
+            serde_json::json!({"healthy": true, "partitions": 4, "partitionsLed": 2,
+                               "healthResults": [], "suppressedHealthResults": []})
+        );
+        assert_eq!(
+            body(false).into_response().status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+    }
+}

@@ -1,0 +1,163 @@
+//! Conductor OSS's REST API over axum, so that Conductor's own clients (conductor-python, the
+//! JavaScript SDK) and plain curl users talk to Baton unchanged.
+//!
+//! This module is only the HTTP layer: it parses paths, query strings and bodies, calls one
+//! [`Node`] method per request and maps the answer (or [`crate::Error`]) to Conductor's status codes
+//! and bodies. It holds no state and makes no decisions of its own; validation here is limited to
+//! what can be checked without the node (shapes of ids, names, numbers, booleans, sizes), so that
+//! malformed input is rejected before anything is proposed.
+//!
+//! Layout: [`error`] (Conductor's `ErrorResponse` and every status mapping), [`extract`] (the JSON
+//! body, query-string and id extractors, the boolean parser), [`search`] (the workflow search query
+//! language), and one file per Conductor resource: [`metadata`], [`workflow`], [`task`], [`health`].
+
+pub mod error;
+pub mod extract;
+pub mod health;
+pub mod metadata;
+pub mod search;
+pub mod task;
+pub mod workflow;
+
+#[cfg(test)]
+pub(crate) mod testing;
+
+use crate::Node;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{delete, get, post, put};
+use tracing::Instrument;
+
+pub use error::{ApiError, ApiResult};
+
+/// The API's router: every Conductor route under `/api`, plus `/health`.
+///
+/// Unknown paths answer 404 and wrong methods 405, both as Conductor's `ErrorResponse`; bodies over
+/// [`proto::limits::REQUEST_BYTES_MAX`] answer 413.
+pub fn router(node: Node) -> axum::Router {
+    error::init_instance();
+    routes()
+        .with_state(node)
+        .layer(middleware::from_fn(error::errors_as_json))
+        .layer(middleware::from_fn(trace_request))
+        .layer(DefaultBodyLimit::max(proto::limits::REQUEST_BYTES_MAX))
+}
+
+/// The route table (without state and middleware).
+fn routes() -> axum::Router<Node> {
+    axum::Router::new()
+        // ---- metadata ----
+        .route(
+            "/api/metadata/taskdefs",
+            post(metadata::register_task_defs)
+                .put(metadata::update_task_def)
+                .get(metadata::task_defs),
+        )
+        .route(
+            "/api/metadata/taskdefs/{name}",
+            get(metadata::task_def).delete(metadata::delete_task_def),
+        )
+        .route(
+            "/api/metadata/workflow",
+            post(metadata::create_workflow_def)
+                .put(metadata::update_workflow_defs)
+                .get(metadata::workflow_defs),
+        )
+        .route(
+            "/api/metadata/workflow/latest-versions",
+            get(metadata::latest_workflow_defs),
+        )
+        .route(
+            "/api/metadata/workflow/names",
+            get(metadata::workflow_names),
+        )
+        .route("/api/metadata/workflow/{name}", get(metadata::workflow_def))
+        .route(
+            "/api/metadata/workflow/{name}/{version}",
+            delete(metadata::delete_workflow_def),
+        )
+        // ---- workflows ----
+        // Conductor uses the segment after /api/workflow both as a workflow id and as a workflow
+        // name (start, correlated); the router needs one parameter name per position, so it is `{id}`.
+        .route("/api/workflow", post(workflow::start))
+        .route("/api/workflow/search", get(workflow::search))
+        .route("/api/workflow/running/{name}", get(workflow::running))
+        .route("/api/workflow/decide/{id}", put(workflow::decide))
+        .route(
+            "/api/workflow/{id}",
+            post(workflow::start_by_name)
+                .get(workflow::get)
+                .delete(workflow::terminate),
+        )
+        .route("/api/workflow/{id}/status", get(workflow::status))
+        .route("/api/workflow/{id}/tasks", get(workflow::tasks))
+        .route("/api/workflow/{id}/pause", put(workflow::pause))
+        .route("/api/workflow/{id}/resume", put(workflow::resume))
+        .route("/api/workflow/{id}/retry", post(workflow::retry))
+        .route("/api/workflow/{id}/restart", post(workflow::restart))
+        .route("/api/workflow/{id}/rerun", post(workflow::rerun))
+        .route(
+            "/api/workflow/{id}/skiptask/{reference}",
+            put(workflow::skip_task),
+        )
+        .route("/api/workflow/{id}/remove", delete(workflow::remove))
+        .route(
+            "/api/workflow/{id}/terminate-remove",
+            delete(workflow::terminate_remove),
+        )
+        .route(
+            "/api/workflow/{id}/correlated",
+            post(workflow::correlated_batch),
+        )
+        .route(
+            "/api/workflow/{id}/correlated/{correlation_id}",
+            get(workflow::correlated),
+        )
+        // ---- tasks ----
+        // As above, the first segment after /api/tasks is a task id or a workflow id: `{id}`.
+        .route("/api/tasks", post(task::update))
+        .route("/api/tasks/update-v2", post(task::update_v2))
+        .route("/api/tasks/poll/{task_type}", get(task::poll))
+        .route("/api/tasks/poll/batch/{task_type}", get(task::batch_poll))
+        .route("/api/tasks/queue/sizes", get(task::queue_sizes))
+        .route("/api/tasks/queue/size", get(task::queue_size))
+        .route("/api/tasks/queue/all", get(task::queue_all))
+        .route("/api/tasks/{id}", get(task::get))
+        .route("/api/tasks/{id}/log", get(task::logs).post(task::add_log))
+        .route(
+            "/api/tasks/{id}/{reference}/{status}",
+            post(task::update_by_ref),
+        )
+        // ---- health ----
+        .route("/health", get(health::health))
+        .route("/api/health", get(health::health))
+        .fallback(error::not_found)
+        .method_not_allowed_fallback(error::method_not_allowed)
+}
+
+/// Runs each request inside an `http` span; handlers record `workflow` and `task` into it as they
+/// parse ids (see [`extract::workflow_id`]).
+async fn trace_request(request: Request, next: Next) -> Response {
+    let span = tracing::info_span!(
+        "http",
+        method = %request.method(),
+        path = %request.uri().path(),
+        workflow = tracing::field::Empty,
+        task = tracing::field::Empty,
+        status = tracing::field::Empty,
+    );
+    let response = next.run(request).instrument(span.clone()).await;
+    span.record("status", response.status().as_u16());
+    tracing::debug!(parent: &span, "answered");
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn route_table_has_no_conflicts() {
+        // axum panics on overlapping routes when they are added; building the table is the check.
+        let _ = super::routes();
+    }
+}

@@ -1,0 +1,320 @@
+//! `/api/tasks`: what workers call — poll, batch poll, update, update-v2, update by reference name,
+//! logs — and queue sizes, as Conductor's `TaskResource` serves them.
+//!
+//! An empty single poll answers 204 (an empty batch poll answers `[]`); `POST /api/tasks` and the
+//! update by reference name answer the task id as `text/plain`; `update-v2` answers the worker's next
+//! task or 204. Ids in paths and bodies are checked to be Baton ids before the node is asked.
+
+use super::error::ApiResult;
+use super::extract::{
+    check_payload, json_len, name, task_id, workflow_id, Body, BodyOrDefault, Params, PathArgs,
+    Text,
+};
+use super::ApiError;
+use crate::service::PollRequest;
+use crate::Node;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use proto::limits::{POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
+use proto::model::{self, Task, TaskResult, TaskResultStatus, TaskStatus};
+use std::collections::BTreeMap;
+
+/// How long a single poll waits for a task (Conductor's).
+const SINGLE_POLL_WAIT_MS: u64 = 100;
+/// How long a batch poll waits when no `timeout` is given (Conductor's).
+const BATCH_POLL_WAIT_MS_DEFAULT: i64 = 100;
+
+/// A task as JSON, or 204 when there is none.
+fn task_or_no_content(task: Option<Task>) -> Response {
+    match task {
+        Some(task) => Json(task).into_response(),
+        None => StatusCode::NO_CONTENT.into_response(),
+    }
+}
+
+// ---- polling ----
+
+/// `GET /api/tasks/poll/{tasktype}?workerid=&domain=`: one task, or 204.
+pub async fn poll(
+    State(node): State<Node>,
+    PathArgs(task_type): PathArgs<String>,
+    params: Params,
+) -> ApiResult<Response> {
+    let request = PollRequest {
+        task_type: name("task type", &task_type)?.to_owned(),
+        worker_id: params.string("workerid"),
+        domain: params.string("domain"),
+        count: 1,
+        wait_ms: SINGLE_POLL_WAIT_MS,
+    };
+    let tasks = node.poll(request).await?;
+    Ok(task_or_no_content(tasks.into_iter().next()))
+}
+
+/// The lease size and wait of a batch poll: `count` capped at [`POLL_BATCH_MAX`], `timeout` (ms)
+/// capped at [`POLL_WAIT_MS_MAX`]; a count below 1 asks for nothing, a negative timeout waits 0.
+pub fn batch_bounds(count: i64, timeout_ms: i64) -> (usize, u64) {
+    let count = usize::try_from(count.max(0))
+        .unwrap_or(usize::MAX)
+        .min(POLL_BATCH_MAX);
+    let wait_ms = u64::try_from(timeout_ms.max(0))
+        .unwrap_or(0)
+        .min(POLL_WAIT_MS_MAX);
+    (count, wait_ms)
+}
+
+/// `GET /api/tasks/poll/batch/{tasktype}?count=&timeout=&workerid=&domain=`: up to `count` tasks,
+/// waiting up to `timeout` ms for the first; `[]` when none.
+pub async fn batch_poll(
+    State(node): State<Node>,
+    PathArgs(task_type): PathArgs<String>,
+    params: Params,
+) -> ApiResult<Json<Vec<Task>>> {
+    let task_type = name("task type", &task_type)?.to_owned();
+    let (count, wait_ms) = batch_bounds(
+        params.num_or("count", 1i64)?,
+        params.num_or("timeout", BATCH_POLL_WAIT_MS_DEFAULT)?,
+    );
+    if count == 0 {
+        return Ok(Json(Vec::new()));
+    }
+    let request = PollRequest {
+        task_type,
+        worker_id: params.string("workerid"),
+        domain: params.string("domain"),
+        count,
+        wait_ms,
+    };
+    Ok(Json(node.poll(request).await?))
+}
+
+// ---- updates ----
+
+/// Checks a worker's result before it reaches the node: both ids are Baton ids and the output is
+/// within the payload limit.
+fn check_result(result: &TaskResult) -> ApiResult<()> {
+    if result.workflow_instance_id.is_empty() {
+        return Err(ApiError::bad_request(
+            "workflowInstanceId is required in a task result",
+        ));
+    }
+    if result.task_id.is_empty() {
+        return Err(ApiError::bad_request("taskId is required in a task result"));
+    }
+    workflow_id(&result.workflow_instance_id)?;
+    task_id(&result.task_id)?;
+    check_payload(json_len(&result.output_data), "task output")
+}
+
+/// `POST /api/tasks` with a `TaskResult`: answers the task id.
+pub async fn update(State(node): State<Node>, Body(result): Body<TaskResult>) -> ApiResult<String> {
+    check_result(&result)?;
+    Ok(node.update_task(result).await?)
+}
+
+/// `POST /api/tasks/update-v2` with a `TaskResult`: answers the worker's next task of the same type,
+/// or 204 when there is none.
+pub async fn update_v2(
+    State(node): State<Node>,
+    Body(result): Body<TaskResult>,
+) -> ApiResult<Response> {
+    check_result(&result)?;
+    Ok(task_or_no_content(node.update_task_v2(result).await?))
+}
+
+/// Parses the status of `POST /api/tasks/{workflowId}/{taskRefName}/{status}`: one a worker may report.
+pub fn result_status(s: &str) -> ApiResult<TaskStatus> {
+    serde_json::from_value::<TaskResultStatus>(serde_json::Value::String(s.to_ascii_uppercase()))
+        .map(TaskStatus::from)
+        .map_err(|_| {
+            ApiError::bad_request(format!(
+                "'{s}' is not a status a task can be updated to (IN_PROGRESS, COMPLETED, FAILED, FAILED_WITH_TERMINAL_ERROR)"
+            ))
+        })
+}
+
+/// `POST /api/tasks/{workflowId}/{taskRefName}/{status}?workerid=` with the output map as body:
+/// updates the latest attempt of that reference name; answers its task id.
+pub async fn update_by_ref(
+    State(node): State<Node>,
+    PathArgs((workflow, reference, status)): PathArgs<(String, String, String)>,
+    params: Params,
+    BodyOrDefault(output): BodyOrDefault<model::Json>,
+) -> ApiResult<String> {
+    let workflow = workflow_id(&workflow)?;
+    let reference = name("task reference name", &reference)?;
+    let status = result_status(&status)?;
+    check_payload(json_len(&output), "task output")?;
+    Ok(node
+        .update_task_by_ref(
+            workflow.as_str(),
+            reference,
+            status,
+            output,
+            params.string("workerid"),
+        )
+        .await?)
+}
+
+// ---- reads ----
+
+/// `GET /api/tasks/{taskId}`.
+pub async fn get(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+) -> ApiResult<Json<Task>> {
+    let id = task_id(&id)?;
+    Ok(Json(node.task(id.as_str()).await?))
+}
+
+/// `GET /api/tasks/{taskId}/log`: the task's log lines, or 204 when it has none (as Conductor).
+pub async fn logs(State(node): State<Node>, PathArgs(id): PathArgs<String>) -> ApiResult<Response> {
+    let id = task_id(&id)?;
+    let logs = node.task_logs(id.as_str()).await?;
+    if logs.is_empty() {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    Ok(Json(logs).into_response())
+}
+
+/// The log line of a `POST /api/tasks/{taskId}/log` body.
+///
+/// Conductor takes the body as a string. Curl users send plain text; JSON clients send a JSON string
+/// (`"line"`); the Python client JSON-encodes the line and strips the outer quotes, leaving escapes
+/// such as `\"` inside. So with a JSON (or no) content type a JSON string is decoded, and text that
+/// decodes as the inside of a JSON string is unescaped; anything else is kept as sent.
+pub fn log_line(text: &str, content_type_is_json: bool) -> String {
+    if !content_type_is_json {
+        return text.to_owned();
+    }
+    let trimmed = text.trim();
+    if trimmed.starts_with('"') {
+        if let Ok(line) = serde_json::from_str::<String>(trimmed) {
+            return line;
+        }
+    }
+    if text.contains('\\') {
+        if let Ok(line) = serde_json::from_str::<String>(&format!("\"{text}\"")) {
+            return line;
+        }
+    }
+    text.to_owned()
+}
+
+/// `POST /api/tasks/{taskId}/log`: appends one log line.
+pub async fn add_log(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+    headers: HeaderMap,
+    Text(text): Text,
+) -> ApiResult<StatusCode> {
+    let id = task_id(&id)?;
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|v| v.to_ascii_lowercase().contains("json"));
+    let line = log_line(&text, is_json);
+    if line.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "the request body must be the log line; it is empty",
+        ));
+    }
+    check_payload(line.len(), "log line")?;
+    node.add_task_log(id.as_str(), line).await?;
+    Ok(StatusCode::OK)
+}
+
+// ---- queues ----
+
+/// `GET /api/tasks/queue/sizes?taskType=a&taskType=b`: ready tasks per type.
+pub async fn queue_sizes(
+    State(node): State<Node>,
+    params: Params,
+) -> ApiResult<Json<BTreeMap<String, u64>>> {
+    let types = params.list("taskType");
+    for t in &types {
+        name("task type", t)?;
+    }
+    Ok(Json(node.queue_sizes(&types)))
+}
+
+/// `GET /api/tasks/queue/size?taskType=`: ready tasks of one type. `domain` and Orkes' isolation
+/// parameters are not distinguished: the count covers every domain.
+pub async fn queue_size(State(node): State<Node>, params: Params) -> ApiResult<Json<u64>> {
+    let task_type = params
+        .string("taskType")
+        .ok_or_else(|| ApiError::bad_request("query parameter 'taskType' is required"))?;
+    name("task type", &task_type)?;
+    let sizes = node.queue_sizes(std::slice::from_ref(&task_type));
+    Ok(Json(sizes.get(&task_type).copied().unwrap_or(0)))
+}
+
+/// `GET /api/tasks/queue/all`: ready tasks of every type.
+pub async fn queue_all(State(node): State<Node>) -> Json<BTreeMap<String, u64>> {
+    Json(node.queue_sizes(&[]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_polls_are_capped() {
+        assert_eq!(batch_bounds(1, 100), (1, 100));
+        assert_eq!(
+            batch_bounds(10_000, 10_000_000),
+            (POLL_BATCH_MAX, POLL_WAIT_MS_MAX)
+        );
+        assert_eq!(batch_bounds(0, 100), (0, 100));
+        assert_eq!(batch_bounds(-5, -1), (0, 0));
+    }
+
+    #[test]
+    fn update_statuses_are_the_workers_four() {
+        assert_eq!(result_status("COMPLETED"), Ok(TaskStatus::Completed));
+        assert_eq!(
+            result_status("failed_with_terminal_error"),
+            Ok(TaskStatus::FailedWithTerminalError)
+        );
+        assert_eq!(result_status("In_Progress"), Ok(TaskStatus::InProgress));
+        for bad in ["SCHEDULED", "SKIPPED", "DONE", ""] {
+            let e = result_status(bad).expect_err(bad);
+            assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        }
+    }
+
+    #[test]
+    fn log_lines_from_each_kind_of_client() {
+        // curl -H 'Content-Type: text/plain' --data 'a "b" c:\x'
+        assert_eq!(log_line(r#"a "b" c:\x"#, false), r#"a "b" c:\x"#);
+        // A JSON client.
+        assert_eq!(log_line(r#""step \"2\" done""#, true), r#"step "2" done"#);
+        // conductor-python: json.dumps(line).strip('"').
+        assert_eq!(log_line(r#"step \"2\" done"#, true), r#"step "2" done"#);
+        assert_eq!(log_line("plain", true), "plain");
+        // Not a JSON string's inside: kept as sent.
+        assert_eq!(log_line(r"C:\path", true), r"C:\path");
+    }
+
+    #[test]
+    fn results_need_baton_ids() {
+        let good = "01234567-89ab-cdef-0123-456789ab0005";
+        let result = |wf: &str, task: &str| TaskResult {
+            workflow_instance_id: wf.to_owned(),
+            task_id: task.to_owned(),
+            ..TaskResult::default()
+        };
+        assert!(check_result(&result(good, good)).is_ok());
+        for (wf, task, needle) in [
+            ("", good, "workflowInstanceId is required"),
+            (good, "", "taskId is required"),
+            ("nope", good, "invalid workflow id"),
+            (good, "nope", "invalid task id"),
+        ] {
+            let e = check_result(&result(wf, task)).expect_err(needle);
+            assert!(e.message.contains(needle), "{}", e.message);
+        }
+    }
+}

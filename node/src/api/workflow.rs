@@ -1,0 +1,469 @@
+//! `/api/workflow`: starting, reading, steering and searching workflow instances, as Conductor's
+//! `WorkflowResource` serves them.
+//!
+//! Starts and reruns answer the workflow id as `text/plain`; `retry` and `restart` answer 204 (as
+//! Conductor does for its 2.x clients); other commands answer 200 with an empty body. Path ids are
+//! checked to be Baton ids before the node is asked (400 if not); an unknown id is the node's 404.
+
+use super::error::ApiResult;
+use super::extract::{
+    check_payload, json_len, name, workflow_id, Body, BodyOrDefault, Params, PathArgs,
+};
+use super::{search, ApiError};
+use crate::service::SearchQuery;
+use crate::Node;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use proto::limits::SEARCH_RESULTS_MAX;
+use proto::model::{
+    self, RerunWorkflowRequest, SearchResult, SkipTaskRequest, StartWorkflowRequest, Task,
+    Workflow, WorkflowSummary,
+};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Most correlation ids one `POST /api/workflow/{name}/correlated` may ask about.
+pub const CORRELATION_IDS_MAX: usize = 100;
+/// Most running workflows `GET /api/workflow/running/{name}` reads to filter by start time.
+pub const RUNNING_FILTER_MAX: usize = 1_000;
+/// Page size of `GET /api/workflow/search` when none is given (Conductor's).
+const SEARCH_SIZE_DEFAULT: usize = 100;
+/// Highest workflow priority (Conductor's range is 0 to 99).
+const PRIORITY_MAX: i32 = 99;
+/// Page size of `GET /api/workflow/{id}/tasks` when none is given (Conductor's).
+const TASK_PAGE_DEFAULT: usize = 15;
+
+// ---- start ----
+
+fn check_priority(priority: i32) -> ApiResult<()> {
+    if !(0..=PRIORITY_MAX).contains(&priority) {
+        return Err(ApiError::bad_request(format!(
+            "priority must be between 0 and {PRIORITY_MAX}, got {priority}"
+        )));
+    }
+    Ok(())
+}
+
+/// `POST /api/workflow`: starts a workflow from a `StartWorkflowRequest`; answers its id.
+pub async fn start(
+    State(node): State<Node>,
+    Body(request): Body<StartWorkflowRequest>,
+) -> ApiResult<String> {
+    // An inline `workflowDef` names the workflow when `name` is left out.
+    if request.workflow_def.is_none() {
+        name("workflow name", &request.name)?;
+    }
+    check_payload(json_len(&request.input), "workflow input")?;
+    check_priority(request.priority)?;
+    Ok(node.start_workflow(request).await?)
+}
+
+/// `POST /api/workflow/{name}?version=&correlationId=&priority=`: starts a workflow with the body
+/// as its input; answers its id.
+pub async fn start_by_name(
+    State(node): State<Node>,
+    PathArgs(workflow_name): PathArgs<String>,
+    params: Params,
+    BodyOrDefault(input): BodyOrDefault<model::Json>,
+) -> ApiResult<String> {
+    check_payload(json_len(&input), "workflow input")?;
+    let request = StartWorkflowRequest {
+        name: name("workflow name", &workflow_name)?.to_owned(),
+        version: params.num("version")?,
+        correlation_id: params.string("correlationId"),
+        priority: params.num_or("priority", 0)?,
+        input,
+        ..StartWorkflowRequest::default()
+    };
+    check_priority(request.priority)?;
+    Ok(node.start_workflow(request).await?)
+}
+
+// ---- read ----
+
+/// `GET /api/workflow/{id}?includeTasks=` (default true).
+pub async fn get(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+    params: Params,
+) -> ApiResult<Json<Workflow>> {
+    let id = workflow_id(&id)?;
+    let include_tasks = params.bool("includeTasks", true)?;
+    Ok(Json(node.workflow(id.as_str(), include_tasks).await?))
+}
+
+/// Conductor's `WorkflowStatus`: the short answer of `GET /api/workflow/{id}/status`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowStatusSummary {
+    pub workflow_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<model::Json>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variables: Option<model::Json>,
+    pub status: model::WorkflowStatus,
+}
+
+impl WorkflowStatusSummary {
+    pub fn new(workflow: Workflow, include_output: bool, include_variables: bool) -> Self {
+        Self {
+            workflow_id: workflow.workflow_id.to_string(),
+            correlation_id: workflow.correlation_id.filter(|c| !c.is_empty()),
+            output: include_output.then_some(workflow.output),
+            variables: include_variables.then_some(workflow.variables),
+            status: workflow.status,
+        }
+    }
+}
+
+/// `GET /api/workflow/{id}/status?includeOutput=&includeVariables=` (both default false).
+pub async fn status(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+    params: Params,
+) -> ApiResult<Json<WorkflowStatusSummary>> {
+    let id = workflow_id(&id)?;
+    let include_output = params.bool("includeOutput", false)?;
+    let include_variables = params.bool("includeVariables", false)?;
+    let workflow = node.workflow(id.as_str(), false).await?;
+    Ok(Json(WorkflowStatusSummary::new(
+        workflow,
+        include_output,
+        include_variables,
+    )))
+}
+
+/// `GET /api/workflow/{id}/tasks?start=&count=&status=`: a page of the workflow's tasks, optionally
+/// only those in the given statuses.
+pub async fn tasks(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+    params: Params,
+) -> ApiResult<Json<SearchResult<Task>>> {
+    let id = workflow_id(&id)?;
+    let start = params.num_or("start", 0usize)?;
+    let count = params.num_or("count", TASK_PAGE_DEFAULT)?;
+    let statuses = params
+        .list("status")
+        .iter()
+        .map(|s| {
+            model::TaskStatus::parse(s)
+                .ok_or_else(|| ApiError::bad_request(format!("'{s}' is not a task status")))
+        })
+        .collect::<ApiResult<Vec<_>>>()?;
+    let workflow = node.workflow(id.as_str(), true).await?;
+    let matching: Vec<Task> = workflow
+        .tasks
+        .into_iter()
+        .filter(|t| statuses.is_empty() || statuses.contains(&t.status))
+        .collect();
+    let total_hits = matching.len() as u64;
+    let results = matching.into_iter().skip(start).take(count).collect();
+    Ok(Json(SearchResult {
+        total_hits,
+        results,
+    }))
+}
+
+// ---- commands ----
+
+/// `PUT /api/workflow/{id}/pause`.
+pub async fn pause(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+) -> ApiResult<StatusCode> {
+    node.pause(workflow_id(&id)?.as_str()).await?;
+    Ok(StatusCode::OK)
+}
+
+/// `PUT /api/workflow/{id}/resume`.
+pub async fn resume(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+) -> ApiResult<StatusCode> {
+    node.resume(workflow_id(&id)?.as_str()).await?;
+    Ok(StatusCode::OK)
+}
+
+/// `PUT /api/workflow/decide/{id}`.
+pub async fn decide(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+) -> ApiResult<StatusCode> {
+    node.decide(workflow_id(&id)?.as_str()).await?;
+    Ok(StatusCode::OK)
+}
+
+/// `DELETE /api/workflow/{id}?reason=`: terminates. `triggerFailureWorkflow` (sent by the Python
+/// client) is checked but Baton runs the failure workflow by the definition alone.
+pub async fn terminate(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+    params: Params,
+) -> ApiResult<StatusCode> {
+    let id = workflow_id(&id)?;
+    params.bool("triggerFailureWorkflow", false)?;
+    node.terminate(id.as_str(), params.string("reason")).await?;
+    Ok(StatusCode::OK)
+}
+
+/// `DELETE /api/workflow/{id}/terminate-remove?reason=`: terminates (if still open) and removes.
+pub async fn terminate_remove(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+    params: Params,
+) -> ApiResult<StatusCode> {
+    let id = workflow_id(&id)?;
+    params.bool("archiveWorkflow", true)?;
+    match node.terminate(id.as_str(), params.string("reason")).await {
+        // Already finished: nothing to terminate, remove it all the same.
+        Ok(()) | Err(crate::Error::Conflict(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    node.remove(id.as_str()).await?;
+    Ok(StatusCode::OK)
+}
+
+/// `POST /api/workflow/{id}/retry?resumeSubworkflowTasks=`: answers 204.
+pub async fn retry(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+    params: Params,
+) -> ApiResult<StatusCode> {
+    let id = workflow_id(&id)?;
+    // Checked for shape; Baton's retry always resumes a failed sub-workflow in place.
+    params.bool("resumeSubworkflowTasks", false)?;
+    params.bool("retryIfRetriedByParent", true)?;
+    node.retry(id.as_str()).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /api/workflow/{id}/restart?useLatestDefinitions=`: answers 204.
+pub async fn restart(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+    params: Params,
+) -> ApiResult<StatusCode> {
+    let id = workflow_id(&id)?;
+    let use_latest = params.bool("useLatestDefinitions", false)?;
+    node.restart(id.as_str(), use_latest).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /api/workflow/{id}/rerun` with a `RerunWorkflowRequest`: answers the workflow id.
+pub async fn rerun(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+    BodyOrDefault(request): BodyOrDefault<RerunWorkflowRequest>,
+) -> ApiResult<String> {
+    let id = workflow_id(&id)?;
+    if let Some(task) = &request.re_run_from_task_id {
+        super::extract::task_id(task)?;
+    }
+    if let Some(input) = &request.workflow_input {
+        check_payload(json_len(input), "workflow input")?;
+    }
+    Ok(node.rerun(id.as_str(), request).await?)
+}
+
+/// `PUT /api/workflow/{id}/skiptask/{taskReferenceName}` with an optional `SkipTaskRequest` body.
+///
+/// Conductor binds the request from the query string, and the Python client sends it there as a
+/// Python dict's text (not JSON) with `{}` as the body; so the body wins, a JSON `skipTaskRequest`
+/// query value is used when the body is empty, and anything else there is ignored.
+pub async fn skip_task(
+    State(node): State<Node>,
+    PathArgs((id, reference)): PathArgs<(String, String)>,
+    params: Params,
+    BodyOrDefault(body): BodyOrDefault<SkipTaskRequest>,
+) -> ApiResult<StatusCode> {
+    let id = workflow_id(&id)?;
+    let reference = name("task reference name", &reference)?;
+    let request = match params.str("skipTaskRequest") {
+        Some(query) if body == SkipTaskRequest::default() => serde_json::from_str(query)
+            .unwrap_or_else(|_| {
+                tracing::debug!("ignoring a skipTaskRequest query value that is not JSON");
+                body
+            }),
+        _ => body,
+    };
+    node.skip_task(id.as_str(), reference, request).await?;
+    Ok(StatusCode::OK)
+}
+
+/// `DELETE /api/workflow/{id}/remove?archiveWorkflow=`: removes the workflow and its history.
+pub async fn remove(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+    params: Params,
+) -> ApiResult<StatusCode> {
+    let id = workflow_id(&id)?;
+    // Baton keeps no archive; the flag is accepted for compatibility.
+    params.bool("archiveWorkflow", true)?;
+    node.remove(id.as_str()).await?;
+    Ok(StatusCode::OK)
+}
+
+// ---- lists and search ----
+
+/// `GET /api/workflow/running/{name}?version=&startTime=&endTime=`: ids of RUNNING workflows.
+///
+/// As in Conductor, `version` defaults to 1, and when both `startTime` and `endTime` (epoch ms)
+/// are given only workflows created within them are listed.
+pub async fn running(
+    State(node): State<Node>,
+    PathArgs(workflow_name): PathArgs<String>,
+    params: Params,
+) -> ApiResult<Json<Vec<String>>> {
+    let workflow_name = name("workflow name", &workflow_name)?;
+    let version = params.num_or("version", 1u32)?;
+    let window = match (
+        params.num::<i64>("startTime")?,
+        params.num::<i64>("endTime")?,
+    ) {
+        (Some(from), Some(to)) if from != 0 && to != 0 => Some((from, to)),
+        _ => None,
+    };
+    let ids = node.running(workflow_name, Some(version)).await?;
+    let Some((from, to)) = window else {
+        return Ok(Json(ids));
+    };
+    if ids.len() > RUNNING_FILTER_MAX {
+        return Err(ApiError::bad_request(format!(
+            "{} workflows are running, more than {RUNNING_FILTER_MAX} can be filtered by time; use /api/workflow/search",
+            ids.len()
+        )));
+    }
+    let mut within = Vec::new();
+    for id in ids {
+        match node.workflow(&id, false).await {
+            Ok(w) if (from..=to).contains(&w.create_time) => within.push(id),
+            // Removed since it was listed.
+            Ok(_) | Err(crate::Error::NotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Json(within))
+}
+
+/// `GET /api/workflow/search?start=&size=&sort=&freeText=&query=`.
+///
+/// `query` is parsed by [`search::parse`]. `sort` is accepted and ignored (results come in the
+/// index's order). A query over several statuses is answered by one node search per status,
+/// concatenated in the order the statuses were given.
+pub async fn search(
+    State(node): State<Node>,
+    params: Params,
+) -> ApiResult<Json<SearchResult<WorkflowSummary>>> {
+    let start = params.num_or("start", 0usize)?;
+    let size = params.num_or("size", SEARCH_SIZE_DEFAULT)?;
+    if size > SEARCH_RESULTS_MAX {
+        return Err(ApiError::bad_request(format!(
+            "size {size} is over the limit of {SEARCH_RESULTS_MAX} results per page; page with start"
+        )));
+    }
+    if let Some(sort) = params.str("sort") {
+        tracing::debug!(sort, "search sort is not supported; ignored");
+    }
+    let parsed = search::parse(params.str("query").unwrap_or(""))?;
+    let free_text = params
+        .string("freeText")
+        .filter(|t| !t.trim().is_empty() && t.trim() != "*");
+    let base = SearchQuery {
+        workflow_name: parsed.workflow_type,
+        correlation_id: parsed.correlation_id,
+        status: None,
+        free_text,
+        start,
+        size,
+    };
+    let result = match parsed.statuses.as_slice() {
+        [] => node.search(base).await?,
+        [one] => {
+            node.search(SearchQuery {
+                status: Some(*one),
+                ..base
+            })
+            .await?
+        }
+        many => {
+            let window = start.saturating_add(size);
+            if window > SEARCH_RESULTS_MAX {
+                return Err(ApiError::bad_request(format!(
+                    "a search over several statuses pages only through the first {SEARCH_RESULTS_MAX} results; search one status at a time"
+                )));
+            }
+            let mut merged = SearchResult::default();
+            for status in many {
+                let query = SearchQuery {
+                    status: Some(*status),
+                    start: 0,
+                    size: window,
+                    ..base.clone()
+                };
+                let page = node.search(query).await?;
+                merged.total_hits += page.total_hits;
+                merged.results.extend(page.results);
+            }
+            merged.results = merged.results.into_iter().skip(start).take(size).collect();
+            merged
+        }
+    };
+    Ok(Json(result))
+}
+
+/// `GET /api/workflow/{name}/correlated/{correlationId}?includeClosed=&includeTasks=` (both default
+/// false).
+pub async fn correlated(
+    State(node): State<Node>,
+    PathArgs((workflow_name, correlation_id)): PathArgs<(String, String)>,
+    params: Params,
+) -> ApiResult<Json<Vec<Workflow>>> {
+    let workflow_name = name("workflow name", &workflow_name)?;
+    let include_closed = params.bool("includeClosed", false)?;
+    let include_tasks = params.bool("includeTasks", false)?;
+    Ok(Json(
+        node.correlated(
+            workflow_name,
+            &correlation_id,
+            include_closed,
+            include_tasks,
+        )
+        .await?,
+    ))
+}
+
+/// `POST /api/workflow/{name}/correlated?includeClosed=&includeTasks=` with a JSON list of
+/// correlation ids: the workflows of each.
+pub async fn correlated_batch(
+    State(node): State<Node>,
+    PathArgs(workflow_name): PathArgs<String>,
+    params: Params,
+    Body(correlation_ids): Body<Vec<String>>,
+) -> ApiResult<Json<BTreeMap<String, Vec<Workflow>>>> {
+    let workflow_name = name("workflow name", &workflow_name)?;
+    let include_closed = params.bool("includeClosed", false)?;
+    let include_tasks = params.bool("includeTasks", false)?;
+    if correlation_ids.len() > CORRELATION_IDS_MAX {
+        return Err(ApiError::bad_request(format!(
+            "{} correlation ids asked, more than the limit of {CORRELATION_IDS_MAX}; split the request",
+            correlation_ids.len()
+        )));
+    }
+    let mut out = BTreeMap::new();
+    for correlation_id in correlation_ids {
+        let workflows = node
+            .correlated(
+                workflow_name,
+                &correlation_id,
+                include_closed,
+                include_tasks,
+            )
+            .await?;
+        out.insert(correlation_id, workflows);
+    }
+    Ok(Json(out))
+}

@@ -1,0 +1,275 @@
+//! The engine's entry points: `start` creates a workflow instance, `decide` applies one input to it.
+//! Worker inputs (lease, result) and timers are handled here; user operations live in `ops`; what
+//! happens after a task ends lives in `advance`.
+
+use super::advance::{self, advance};
+use super::derive::{self, is_worker};
+use super::state::Ctx;
+use super::{ops, schedule, *};
+use proto::limits::TASK_LOGS_MAX;
+use proto::model::{
+    TaskResultStatus, TaskStatus, TimeoutPolicy, Workflow, WorkflowStatus, WorkflowTimeoutPolicy,
+};
+
+/// Creates a workflow instance and schedules its first task(s).
+pub fn start(start: StartInput, now: NowMs, rng: Rng) -> Result<Decision, Error> {
+    super::validate_workflow_def(&start.def)?;
+    let variables = start.def.variables.clone();
+    let wf = Workflow {
+        workflow_id: start.workflow_id,
+        workflow_name: start.def.name.clone(),
+        workflow_version: start.def.version,
+        status: WorkflowStatus::Running,
+        create_time: now,
+        update_time: now,
+        start_time: now,
+        end_time: 0,
+        parent_workflow_id: start.parent_workflow_id,
+        parent_workflow_task_id: start.parent_workflow_task_id,
+        tasks: Vec::new(),
+        input: start.input,
+        output: Json::new(),
+        correlation_id: start.correlation_id,
+        re_run_from_workflow_id: start.re_run_from_workflow_id,
+        reason_for_incompletion: None,
+        event: start.event,
+        task_to_domain: start.task_to_domain,
+        failed_reference_task_names: Vec::new(),
+        failed_task_names: Vec::new(),
+        workflow_definition: start.def,
+        priority: start.priority,
+        variables,
+        last_retried_time: 0,
+        failed_task_id: None,
+    };
+    let record = WorkflowRecord {
+        version: 0,
+        workflow: wf,
+        task_logs: BTreeMap::new(),
+    };
+    let mut ctx = Ctx::new(&record, now, rng);
+    ctx.changed = true;
+    begin(&mut ctx);
+    Ok(ctx.finish(0))
+}
+
+/// Schedules the first task of the definition and runs the loop (used by start, restart, rerun).
+pub(crate) fn begin(ctx: &mut Ctx<'_>) {
+    let def = ctx.wf.workflow_definition.tasks.clone();
+    if let Some(first) = def.first() {
+        schedule::schedule(ctx, first);
+    }
+    advance(ctx);
+}
+
+/// Applies one input to a running (or finished) workflow.
+pub fn decide(
+    record: &WorkflowRecord,
+    input: Input,
+    now: NowMs,
+    rng: Rng,
+) -> Result<Decision, Error> {
+    let mut ctx = Ctx::new(record, now, rng);
+    match input {
+        Input::TaskResult(result) => task_result(&mut ctx, result)?,
+        Input::Lease { task_id, worker_id } => lease(&mut ctx, &task_id, worker_id)?,
+        Input::Timer(key) => timer(&mut ctx, &key),
+        Input::Pause => ops::pause(&mut ctx)?,
+        Input::Resume => ops::resume(&mut ctx)?,
+        Input::Terminate { reason } => ops::terminate(&mut ctx, reason)?,
+        Input::Retry => ops::retry(&mut ctx)?,
+        Input::Restart { def } => ops::restart(&mut ctx, def)?,
+        Input::Rerun(req) => ops::rerun(&mut ctx, req)?,
+        Input::SkipTask { reference, request } => ops::skip(&mut ctx, &reference, request)?,
+        Input::Decide => advance(&mut ctx),
+    }
+    Ok(ctx.finish(record.version))
+}
+
+fn find_task(ctx: &Ctx<'_>, id: &str) -> Result<usize, Error> {
+    let not_found = || {
+        Error::NotFound(format!(
+            "Task {id} not found in workflow {}",
+            ctx.wf.workflow_id
+        ))
+    };
+    let id = TaskId::parse(id).map_err(|_| not_found())?;
+    ctx.index_of(&id).ok_or_else(not_found)
+}
+
+/// A worker's update. Late or duplicate results for a terminal task change nothing.
+fn task_result(ctx: &mut Ctx<'_>, result: TaskResult) -> Result<(), Error> {
+    if !result.workflow_instance_id.is_empty()
+        && result.workflow_instance_id != ctx.wf.workflow_id.as_str()
+    {
+        return Err(Error::NotFound(format!(
+            "Task {} does not belong to workflow {}",
+            result.task_id, result.workflow_instance_id
+        )));
+    }
+    let i = find_task(ctx, &result.task_id)?;
+    if ctx.wf.tasks[i].status.is_terminal() {
+        return Ok(());
+    }
+    let now = ctx.now;
+    if !result.logs.is_empty() {
+        let id = ctx.wf.tasks[i].task_id.as_str().to_owned();
+        let logs = ctx.logs.entry(id.clone()).or_default();
+        for mut l in result.logs {
+            if l.task_id.is_empty() {
+                l.task_id = id.clone();
+            }
+            logs.push(l);
+        }
+        if logs.len() > TASK_LOGS_MAX {
+            let excess = logs.len() - TASK_LOGS_MAX;
+            logs.drain(..excess);
+        }
+    }
+    let t = &mut ctx.wf.tasks[i];
+    t.output_data = result.output_data;
+    t.update_time = now;
+    if result.worker_id.is_some() {
+        t.worker_id = result.worker_id;
+    }
+    if result.reason_for_incompletion.is_some() {
+        t.reason_for_incompletion = result.reason_for_incompletion;
+    }
+    if result.sub_workflow_id.is_some() {
+        t.sub_workflow_id = result.sub_workflow_id;
+    }
+    if t.start_time == 0 {
+        t.start_time = now;
+    }
+    ctx.changed = true;
+    match result.status {
+        TaskResultStatus::InProgress => {
+            t.status = TaskStatus::InProgress;
+            t.callback_after_seconds = result.callback_after_seconds;
+        }
+        status => {
+            t.status = status.into();
+            t.end_time = now;
+            t.callback_after_seconds = 0;
+            advance(ctx);
+        }
+    }
+    Ok(())
+}
+
+/// A worker polled this task: SCHEDULED (or re-queued IN_PROGRESS) -> IN_PROGRESS.
+fn lease(ctx: &mut Ctx<'_>, task_id: &TaskId, worker_id: Option<String>) -> Result<(), Error> {
+    let i = find_task(ctx, task_id.as_str())?;
+    if ctx.wf.status != WorkflowStatus::Running {
+        return Err(Error::Conflict(format!(
+            "Workflow {} is {}; its tasks cannot be polled",
+            ctx.wf.workflow_id,
+            ctx.wf.status.as_str()
+        )));
+    }
+    let t = &ctx.wf.tasks[i];
+    let visible = derive::visible_at(t).filter(|_| is_worker(t));
+    match visible {
+        Some(at) if at <= ctx.now => {}
+        Some(at) => {
+            return Err(Error::Conflict(format!(
+                "Task {task_id} is not ready before {at}"
+            )));
+        }
+        None => {
+            return Err(Error::Conflict(format!(
+                "Task {task_id} is {} and cannot be polled",
+                t.status.as_str()
+            )));
+        }
+    }
+    let now = ctx.now;
+    let t = &mut ctx.wf.tasks[i];
+    t.status = TaskStatus::InProgress;
+    t.worker_id = worker_id;
+    t.poll_count = t.poll_count.saturating_add(1);
+    if t.start_time == 0 {
+        t.start_time = now;
+    }
+    t.update_time = now;
+    t.callback_after_seconds = 0;
+    let delivered = Box::new(t.clone());
+    ctx.changed = true;
+    ctx.effects.push(Effect::Deliver(delivered));
+    Ok(())
+}
+
+/// A derived timer fired: re-check it against the state and `now`; stale or early timers do nothing.
+fn timer(ctx: &mut Ctx<'_>, key: &TimerKey) {
+    let Some(due) = derive::due(&ctx.wf, key) else {
+        return;
+    };
+    if due > ctx.now {
+        return;
+    }
+    if key.kind == TimerKind::WorkflowTimeout {
+        let def = &ctx.wf.workflow_definition;
+        if def.timeout_policy == WorkflowTimeoutPolicy::TimeOutWf {
+            let reason = format!(
+                "Workflow timed out after {} seconds. Timeout configured as {} seconds. Timeout policy configured to TIME_OUT_WF",
+                (ctx.now - ctx.wf.start_time) / 1000,
+                def.timeout_seconds
+            );
+            ctx.end(WorkflowStatus::TimedOut, Some(reason), None, true);
+        }
+        return;
+    }
+    let Some(i) = key.task_id.as_ref().and_then(|id| ctx.index_of(id)) else {
+        return;
+    };
+    let t = &ctx.wf.tasks[i];
+    let def = schedule::task_def(&t.workflow_task);
+    let (reason, policy) = match key.kind {
+        TimerKind::PollTimeout => ("Task poll timed out".to_owned(), def.timeout_policy),
+        TimerKind::ResponseTimeout => {
+            (format!("responseTimeout: {} exceeded.", t.response_timeout_seconds), TimeoutPolicy::Retry)
+        }
+        TimerKind::TaskTimeout => (
+            format!(
+                "Task timed out after {} seconds. Timeout configured as {} seconds. Timeout policy configured to {}",
+                (ctx.now - t.start_time) / 1000,
+                def.timeout_seconds,
+                policy_name(def.timeout_policy)
+            ),
+            def.timeout_policy,
+        ),
+        TimerKind::TotalTimeout => (
+            format!("Task total timeout of {} seconds across attempts exceeded", def.total_timeout_seconds),
+            TimeoutPolicy::TimeOutWf,
+        ),
+        TimerKind::WorkflowTimeout => return,
+    };
+    if policy == TimeoutPolicy::AlertOnly {
+        return;
+    }
+    let now = ctx.now;
+    let t = &mut ctx.wf.tasks[i];
+    t.status = TaskStatus::TimedOut;
+    t.reason_for_incompletion = Some(reason);
+    t.end_time = now;
+    t.update_time = now;
+    ctx.changed = true;
+    if policy == TimeoutPolicy::TimeOutWf {
+        let (r, n) = (t.reference_task_name.clone(), t.task_def_name.clone());
+        t.executed = true;
+        ctx.note_failure(&r, &n);
+        let reason = advance::failure_reason(ctx, i, WorkflowStatus::TimedOut);
+        let id = ctx.wf.tasks[i].task_id.clone();
+        ctx.end(WorkflowStatus::TimedOut, Some(reason), Some(&id), true);
+    } else {
+        advance(ctx);
+    }
+}
+
+fn policy_name(p: TimeoutPolicy) -> &'static str {
+    match p {
+        TimeoutPolicy::Retry => "RETRY",
+        TimeoutPolicy::TimeOutWf => "TIME_OUT_WF",
+        TimeoutPolicy::AlertOnly => "ALERT_ONLY",
+    }
+}

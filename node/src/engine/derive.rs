@@ -1,0 +1,133 @@
+//! What a workflow's state implies for the runtime: the timers that must be armed and the tasks that
+//! workers may poll. Both are derived, never stored, so a restarted or new leader rebuilds them from
+//! the state alone. `due` is also how a fired timer is re-checked (a stale timer has no due time).
+
+use super::nav;
+use super::schedule::{secs_ms, task_def};
+use super::*;
+use proto::model::{
+    Task, TaskStatus, TimeoutPolicy, Workflow, WorkflowStatus, WorkflowTimeoutPolicy,
+};
+
+/// True for tasks that workers execute (not system tasks Baton runs itself).
+pub(crate) fn is_worker(t: &Task) -> bool {
+    nav::is_worker_type(&t.workflow_task.task_type)
+}
+
+/// When a worker task may be handed out: SCHEDULED at its scheduledTime, a re-queued IN_PROGRESS
+/// task `callbackAfterSeconds` after its last update; `None` when it is not pollable.
+pub(crate) fn visible_at(t: &Task) -> Option<NowMs> {
+    match t.status {
+        TaskStatus::Scheduled => Some(t.scheduled_time),
+        TaskStatus::InProgress if t.callback_after_seconds > 0 => Some(
+            t.update_time
+                .saturating_add(secs_ms(t.callback_after_seconds)),
+        ),
+        _ => None,
+    }
+}
+
+/// The due time of a timer in this state, or `None` when the state does not call for it.
+pub(crate) fn due(wf: &Workflow, key: &TimerKey) -> Option<NowMs> {
+    if key.kind == TimerKind::WorkflowTimeout {
+        let def = &wf.workflow_definition;
+        let armed = wf.status == WorkflowStatus::Running
+            && def.timeout_seconds > 0
+            && def.timeout_policy == WorkflowTimeoutPolicy::TimeOutWf;
+        return armed.then(|| wf.start_time.saturating_add(secs_ms(def.timeout_seconds)));
+    }
+    if wf.status.is_terminal() {
+        return None;
+    }
+    let t = wf.task(key.task_id.as_ref()?)?;
+    if !is_worker(t) || t.status.is_terminal() {
+        return None;
+    }
+    let def = task_def(&t.workflow_task);
+    match key.kind {
+        TimerKind::PollTimeout => {
+            let poll = def.poll_timeout_seconds.unwrap_or(0);
+            (t.status == TaskStatus::Scheduled
+                && poll > 0
+                && def.timeout_policy != TimeoutPolicy::AlertOnly)
+                .then(|| t.scheduled_time.saturating_add(secs_ms(poll)))
+        }
+        TimerKind::ResponseTimeout => {
+            (t.status == TaskStatus::InProgress && t.response_timeout_seconds > 0).then(|| {
+                t.update_time.saturating_add(secs_ms(
+                    t.response_timeout_seconds
+                        .saturating_add(t.callback_after_seconds),
+                ))
+            })
+        }
+        TimerKind::TaskTimeout => (t.status == TaskStatus::InProgress
+            && def.timeout_seconds > 0
+            && def.timeout_policy != TimeoutPolicy::AlertOnly)
+            .then(|| t.start_time.saturating_add(secs_ms(def.timeout_seconds))),
+        TimerKind::TotalTimeout => (def.total_timeout_seconds > 0).then(|| {
+            t.first_scheduled_time
+                .saturating_add(secs_ms(def.total_timeout_seconds))
+        }),
+        TimerKind::WorkflowTimeout => None,
+    }
+}
+
+/// The timers `workflow` needs armed now, ordered by due time.
+pub fn timers(workflow: &Workflow) -> Vec<Timer> {
+    let mut out = Vec::new();
+    let wf_key = TimerKey {
+        kind: TimerKind::WorkflowTimeout,
+        task_id: None,
+    };
+    if let Some(due_ms) = due(workflow, &wf_key) {
+        out.push(Timer {
+            due_ms,
+            key: wf_key,
+        });
+    }
+    if !workflow.status.is_terminal() {
+        for t in workflow
+            .tasks
+            .iter()
+            .filter(|t| !t.status.is_terminal() && is_worker(t))
+        {
+            for kind in [
+                TimerKind::PollTimeout,
+                TimerKind::ResponseTimeout,
+                TimerKind::TaskTimeout,
+                TimerKind::TotalTimeout,
+            ] {
+                let key = TimerKey {
+                    kind,
+                    task_id: Some(t.task_id.clone()),
+                };
+                if let Some(due_ms) = due(workflow, &key) {
+                    out.push(Timer { due_ms, key });
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The tasks of `workflow` that workers may poll (only while it is RUNNING).
+pub fn ready_tasks(workflow: &Workflow) -> Vec<Ready> {
+    if workflow.status != WorkflowStatus::Running {
+        return Vec::new();
+    }
+    workflow
+        .tasks
+        .iter()
+        .filter(|t| is_worker(t))
+        .filter_map(|t| {
+            visible_at(t).map(|visible_at_ms| Ready {
+                task_id: t.task_id.clone(),
+                task_type: t.task_def_name.clone(),
+                domain: t.domain.clone(),
+                priority: t.workflow_priority,
+                visible_at_ms,
+            })
+        })
+        .collect()
+}

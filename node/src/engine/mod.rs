@@ -1,0 +1,168 @@
+//! The engine: Conductor's semantics as pure functions.
+//!
+//! `start` and `decide` take the state, one input, the time and seeded randomness, and return the
+//! next state and the effects to perform after it commits. They read no clock, no RNG of their own,
+//! no socket and no file (DESIGN §3, §7): the runtime (`crate::partition`) supplies all of that and
+//! performs the effects. `timers` and `ready_tasks` derive, from a state, the timers that must be armed
+//! and the tasks that workers may poll, so nothing about them is stored twice.
+//!
+//! Not here: storage, Raft, actors, HTTP. Nothing in this module may depend on them.
+
+use proto::model::{Json, RerunWorkflowRequest, SkipTaskRequest, Task, TaskResult, WorkflowDef};
+use proto::record::WorkflowRecord;
+use proto::{TaskId, WorkflowId};
+use std::collections::BTreeMap;
+
+/// Milliseconds since the Unix epoch, supplied by the caller.
+pub type NowMs = i64;
+
+/// The randomness the decider may use (jitter, task ids). The runtime passes a seeded generator.
+pub type Rng<'a> = &'a mut dyn rand::RngCore;
+
+/// Everything needed to create a workflow instance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StartInput {
+    /// Chosen by the caller (it fixes the partition).
+    pub workflow_id: WorkflowId,
+    /// The definition to run, with every task's `taskDefinition` filled in from the registered task
+    /// definitions (or Conductor's defaults where none is registered).
+    pub def: WorkflowDef,
+    pub input: Json,
+    pub correlation_id: Option<String>,
+    pub priority: i32,
+    pub task_to_domain: BTreeMap<String, String>,
+    pub parent_workflow_id: Option<String>,
+    pub parent_workflow_task_id: Option<String>,
+    pub re_run_from_workflow_id: Option<String>,
+    pub event: Option<String>,
+}
+
+/// One input to a running workflow. Every input is decided against the current state; inputs that no
+/// longer apply (a result for a terminal task, a stale timer) change nothing.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // a TaskResult is the common input; boxing it would not save a copy
+pub enum Input {
+    /// A worker's update (`POST /api/tasks`).
+    TaskResult(TaskResult),
+    /// A worker polled: move this SCHEDULED (or re-queued IN_PROGRESS) task to IN_PROGRESS for it.
+    Lease {
+        task_id: TaskId,
+        worker_id: Option<String>,
+    },
+    /// A timer derived by [`timers`] came due.
+    Timer(TimerKey),
+    Pause,
+    Resume,
+    Terminate {
+        reason: Option<String>,
+    },
+    /// Retry the last failed task of a FAILED / TIMED_OUT / TERMINATED workflow.
+    Retry,
+    /// Start the workflow over from the beginning; `def` replaces the definition when given.
+    Restart {
+        def: Option<WorkflowDef>,
+    },
+    Rerun(RerunWorkflowRequest),
+    SkipTask {
+        reference: String,
+        request: SkipTaskRequest,
+    },
+    /// Re-evaluate the workflow (`PUT /api/workflow/decide/{id}`).
+    Decide,
+}
+
+/// What the runtime must do after the decision's state is committed. Only the leader performs them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// The task was leased by the `Lease` input: hand it to the worker that polled.
+    Deliver(Box<Task>),
+    /// Start another workflow (the failure workflow). `workflow_id` is derived from the failed
+    /// workflow's id, so performing this twice starts it once.
+    StartWorkflow {
+        workflow_id: WorkflowId,
+        name: String,
+        version: Option<u32>,
+        input: Json,
+        correlation_id: Option<String>,
+    },
+    /// The workflow reached a terminal state.
+    Finished,
+}
+
+/// The outcome of one input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The next state (version + 1), or `None` when nothing changed.
+    pub record: Option<WorkflowRecord>,
+    pub effects: Vec<Effect>,
+}
+
+/// Why an input was refused. Refusals change nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The kinds of timer a workflow may have armed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TimerKind {
+    /// A task stayed SCHEDULED past `pollTimeoutSeconds`.
+    PollTimeout,
+    /// An IN_PROGRESS task got no update for `responseTimeoutSeconds` (+ `callbackAfterSeconds`).
+    ResponseTimeout,
+    /// An attempt ran past its `timeoutSeconds`.
+    TaskTimeout,
+    /// All attempts together ran past `totalTimeoutSeconds`.
+    TotalTimeout,
+    /// The workflow ran past its definition's `timeoutSeconds`.
+    WorkflowTimeout,
+}
+
+/// Identifies a timer within its workflow.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TimerKey {
+    pub kind: TimerKind,
+    /// The task the timer watches (`None` for workflow timers).
+    pub task_id: Option<TaskId>,
+}
+
+/// A timer a workflow needs armed, derived from its state.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Timer {
+    pub due_ms: NowMs,
+    pub key: TimerKey,
+}
+
+/// A task that workers may poll, derived from its workflow's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ready {
+    pub task_id: TaskId,
+    /// What workers poll for (the task definition's name).
+    pub task_type: String,
+    pub domain: Option<String>,
+    pub priority: i32,
+    /// When the task may be handed out (a retry's backoff, a `callbackAfterSeconds`).
+    pub visible_at_ms: NowMs,
+}
+
+mod advance;
+mod decide;
+mod derive;
+mod expr;
+mod nav;
+mod ops;
+mod schedule;
+mod state;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+pub use decide::{decide, start};
+pub use derive::{ready_tasks, timers};
+pub use validate::validate_workflow_def;

@@ -1,0 +1,254 @@
+//! Creating tasks: one attempt of a workflow task, with its input resolved, and the system tasks that
+//! Baton runs at once when they are reached (FORK_JOIN, JOIN, SWITCH/DECISION, SET_VARIABLE,
+//! TERMINATE, WAIT). Worker tasks start SCHEDULED; what follows a task is the advance loop's business.
+
+use super::expr::{self, Scope};
+use super::nav::{self, Next};
+use super::state::Ctx;
+use proto::model::{task_type, Json, Task, TaskDef, TaskStatus, WorkflowStatus, WorkflowTask};
+use proto::TaskId;
+use serde_json::Value;
+
+/// Conductor's reason when a FORK_JOIN is not followed by a JOIN.
+pub(crate) const FORK_WITHOUT_JOIN: &str =
+    "Fork task definition is not followed by a join task.  Check the blueprint";
+
+/// The task definition in force for a workflow task (Conductor defaults when none is inlined).
+pub(crate) fn task_def(wt: &WorkflowTask) -> TaskDef {
+    wt.task_definition
+        .clone()
+        .unwrap_or_else(|| TaskDef::named(&wt.name))
+}
+
+/// How many retries a workflow task allows (`WorkflowTask.retryCount` overrides the definition's).
+pub(crate) fn retries_allowed(wt: &WorkflowTask) -> u32 {
+    wt.retry_count.unwrap_or_else(|| task_def(wt).retry_count)
+}
+
+/// A new attempt of `wt`, not yet added to the workflow. `input` None resolves `inputParameters`.
+pub(crate) fn new_task(
+    ctx: &mut Ctx<'_>,
+    wt: &WorkflowTask,
+    retry_count: u32,
+    input: Option<Json>,
+) -> Task {
+    let task_id = ctx.new_task_id();
+    let worker = nav::is_worker_type(&wt.task_type);
+    let def = task_def(wt);
+    let input_data = input.unwrap_or_else(|| {
+        let scope = Scope {
+            wf: &ctx.wf,
+            task_id: Some(task_id.as_str()),
+        };
+        expr::resolve_map(&wt.input_parameters, &scope)
+    });
+    let (task_type, def_name) = if worker {
+        (wt.name.clone(), wt.name.clone())
+    } else if wt.task_type == task_type::FORK_JOIN {
+        ("FORK".to_owned(), "FORK".to_owned())
+    } else {
+        (wt.task_type.clone(), wt.task_type.clone())
+    };
+    let domain = if worker {
+        ctx.wf
+            .task_to_domain
+            .get(&wt.name)
+            .or_else(|| ctx.wf.task_to_domain.get("*"))
+            .cloned()
+    } else {
+        None
+    };
+    let delay_s = if worker { wt.start_delay } else { 0 };
+    let scheduled = ctx.now.saturating_add(secs_ms(delay_s));
+    Task {
+        task_type,
+        status: TaskStatus::Scheduled,
+        input_data,
+        reference_task_name: wt.task_reference_name.clone(),
+        retry_count,
+        seq: 0,
+        correlation_id: ctx.wf.correlation_id.clone(),
+        poll_count: 0,
+        task_def_name: def_name,
+        scheduled_time: scheduled,
+        start_time: 0,
+        end_time: 0,
+        update_time: ctx.now,
+        start_delay_in_seconds: delay_s,
+        retried_task_id: None,
+        retried: false,
+        executed: false,
+        callback_from_worker: true,
+        response_timeout_seconds: if worker {
+            def.response_timeout_seconds
+        } else {
+            0
+        },
+        workflow_instance_id: ctx.wf.workflow_id.clone(),
+        workflow_type: ctx.wf.workflow_name.clone(),
+        task_id,
+        reason_for_incompletion: None,
+        callback_after_seconds: 0,
+        worker_id: None,
+        output_data: Json::new(),
+        workflow_task: wt.clone(),
+        domain,
+        workflow_priority: ctx.wf.priority,
+        iteration: 0,
+        sub_workflow_id: None,
+        first_scheduled_time: scheduled,
+    }
+}
+
+pub(crate) fn secs_ms(s: u64) -> i64 {
+    i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX)
+}
+
+/// Appends a task, numbering it; returns its index.
+pub(crate) fn push(ctx: &mut Ctx<'_>, mut task: Task) -> usize {
+    task.seq = u32::try_from(ctx.wf.tasks.len() + 1).unwrap_or(u32::MAX);
+    ctx.wf.tasks.push(task);
+    ctx.changed = true;
+    ctx.wf.tasks.len() - 1
+}
+
+fn complete_now(ctx: &Ctx<'_>, task: &mut Task, output: Json) {
+    task.status = TaskStatus::Completed;
+    task.start_time = ctx.now;
+    task.end_time = ctx.now;
+    task.output_data = output;
+}
+
+/// The string a SWITCH/DECISION compares with its case names.
+fn case_key(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Schedules `wt` (and, for a FORK, its branches and JOIN). Does nothing if the workflow ended or the
+/// reference already has a task (a pre-skipped task is released so the loop moves past it).
+pub(crate) fn schedule(ctx: &mut Ctx<'_>, wt: &WorkflowTask) {
+    if ctx.wf.status.is_terminal() {
+        return;
+    }
+    if let Some(existing) = ctx
+        .wf
+        .tasks
+        .iter_mut()
+        .rev()
+        .find(|t| t.reference_task_name == wt.task_reference_name)
+    {
+        if existing.status == TaskStatus::Skipped && existing.executed {
+            existing.executed = false;
+            ctx.changed = true;
+        }
+        return;
+    }
+    let mut task = new_task(ctx, wt, 0, None);
+    match wt.task_type.as_str() {
+        task_type::FORK_JOIN => {
+            let def = ctx.wf.workflow_definition.tasks.clone();
+            let join = match nav::next_after(&def, &wt.task_reference_name) {
+                Some(Next::Task(j)) if j.task_type == task_type::JOIN => j.clone(),
+                _ => {
+                    complete_now(ctx, &mut task, Json::new());
+                    task.executed = true;
+                    let idx = push(ctx, task);
+                    let id = ctx.wf.tasks[idx].task_id.clone();
+                    ctx.end(
+                        WorkflowStatus::Failed,
+                        Some(FORK_WITHOUT_JOIN.to_owned()),
+                        Some(&id),
+                        true,
+                    );
+                    return;
+                }
+            };
+            complete_now(ctx, &mut task, Json::new());
+            task.executed = true;
+            push(ctx, task);
+            for branch in &wt.fork_tasks {
+                if let Some(first) = branch.first() {
+                    schedule(ctx, first);
+                }
+            }
+            schedule(ctx, &join);
+        }
+        task_type::JOIN => {
+            task.status = TaskStatus::InProgress;
+            task.start_time = ctx.now;
+            task.input_data
+                .insert("joinOn".into(), wt.join_on.clone().into());
+            push(ctx, task);
+        }
+        task_type::WAIT => {
+            task.status = TaskStatus::InProgress;
+            task.start_time = ctx.now;
+            push(ctx, task);
+        }
+        task_type::SWITCH | task_type::DECISION => {
+            let param = if wt.task_type == task_type::SWITCH {
+                wt.expression.clone().unwrap_or_default()
+            } else {
+                wt.case_value_param.clone().unwrap_or_default()
+            };
+            let key = case_key(task.input_data.get(&param).unwrap_or(&Value::Null));
+            let chosen = wt.decision_cases.get(&key).unwrap_or(&wt.default_case);
+            let mut out = Json::new();
+            out.insert(
+                "evaluationResult".into(),
+                Value::Array(vec![Value::String(key)]),
+            );
+            complete_now(ctx, &mut task, out);
+            let first = chosen.first().cloned();
+            task.executed = first.is_some();
+            push(ctx, task);
+            if let Some(first) = first {
+                schedule(ctx, &first);
+            }
+        }
+        task_type::SET_VARIABLE => {
+            for (k, v) in &task.input_data {
+                ctx.wf.variables.insert(k.clone(), v.clone());
+            }
+            complete_now(ctx, &mut task, Json::new());
+            push(ctx, task);
+        }
+        task_type::TERMINATE => terminate_task(ctx, task),
+        _ => {
+            push(ctx, task);
+        }
+    }
+}
+
+/// TERMINATE: ends the workflow with `terminationStatus`, `workflowOutput` and `terminationReason`.
+fn terminate_task(ctx: &mut Ctx<'_>, mut task: Task) {
+    let status = match task
+        .input_data
+        .get("terminationStatus")
+        .and_then(Value::as_str)
+    {
+        Some("FAILED") => WorkflowStatus::Failed,
+        Some("TERMINATED") => WorkflowStatus::Terminated,
+        _ => WorkflowStatus::Completed,
+    };
+    let output = match task.input_data.get("workflowOutput") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Json::new(),
+    };
+    let reason = task
+        .input_data
+        .get("terminationReason")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let mut task_out = Json::new();
+    task_out.insert("output".into(), Value::Object(output.clone()));
+    complete_now(ctx, &mut task, task_out);
+    task.executed = true;
+    let idx = push(ctx, task);
+    let id: TaskId = ctx.wf.tasks[idx].task_id.clone();
+    let failed = (status != WorkflowStatus::Completed).then_some(&id);
+    ctx.end_with_output(status, reason, failed, true, Some(output));
+}

@@ -1,0 +1,223 @@
+//! The working state of one decision: the workflow being changed, the effects collected so far, the
+//! time and the randomness. Also the things every lifecycle step shares: new ids, ending the workflow
+//! (cancelling what is left, the failure workflow, `Finished`) and turning the context into a
+//! [`Decision`].
+
+use super::{expr, Decision, Effect, NowMs};
+use proto::model::{Json, TaskExecLog, TaskStatus, Workflow, WorkflowStatus};
+use proto::record::WorkflowRecord;
+use proto::{PartitionId, TaskId, WorkflowId};
+use std::collections::BTreeMap;
+
+/// One decision in progress.
+pub(crate) struct Ctx<'r> {
+    pub wf: Workflow,
+    pub logs: BTreeMap<String, Vec<TaskExecLog>>,
+    pub effects: Vec<Effect>,
+    pub now: NowMs,
+    pub rng: &'r mut dyn rand::RngCore,
+    /// Set by every mutation; an unchanged context yields no record.
+    pub changed: bool,
+}
+
+/// The partition bits of a Baton id (its last four hex digits).
+pub(crate) fn partition_of(id: &WorkflowId) -> PartitionId {
+    let s = id.as_str();
+    let tail = s.get(s.len().saturating_sub(4)..).unwrap_or("0");
+    PartitionId(u16::from_str_radix(tail, 16).unwrap_or(0))
+}
+
+impl<'r> Ctx<'r> {
+    pub fn new(record: &WorkflowRecord, now: NowMs, rng: &'r mut dyn rand::RngCore) -> Self {
+        Self {
+            wf: record.workflow.clone(),
+            logs: record.task_logs.clone(),
+            effects: Vec::new(),
+            now,
+            rng,
+            changed: false,
+        }
+    }
+
+    /// A new task id on the workflow's partition.
+    pub fn new_task_id(&mut self) -> TaskId {
+        let random = (u128::from(self.rng.next_u64()) << 64) | u128::from(self.rng.next_u64());
+        TaskId::new(partition_of(&self.wf.workflow_id), random)
+    }
+
+    pub fn index_of(&self, id: &TaskId) -> Option<usize> {
+        self.wf.tasks.iter().position(|t| &t.task_id == id)
+    }
+
+    /// Records that `reference` (task def `name`) failed, keeping both lists sorted and unique.
+    pub fn note_failure(&mut self, reference: &str, name: &str) {
+        for (list, v) in [
+            (&mut self.wf.failed_reference_task_names, reference),
+            (&mut self.wf.failed_task_names, name),
+        ] {
+            if let Err(pos) = list.binary_search_by(|x| x.as_str().cmp(v)) {
+                list.insert(pos, v.to_owned());
+            }
+        }
+        self.changed = true;
+    }
+
+    /// The workflow's output per its definition: `outputParameters` resolved, or the last task's
+    /// output when there are none (as Conductor does).
+    pub fn computed_output(&self) -> Json {
+        let params = &self.wf.workflow_definition.output_parameters;
+        if params.is_empty() {
+            self.wf
+                .tasks
+                .last()
+                .map(|t| t.output_data.clone())
+                .unwrap_or_default()
+        } else {
+            expr::resolve_map(params, &expr::Scope::new(&self.wf))
+        }
+    }
+
+    /// Moves the workflow to a terminal `status`. Non-terminal tasks are CANCELED (a JOIN waiting on
+    /// `failed_ref` FAILS instead). `decider` is true when the engine, not a user, ended it: only then
+    /// does a failure workflow start, as in Conductor.
+    pub fn end(
+        &mut self,
+        status: WorkflowStatus,
+        reason: Option<String>,
+        failed: Option<&TaskId>,
+        decider: bool,
+    ) {
+        self.end_with_output(status, reason, failed, decider, None);
+    }
+
+    pub fn end_with_output(
+        &mut self,
+        status: WorkflowStatus,
+        reason: Option<String>,
+        failed: Option<&TaskId>,
+        decider: bool,
+        output: Option<Json>,
+    ) {
+        let now = self.now;
+        let failed_ref = failed
+            .and_then(|id| self.wf.task(id))
+            .map(|t| t.reference_task_name.clone());
+        for t in self.wf.tasks.iter_mut().filter(|t| !t.status.is_terminal()) {
+            let join_on_failed = failed_ref
+                .as_ref()
+                .is_some_and(|r| t.workflow_task.join_on.contains(r));
+            t.status = if join_on_failed && t.task_type == proto::model::task_type::JOIN {
+                TaskStatus::Failed
+            } else {
+                TaskStatus::Canceled
+            };
+            t.end_time = now;
+            t.update_time = now;
+            t.executed = true;
+        }
+        self.wf.status = status;
+        self.wf.end_time = now;
+        self.wf.output = output.unwrap_or_else(|| self.computed_output());
+        if status != WorkflowStatus::Completed {
+            self.wf.reason_for_incompletion = reason.clone();
+            self.wf.failed_task_id = failed.map(|id| id.as_str().to_owned());
+        }
+        self.changed = true;
+        if decider && status != WorkflowStatus::Completed {
+            if let Some(name) = self.failure_workflow_name() {
+                let input = self.failure_input(reason, failed);
+                let workflow_id = failure_workflow_id(&self.wf);
+                self.effects.push(Effect::StartWorkflow {
+                    workflow_id,
+                    name,
+                    version: None,
+                    input,
+                    correlation_id: self.wf.correlation_id.clone(),
+                });
+            }
+        }
+        self.effects.push(Effect::Finished);
+    }
+
+    /// `failureWorkflow`, resolving Conductor's `$workflow.input.name` form.
+    fn failure_workflow_name(&self) -> Option<String> {
+        let name = self
+            .wf
+            .workflow_definition
+            .failure_workflow
+            .as_deref()?
+            .trim();
+        if name.is_empty() {
+            return None;
+        }
+        if name.starts_with('$') {
+            let key = name.split('.').nth(2)?;
+            return self
+                .wf
+                .input
+                .get(key)
+                .and_then(|v| v.as_str())
+                .map(str::to_owned);
+        }
+        Some(name.to_owned())
+    }
+
+    fn failure_input(&self, reason: Option<String>, failed: Option<&TaskId>) -> Json {
+        let mut input = Json::new();
+        input.insert("workflowId".into(), self.wf.workflow_id.as_str().into());
+        input.insert(
+            "reason".into(),
+            reason.map(Into::into).unwrap_or(serde_json::Value::Null),
+        );
+        input.insert("failureStatus".into(), self.wf.status.as_str().into());
+        if let Some(id) = failed {
+            input.insert("failureTaskId".into(), id.as_str().into());
+        }
+        input.insert(
+            "failedWorkflow".into(),
+            serde_json::to_value(&self.wf).unwrap_or_default(),
+        );
+        input
+    }
+
+    /// The decision: the next record (version + 1, updateTime = now) when anything changed.
+    pub fn finish(mut self, version: u64) -> Decision {
+        if !self.changed {
+            return Decision {
+                record: None,
+                effects: self.effects,
+            };
+        }
+        self.wf.update_time = self.now;
+        Decision {
+            record: Some(WorkflowRecord {
+                version: version + 1,
+                workflow: self.wf,
+                task_logs: self.logs,
+            }),
+            effects: self.effects,
+        }
+    }
+}
+
+/// FNV-1a over `bytes` from `seed`: a hash that is the same on every build and machine.
+fn fnv1a(seed: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(seed, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The failure workflow's id: same partition as the failed workflow, bits from a hash of its id and
+/// of the run (startTime, lastRetriedTime), so repeating the effect starts it once.
+pub(crate) fn failure_workflow_id(wf: &Workflow) -> WorkflowId {
+    let key = format!(
+        "failure:{}:{}:{}",
+        wf.workflow_id, wf.start_time, wf.last_retried_time
+    );
+    let hi = fnv1a(0xcbf2_9ce4_8422_2325, key.as_bytes());
+    let lo = fnv1a(0x84222325_cbf29ce4, key.as_bytes());
+    WorkflowId::new(
+        partition_of(&wf.workflow_id),
+        (u128::from(hi) << 64) | u128::from(lo),
+    )
+}

@@ -1,0 +1,158 @@
+//! System tasks Baton runs itself: SWITCH/DECISION, SET_VARIABLE, TERMINATE, WAIT.
+
+use super::*;
+use TaskStatus::*;
+
+fn run(h: &mut H, r: &str) {
+    h.poll(r);
+    h.complete(r, json!({}));
+}
+
+#[test]
+fn switch_fixture_takes_the_case_then_continues() {
+    let table: [(&str, &[&str]); 3] = [("c", &["t1", "t2"]), ("other", &["t5"]), ("", &["t5"])];
+    for (case, path) in table {
+        let input = if case.is_empty() {
+            json!({})
+        } else {
+            json!({"case": case})
+        };
+        let mut h = H::start(fixture("simple_switch_task_integration_test.json"), input);
+        let sw = h.task("switchTask").clone();
+        assert_eq!((sw.status, sw.task_type.as_str()), (Completed, "SWITCH"));
+        let key = if case.is_empty() { "null" } else { case };
+        assert_eq!(sw.output_data, obj(json!({"evaluationResult": [key]})));
+        for r in path {
+            assert_eq!(h.st(r), Scheduled, "case {case:?}: {r}");
+            run(&mut h, r);
+        }
+        assert_eq!(h.st("t20"), Scheduled, "case {case:?}");
+        run(&mut h, "t20");
+        assert_eq!(h.status(), WorkflowStatus::Completed);
+        let refs: Vec<String> = h.shape().into_iter().map(|s| s.0).collect();
+        let mut want = vec!["switchTask".to_string()];
+        want.extend(path.iter().map(|s| s.to_string()));
+        want.push("t20".into());
+        assert_eq!(refs, want);
+    }
+}
+
+#[test]
+fn switch_with_an_empty_case_moves_on() {
+    let sw = WorkflowTask {
+        name: "sw".into(),
+        task_reference_name: "sw".into(),
+        task_type: "SWITCH".into(),
+        evaluator_type: Some("value-param".into()),
+        expression: Some("k".into()),
+        input_parameters: obj(json!({"k": "${workflow.input.k}"})),
+        decision_cases: [("x".to_string(), vec![simple("x1")])]
+            .into_iter()
+            .collect(),
+        ..Default::default()
+    };
+    let h = H::start(def_of(vec![sw, simple("after")]), json!({"k": 42}));
+    assert_eq!(h.shape(), shape(&[("sw", Completed), ("after", Scheduled)]));
+    assert_eq!(
+        h.task("sw").output_data,
+        obj(json!({"evaluationResult": ["42"]}))
+    );
+}
+
+#[test]
+fn set_variable_fixture() {
+    let mut h = H::start(
+        fixture("set_variable_workflow_integration_test.json"),
+        json!({"var": "v1"}),
+    );
+    run(&mut h, "simple");
+    assert_eq!(h.st("set_variable_1"), Completed);
+    assert_eq!(h.wf().variables, obj(json!({"var": "v1"})));
+    assert_eq!(
+        (h.st("wait0"), h.task("wait0").task_type.as_str()),
+        (InProgress, "WAIT")
+    );
+    assert!(
+        ready_tasks(h.wf()).is_empty(),
+        "WAIT is not offered to workers"
+    );
+    assert!(timers(h.wf()).is_empty());
+    h.complete("wait0", json!({}));
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+    assert_eq!(h.wf().output, obj(json!({"variables": {"var": "v1"}})));
+}
+
+fn terminate(status: &str) -> WorkflowTask {
+    WorkflowTask {
+        name: "terminate".into(),
+        task_reference_name: "term".into(),
+        task_type: "TERMINATE".into(),
+        input_parameters: obj(json!({
+            "terminationStatus": status,
+            "terminationReason": "Early exit in terminate",
+            "workflowOutput": {"from": "${a.output.v}"},
+        })),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn terminate_completed_sets_the_output_and_skips_the_rest() {
+    let mut h = H::start(
+        def_of(vec![simple("a"), terminate("COMPLETED"), simple("never")]),
+        json!({}),
+    );
+    h.poll("a");
+    h.complete("a", json!({"v": 7}));
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+    assert_eq!(h.wf().output, obj(json!({"from": 7})));
+    assert!(!h.has("never"));
+    assert_eq!(h.effects, vec![Effect::Finished]);
+}
+
+#[test]
+fn terminate_failed_starts_the_failure_workflow() {
+    let mut def = def_of(vec![simple("a"), terminate("FAILED"), simple("never")]);
+    def.failure_workflow = Some("failure_workflow".into());
+    let mut h = H::start(def, json!({}));
+    h.poll("a");
+    h.complete("a", json!({"v": 1}));
+    assert_eq!(h.status(), WorkflowStatus::Failed);
+    assert_eq!(
+        h.wf().reason_for_incompletion.as_deref(),
+        Some("Early exit in terminate")
+    );
+    assert_eq!(h.st("term"), Completed);
+    match &h.effects[..] {
+        [Effect::StartWorkflow { name, input, .. }, Effect::Finished] => {
+            assert_eq!(name, "failure_workflow");
+            assert_eq!(input["failureStatus"], json!("FAILED"));
+            assert_eq!(input["reason"], json!("Early exit in terminate"));
+            assert_eq!(input["workflowId"], json!(h.wf().workflow_id.as_str()));
+        }
+        other => panic!("unexpected effects {other:?}"),
+    }
+    let mut t = H::start(def_of(vec![terminate("TERMINATED")]), json!({}));
+    assert_eq!(t.status(), WorkflowStatus::Terminated);
+    assert!(!t.ok(Input::Decide));
+}
+
+#[test]
+fn decision_with_case_value_param() {
+    let d = WorkflowTask {
+        name: "Decision".into(),
+        task_reference_name: "d".into(),
+        task_type: "DECISION".into(),
+        case_value_param: Some("case".into()),
+        input_parameters: obj(json!({"case": "${workflow.input.case}"})),
+        decision_cases: [("b".to_string(), vec![simple("b1")])]
+            .into_iter()
+            .collect(),
+        default_case: vec![simple("def")],
+        ..Default::default()
+    };
+    let h = H::start(def_of(vec![d.clone()]), json!({"case": "b"}));
+    assert_eq!(h.shape(), shape(&[("d", Completed), ("b1", Scheduled)]));
+    let h = H::start(def_of(vec![d]), json!({"case": "zzz"}));
+    assert_eq!(h.shape(), shape(&[("d", Completed), ("def", Scheduled)]));
+}

@@ -1,0 +1,223 @@
+//! Checks a workflow definition before it is stored or started: names, unique reference names, known
+//! task types and the shape each system task needs. Every message names the offending task.
+
+use super::nav::KNOWN_TYPES;
+use super::*;
+use proto::limits::{DEF_TASKS_MAX, NAME_LEN_MAX};
+use proto::model::{task_type, WorkflowTask};
+use std::collections::BTreeSet;
+
+/// Checks a workflow definition before it is stored.
+pub fn validate_workflow_def(def: &WorkflowDef) -> Result<(), Error> {
+    let bad = |m: String| Err(Error::Invalid(m));
+    if def.name.trim().is_empty() {
+        return bad("workflow definition has no name".into());
+    }
+    if def.name.len() > NAME_LEN_MAX {
+        return bad(format!("workflow name is longer than {NAME_LEN_MAX} bytes"));
+    }
+    if def.tasks.is_empty() {
+        return bad(format!("workflow '{}' has no tasks", def.name));
+    }
+    let all = def.all_tasks();
+    if all.len() > DEF_TASKS_MAX {
+        return bad(format!(
+            "workflow '{}' has {} tasks; at most {DEF_TASKS_MAX} are allowed",
+            def.name,
+            all.len()
+        ));
+    }
+    let mut refs = BTreeSet::new();
+    for t in &all {
+        let r = t.task_reference_name.as_str();
+        if r.trim().is_empty() {
+            return bad(format!("task '{}' has no taskReferenceName", t.name));
+        }
+        if r.len() > NAME_LEN_MAX || t.name.len() > NAME_LEN_MAX {
+            return bad(format!(
+                "task '{r}': name or taskReferenceName is longer than {NAME_LEN_MAX} bytes"
+            ));
+        }
+        if t.name.trim().is_empty() {
+            return bad(format!("task '{r}' has no name"));
+        }
+        if !refs.insert(r) {
+            return bad(format!(
+                "taskReferenceName '{r}' is used by more than one task"
+            ));
+        }
+    }
+    for t in &all {
+        check_task(t, &refs)?;
+    }
+    Ok(())
+}
+
+fn check_task(t: &WorkflowTask, refs: &BTreeSet<&str>) -> Result<(), Error> {
+    let r = &t.task_reference_name;
+    let bad = |m: String| Err(Error::Invalid(m));
+    if !KNOWN_TYPES.contains(&t.task_type.as_str()) {
+        return bad(format!(
+            "task '{r}' has type '{}', which Baton does not support",
+            t.task_type
+        ));
+    }
+    match t.task_type.as_str() {
+        task_type::FORK_JOIN => {
+            if t.fork_tasks.is_empty() {
+                return bad(format!("FORK_JOIN task '{r}' has no forkTasks"));
+            }
+            if let Some(n) = t.fork_tasks.iter().position(Vec::is_empty) {
+                return bad(format!(
+                    "FORK_JOIN task '{r}' has an empty branch (forkTasks[{n}])"
+                ));
+            }
+        }
+        task_type::JOIN => {
+            if let Some(missing) = t.join_on.iter().find(|j| !refs.contains(j.as_str())) {
+                return bad(format!(
+                    "JOIN task '{r}' joins on '{missing}', which is not a task of this workflow"
+                ));
+            }
+        }
+        task_type::SWITCH => {
+            match t.evaluator_type.as_deref() {
+                None | Some("") => return bad(format!("SWITCH task '{r}' has no evaluatorType")),
+                Some("value-param") => {}
+                Some(other) => {
+                    return bad(format!(
+                    "SWITCH task '{r}' has evaluatorType '{other}'; Baton supports 'value-param'"
+                ))
+                }
+            }
+            if t.expression.as_deref().is_none_or(|e| e.trim().is_empty()) {
+                return bad(format!("SWITCH task '{r}' has no expression"));
+            }
+        }
+        task_type::DECISION
+            if t.case_value_param
+                .as_deref()
+                .is_none_or(|e| e.trim().is_empty()) =>
+        {
+            return bad(format!(
+                "DECISION task '{r}' has no caseValueParam (caseExpression is not supported)"
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wt(r: &str, ty: &str) -> WorkflowTask {
+        WorkflowTask {
+            name: r.into(),
+            task_reference_name: r.into(),
+            task_type: ty.into(),
+            ..Default::default()
+        }
+    }
+
+    fn def(tasks: Vec<WorkflowTask>) -> WorkflowDef {
+        WorkflowDef {
+            name: "w".into(),
+            tasks,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn rejects_bad_definitions() {
+        let mut fork_empty_branch = wt("f", "FORK_JOIN");
+        fork_empty_branch.fork_tasks = vec![vec![wt("a", "SIMPLE")], vec![]];
+        let mut join_missing = wt("j", "JOIN");
+        join_missing.join_on = vec!["zz".into()];
+        let mut js_switch = wt("s", "SWITCH");
+        js_switch.evaluator_type = Some("javascript".into());
+        js_switch.expression = Some("1".into());
+        let mut no_expr = wt("s", "SWITCH");
+        no_expr.evaluator_type = Some("value-param".into());
+        let mut nested_dup = wt("f", "FORK_JOIN");
+        nested_dup.fork_tasks = vec![vec![wt("a", "SIMPLE")]];
+        let table: Vec<(WorkflowDef, &str)> = vec![
+            (
+                WorkflowDef {
+                    name: String::new(),
+                    ..def(vec![wt("a", "SIMPLE")])
+                },
+                "no name",
+            ),
+            (def(vec![]), "has no tasks"),
+            (def(vec![wt("", "SIMPLE")]), "has no taskReferenceName"),
+            (
+                def(vec![wt("a", "SIMPLE"), wt("a", "SIMPLE")]),
+                "'a' is used by more than one task",
+            ),
+            (
+                def(vec![nested_dup, wt("a", "SIMPLE")]),
+                "'a' is used by more than one task",
+            ),
+            (def(vec![wt("h", "HTTP_X")]), "task 'h' has type 'HTTP_X'"),
+            (
+                def(vec![wt("f", "FORK_JOIN")]),
+                "FORK_JOIN task 'f' has no forkTasks",
+            ),
+            (
+                def(vec![fork_empty_branch]),
+                "FORK_JOIN task 'f' has an empty branch",
+            ),
+            (def(vec![join_missing]), "JOIN task 'j' joins on 'zz'"),
+            (
+                def(vec![wt("s", "SWITCH")]),
+                "SWITCH task 's' has no evaluatorType",
+            ),
+            (def(vec![js_switch]), "evaluatorType 'javascript'"),
+            (def(vec![no_expr]), "SWITCH task 's' has no expression"),
+            (
+                def(vec![wt("d", "DECISION")]),
+                "DECISION task 'd' has no caseValueParam",
+            ),
+            (
+                def(vec![wt(&"x".repeat(NAME_LEN_MAX + 1), "SIMPLE")]),
+                "longer than",
+            ),
+        ];
+        for (d, want) in table {
+            match validate_workflow_def(&d) {
+                Err(Error::Invalid(m)) => {
+                    assert!(m.contains(want), "{m:?} should contain {want:?}")
+                }
+                other => panic!("expected Invalid containing {want:?}, got {other:?}"),
+            }
+        }
+        let many: Vec<WorkflowTask> = (0..=DEF_TASKS_MAX)
+            .map(|i| wt(&format!("t{i}"), "SIMPLE"))
+            .collect();
+        assert!(
+            matches!(validate_workflow_def(&def(many)), Err(Error::Invalid(m)) if m.contains("at most"))
+        );
+    }
+
+    #[test]
+    fn accepts_conformance_fixtures() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/conformance/conductor/test-harness/"
+        );
+        for f in [
+            "simple_workflow_1_integration_test.json",
+            "fork_join_integration_test.json",
+            "nested_fork_join_integration_test.json",
+            "fork_join_permissive_integration_test.json",
+            "simple_switch_task_integration_test.json",
+            "set_variable_workflow_integration_test.json",
+        ] {
+            let text = std::fs::read_to_string(format!("{dir}{f}")).expect("fixture readable");
+            let d: WorkflowDef = serde_json::from_str(&text).expect("fixture parses");
+            validate_workflow_def(&d).unwrap_or_else(|e| panic!("{f}: {e}"));
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! `node::Error`: what a request can fail with. Each variant maps to one HTTP status (see `api`).
+
+use thiserror::Error;
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Error {
+    /// 404: the named thing does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// 409: the request conflicts with the current state (e.g. pausing a finished workflow).
+    #[error("{0}")]
+    Conflict(String),
+    /// 400: the request is malformed or invalid; nothing was changed.
+    #[error("{0}")]
+    Invalid(String),
+    /// 503: the node cannot serve this now (no leader, shutting down); the client may retry.
+    #[error("{0}")]
+    Unavailable(String),
+    /// 500: a broken invariant or storage failure.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<crate::engine::Error> for Error {
+    fn from(e: crate::engine::Error) -> Self {
+        use crate::engine::Error as E;
+        match e {
+            E::NotFound(m) => Error::NotFound(m),
+            E::Conflict(m) => Error::Conflict(m),
+            E::Invalid(m) => Error::Invalid(m),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,125 @@
+//! The meta group: task definitions and workflow definitions, replicated through their own Raft group
+//! and read locally by every node. `MetaMachine` applies [`MetaCommand`]s; `Definitions` reads them.
+
+use proto::model::{TaskDef, WorkflowDef};
+use proto::record::{self, MetaCommand, MetaOutcome};
+
+fn task_key(name: &str) -> Vec<u8> {
+    [b"td/".as_slice(), name.as_bytes()].concat()
+}
+const TASK_PREFIX: &[u8] = b"td/";
+
+/// Versions sort numerically: zero-padded to ten digits.
+fn workflow_key(name: &str, version: u32) -> Vec<u8> {
+    format!("wd/{name}\0{version:010}").into_bytes()
+}
+fn workflow_prefix(name: &str) -> Vec<u8> {
+    format!("wd/{name}\0").into_bytes()
+}
+const WORKFLOW_PREFIX: &[u8] = b"wd/";
+
+/// The meta group's state machine.
+#[derive(Debug, Default)]
+pub struct MetaMachine;
+
+impl cluster::StateMachine for MetaMachine {
+    fn apply(&self, state: &sled::Tree, batch: &mut sled::Batch, command: &[u8]) -> Vec<u8> {
+        let outcome = match record::decode::<MetaCommand>(command) {
+            Ok(MetaCommand::PutTaskDefs(defs)) => {
+                for def in defs {
+                    batch.insert(task_key(&def.name), record::encode(&def));
+                }
+                MetaOutcome::Applied
+            }
+            Ok(MetaCommand::DeleteTaskDef { name }) => {
+                if matches!(state.contains_key(task_key(&name)), Ok(true)) {
+                    batch.remove(task_key(&name));
+                    MetaOutcome::Applied
+                } else {
+                    MetaOutcome::NotFound
+                }
+            }
+            Ok(MetaCommand::PutWorkflowDef(def)) => {
+                batch.insert(workflow_key(&def.name, def.version), record::encode(&def));
+                MetaOutcome::Applied
+            }
+            Ok(MetaCommand::DeleteWorkflowDef { name, version }) => {
+                let key = workflow_key(&name, version);
+                if matches!(state.contains_key(&key), Ok(true)) {
+                    batch.remove(key);
+                    MetaOutcome::Applied
+                } else {
+                    MetaOutcome::NotFound
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "undecodable meta command; skipped");
+                MetaOutcome::NotFound
+            }
+        };
+        record::encode(&outcome)
+    }
+}
+
+/// Reads definitions from the local replica of the meta group.
+#[derive(Clone)]
+pub struct Definitions {
+    state: sled::Tree,
+}
+
+impl Definitions {
+    pub fn new(state: sled::Tree) -> Self {
+        Self { state }
+    }
+
+    pub fn task_def(&self, name: &str) -> Option<TaskDef> {
+        let bytes = self.state.get(task_key(name)).ok()??;
+        record::decode(&bytes).ok()
+    }
+
+    pub fn task_defs(&self) -> Vec<TaskDef> {
+        self.state
+            .scan_prefix(TASK_PREFIX)
+            .filter_map(|kv| kv.ok())
+            .filter_map(|(_, v)| record::decode(&v).ok())
+            .collect()
+    }
+
+    /// A given version, or the latest.
+    pub fn workflow_def(&self, name: &str, version: Option<u32>) -> Option<WorkflowDef> {
+        let bytes = match version {
+            Some(v) => self.state.get(workflow_key(name, v)).ok()??,
+            None => self.state.scan_prefix(workflow_prefix(name)).values().filter_map(|v| v.ok()).next_back()?,
+        };
+        record::decode(&bytes).ok()
+    }
+
+    pub fn workflow_defs(&self) -> Vec<WorkflowDef> {
+        self.state
+            .scan_prefix(WORKFLOW_PREFIX)
+            .filter_map(|kv| kv.ok())
+            .filter_map(|(_, v)| record::decode(&v).ok())
+            .collect()
+    }
+
+    /// Fills in each task's `taskDefinition` from the registered task definitions (Conductor's
+    /// defaults where none is registered and none is inlined), so the decider needs no lookups.
+    pub fn resolve(&self, def: &mut WorkflowDef) {
+        fn walk(defs: &Definitions, list: &mut [proto::model::WorkflowTask]) {
+            for t in list {
+                if t.task_definition.is_none() && t.task_type == proto::model::task_type::SIMPLE {
+                    t.task_definition = Some(defs.task_def(&t.name).unwrap_or_else(|| TaskDef::named(&t.name)));
+                }
+                for branch in &mut t.fork_tasks {
+                    walk(defs, branch);
+                }
+                for case in t.decision_cases.values_mut() {
+                    walk(defs, case);
+                }
+                walk(defs, &mut t.default_case);
+                walk(defs, &mut t.loop_over);
+            }
+        }
+        walk(self, &mut def.tasks);
+    }
+}

@@ -1,0 +1,45 @@
+//! The key layout of a workflow partition's state tree. Keys are ASCII prefixes followed by ids; the
+//! cluster layer reserves keys starting with byte 0x00 for its own bookkeeping.
+
+use proto::{TaskId, WorkflowId};
+
+/// `w/{workflowId}` -> encoded [`proto::record::WorkflowRecord`].
+pub fn workflow(id: &WorkflowId) -> Vec<u8> {
+    [b"w/".as_slice(), id.as_str().as_bytes()].concat()
+}
+pub const WORKFLOW_PREFIX: &[u8] = b"w/";
+
+/// `v/{workflowId}` -> the stored record's version, 8 bytes big-endian (checked without decoding).
+pub fn version(id: &WorkflowId) -> Vec<u8> {
+    [b"v/".as_slice(), id.as_str().as_bytes()].concat()
+}
+
+/// `t/{taskId}` -> the owning workflow id.
+pub fn task(id: &TaskId) -> Vec<u8> {
+    [b"t/".as_slice(), id.as_str().as_bytes()].concat()
+}
+
+/// `r/{name}\0{workflowId}` -> workflow version (u32 BE) — present while the workflow is not terminal.
+pub fn running(name: &str, id: &WorkflowId) -> Vec<u8> {
+    [b"r/".as_slice(), name.as_bytes(), b"\0", id.as_str().as_bytes()].concat()
+}
+/// The prefix of every running workflow of `name`.
+pub fn running_prefix(name: &str) -> Vec<u8> {
+    [b"r/".as_slice(), name.as_bytes(), b"\0"].concat()
+}
+pub const RUNNING_PREFIX: &[u8] = b"r/";
+
+/// `c/{correlationId}\0{workflowId}` -> empty.
+pub fn correlated(correlation_id: &str, id: &WorkflowId) -> Vec<u8> {
+    [b"c/".as_slice(), correlation_id.as_bytes(), b"\0", id.as_str().as_bytes()].concat()
+}
+pub fn correlated_prefix(correlation_id: &str) -> Vec<u8> {
+    [b"c/".as_slice(), correlation_id.as_bytes(), b"\0"].concat()
+}
+
+/// The workflow id at the end of an index key (`...\0{id}`).
+pub fn id_after_nul(key: &[u8]) -> Option<WorkflowId> {
+    let pos = key.iter().rposition(|b| *b == 0)?;
+    let s = std::str::from_utf8(&key[pos + 1..]).ok()?;
+    WorkflowId::parse(s).ok()
+}

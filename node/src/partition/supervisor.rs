@@ -1,0 +1,109 @@
+//! `PartitionSupervisor`: one per led partition. It routes every message for a workflow to that
+//! workflow's actor, spawning the actor on first use (it loads its state from sled), and passivates
+//! actors that report themselves idle — but only when no message was forwarded since, so a message is
+//! never sent to an actor that is stopping. No names, no global registry (DESIGN §4).
+
+use super::workflow::{WorkflowActor, WorkflowArgs, WorkflowMsg};
+use super::PartitionCtx;
+use crate::error::Error;
+use proto::WorkflowId;
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub enum SupervisorMsg {
+    /// Deliver a message to a workflow's actor.
+    Route(WorkflowId, WorkflowMsg),
+    /// A workflow actor has handled `processed` messages and has nothing to do.
+    Idle(WorkflowId, u64),
+}
+
+pub struct PartitionSupervisor;
+
+pub struct SupervisorState {
+    ctx: Arc<PartitionCtx>,
+    /// Live workflow actors and how many messages were forwarded to each.
+    children: BTreeMap<WorkflowId, (ActorRef<WorkflowMsg>, u64)>,
+}
+
+/// Answers a message that cannot be delivered, so its caller is not left waiting.
+fn refuse(msg: WorkflowMsg, why: &str) {
+    let err = || Error::Unavailable(why.to_owned());
+    match msg {
+        WorkflowMsg::Start(_, p) | WorkflowMsg::Input(_, p) => {
+            let _ = p.send(Err(err()));
+        }
+        WorkflowMsg::AddLog(_, _, p) | WorkflowMsg::Remove(p) => {
+            let _ = p.send(Err(err()));
+        }
+        WorkflowMsg::Fire(_) | WorkflowMsg::IdleCheck(_) => {}
+    }
+}
+
+impl Actor for PartitionSupervisor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = Arc<PartitionCtx>;
+
+    async fn pre_start(&self, _myself: ActorRef<SupervisorMsg>, ctx: Arc<PartitionCtx>) -> Result<SupervisorState, ActorProcessingErr> {
+        Ok(SupervisorState { ctx, children: BTreeMap::new() })
+    }
+
+    async fn handle(&self, myself: ActorRef<SupervisorMsg>, msg: SupervisorMsg, st: &mut SupervisorState) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SupervisorMsg::Route(id, wmsg) => {
+                if !st.children.contains_key(&id) {
+                    let args = WorkflowArgs { ctx: st.ctx.clone(), id: id.clone(), supervisor: myself.clone() };
+                    match Actor::spawn_linked(None, WorkflowActor, args, myself.get_cell()).await {
+                        Ok((child, _)) => {
+                            st.children.insert(id.clone(), (child, 0));
+                        }
+                        Err(e) => {
+                            tracing::error!(workflow = %id, error = %e, "could not start workflow actor");
+                            refuse(wmsg, "the workflow could not be loaded; retry");
+                            return Ok(());
+                        }
+                    }
+                }
+                if let Some((child, forwarded)) = st.children.get_mut(&id) {
+                    *forwarded += 1;
+                    if let Err(e) = child.send_message(wmsg) {
+                        st.children.remove(&id);
+                        if let ractor::MessagingErr::SendErr(m) = e {
+                            refuse(m, "the workflow actor stopped; retry");
+                        }
+                    }
+                }
+            }
+            SupervisorMsg::Idle(id, processed) => {
+                if st.children.get(&id).is_some_and(|(_, forwarded)| *forwarded == processed) {
+                    if let Some((child, _)) = st.children.remove(&id) {
+                        child.stop(None);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<SupervisorMsg>,
+        event: SupervisionEvent,
+        st: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match event {
+            SupervisionEvent::ActorTerminated(cell, _, _) => {
+                st.children.retain(|_, (child, _)| child.get_id() != cell.get_id());
+            }
+            SupervisionEvent::ActorFailed(cell, err) => {
+                // A panicking decider stops only its workflow's actor; the next message reloads it
+                // from committed state.
+                tracing::error!(partition = %st.ctx.id, error = %err, "workflow actor failed");
+                st.children.retain(|_, (child, _)| child.get_id() != cell.get_id());
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}

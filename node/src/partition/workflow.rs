@@ -1,0 +1,224 @@
+//! `WorkflowActor`: one per live workflow instance on the partition's leader, the single writer of its
+//! workflow. It serialises every input (task results, leases, timers, API commands), runs the pure
+//! decider on its in-memory state, proposes the resulting record through Raft, and only after the commit
+//! updates its state, publishes the workflow's ready tasks and timers, and answers the caller.
+
+use super::machine::stored_version;
+use super::supervisor::SupervisorMsg;
+use super::{keys, PartitionCtx};
+use crate::engine::{self, Decision, Effect, Input, StartInput, TimerKey};
+use crate::error::{Error, Result};
+use proto::model::TaskExecLog;
+use proto::record::{self, PartitionCommand, PartitionOutcome, WorkflowRecord};
+use proto::{TaskId, WorkflowId};
+use rand::SeedableRng;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// An actor that handled no message for this long asks to be passivated (its state is in sled).
+const IDLE_MS: u64 = 30_000;
+
+pub type Reply<T> = oneshot::Sender<Result<T>>;
+
+pub enum WorkflowMsg {
+    Start(Box<StartInput>, Reply<Vec<Effect>>),
+    Input(Box<Input>, Reply<Vec<Effect>>),
+    /// A timer came due (no one waits for the answer).
+    Fire(TimerKey),
+    AddLog(TaskId, String, Reply<()>),
+    Remove(Reply<()>),
+    /// Sent to itself: if nothing happened since message `processed`, ask to passivate.
+    IdleCheck(u64),
+}
+
+pub struct WorkflowActor;
+
+pub struct WorkflowArgs {
+    pub ctx: Arc<PartitionCtx>,
+    pub id: WorkflowId,
+    pub supervisor: ActorRef<SupervisorMsg>,
+}
+
+pub struct WorkflowState {
+    ctx: Arc<PartitionCtx>,
+    id: WorkflowId,
+    supervisor: ActorRef<SupervisorMsg>,
+    /// The committed record (None: not created yet, or removed).
+    record: Option<WorkflowRecord>,
+    /// Messages handled that the supervisor forwarded (for passivation handshakes).
+    processed: u64,
+}
+
+impl WorkflowState {
+    /// Proposes `next` (the record after a decision) and adopts it once committed.
+    async fn commit(&mut self, next: WorkflowRecord) -> Result<()> {
+        let expected = self.record.as_ref().map_or(0, |r| r.version);
+        let cmd = PartitionCommand::PutWorkflow { record: Box::new(next.clone()), expected_version: expected };
+        match self.ctx.propose(&cmd).await? {
+            PartitionOutcome::Applied => {
+                self.record = Some(next);
+                Ok(())
+            }
+            PartitionOutcome::VersionConflict { stored } => {
+                // The single-writer rule was broken (or a start raced an existing id): reload the truth.
+                self.record = self.ctx.read(&self.id)?;
+                if expected == 0 && stored > 0 {
+                    Err(Error::Conflict(format!("workflow {} already exists", self.id)))
+                } else {
+                    Err(Error::Unavailable(format!("workflow {} changed concurrently (stored version {stored}); retry", self.id)))
+                }
+            }
+            PartitionOutcome::NotFound => Err(Error::Internal("unexpected outcome of a write".into())),
+        }
+    }
+
+    /// Runs a decision through Raft and performs its effects. Returns the effects for the caller.
+    async fn adopt(&mut self, decision: Decision) -> Result<Vec<Effect>> {
+        if let Some(next) = decision.record {
+            self.commit(next).await?;
+        }
+        for effect in &decision.effects {
+            if let Effect::StartWorkflow { .. } = effect {
+                self.ctx.outbox(effect.clone()).await;
+            }
+        }
+        Ok(decision.effects)
+    }
+
+    fn rng(&self) -> rand_chacha::ChaCha8Rng {
+        // Seeded from (workflow, version): a replay of the same inputs draws the same numbers.
+        let version = self.record.as_ref().map_or(0, |r| r.version);
+        let seed = crate::clock::stable_hash(self.id.as_str().as_bytes()) ^ version.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        rand_chacha::ChaCha8Rng::seed_from_u64(seed)
+    }
+
+    async fn decide(&mut self, input: Input) -> Result<Vec<Effect>> {
+        let Some(record) = &self.record else {
+            return Err(Error::NotFound(format!("No such workflow found by id: {}", self.id)));
+        };
+        let now = self.ctx.clock.now_ms();
+        let mut rng = self.rng();
+        let decision = engine::decide(record, input, now, &mut rng)?;
+        self.adopt(decision).await
+    }
+
+    async fn start(&mut self, start: StartInput) -> Result<Vec<Effect>> {
+        if self.record.is_some() || stored_version(self.ctx.group.state(), &self.id) > 0 {
+            return Err(Error::Conflict(format!("workflow {} already exists", self.id)));
+        }
+        let now = self.ctx.clock.now_ms();
+        let mut rng = self.rng();
+        let decision = engine::start(start, now, &mut rng)?;
+        self.adopt(decision).await
+    }
+
+    async fn add_log(&mut self, task: TaskId, line: String) -> Result<()> {
+        let Some(record) = &self.record else {
+            return Err(Error::NotFound(format!("No such workflow found by id: {}", self.id)));
+        };
+        if record.workflow.task(&task).is_none() {
+            return Err(Error::NotFound(format!("No such task found by id: {task}")));
+        }
+        let mut next = record.clone();
+        next.version += 1;
+        let logs = next.task_logs.entry(task.to_string()).or_default();
+        if logs.len() >= proto::limits::TASK_LOGS_MAX {
+            return Err(Error::Invalid(format!("task {task} already has {} log lines (the maximum)", logs.len())));
+        }
+        logs.push(TaskExecLog { log: line, task_id: task.to_string(), created_time: self.ctx.clock.now_ms() });
+        self.commit(next).await
+    }
+
+    async fn remove(&mut self) -> Result<()> {
+        if self.record.is_none() {
+            return Err(Error::NotFound(format!("No such workflow found by id: {}", self.id)));
+        }
+        let cmd = PartitionCommand::RemoveWorkflow { workflow_id: self.id.clone() };
+        match self.ctx.propose(&cmd).await? {
+            PartitionOutcome::Applied | PartitionOutcome::NotFound => {
+                self.record = None;
+                Ok(())
+            }
+            PartitionOutcome::VersionConflict { .. } => Err(Error::Internal("unexpected outcome of a remove".into())),
+        }
+    }
+
+    /// Re-derives what the partition's queue and timer wheel hold for this workflow.
+    fn publish(&self) {
+        self.ctx.publish(&self.id, self.record.as_ref());
+    }
+
+    fn is_finished(&self) -> bool {
+        self.record.as_ref().is_none_or(|r| r.workflow.status.is_terminal())
+    }
+}
+
+fn reply<T>(port: Reply<T>, value: Result<T>) {
+    // The caller may have given up (timed out or disconnected); the decision stands regardless.
+    let _ = port.send(value);
+}
+
+impl Actor for WorkflowActor {
+    type Msg = WorkflowMsg;
+    type State = WorkflowState;
+    type Arguments = WorkflowArgs;
+
+    async fn pre_start(&self, _myself: ActorRef<WorkflowMsg>, args: WorkflowArgs) -> Result<WorkflowState, ActorProcessingErr> {
+        let record = args.ctx.read(&args.id).map_err(|e| format!("loading workflow {}: {e}", args.id))?;
+        Ok(WorkflowState { ctx: args.ctx, id: args.id, supervisor: args.supervisor, record, processed: 0 })
+    }
+
+    async fn handle(&self, myself: ActorRef<WorkflowMsg>, msg: WorkflowMsg, st: &mut WorkflowState) -> Result<(), ActorProcessingErr> {
+        if let WorkflowMsg::IdleCheck(seen) = msg {
+            if seen == st.processed {
+                let _ = st.supervisor.send_message(SupervisorMsg::Idle(st.id.clone(), st.processed));
+            }
+            return Ok(());
+        }
+        st.processed += 1;
+        match msg {
+            WorkflowMsg::Start(start, port) => {
+                let r = st.start(*start).await;
+                reply(port, r);
+            }
+            WorkflowMsg::Input(input, port) => {
+                let r = st.decide(*input).await;
+                reply(port, r);
+            }
+            WorkflowMsg::Fire(key) => {
+                if st.record.is_some() {
+                    if let Err(e) = st.decide(Input::Timer(key)).await {
+                        tracing::warn!(workflow = %st.id, error = %e, "timer input failed");
+                    }
+                }
+            }
+            WorkflowMsg::AddLog(task, line, port) => {
+                let r = st.add_log(task, line).await;
+                reply(port, r);
+            }
+            WorkflowMsg::Remove(port) => {
+                let r = st.remove().await;
+                reply(port, r);
+            }
+            WorkflowMsg::IdleCheck(_) => {}
+        }
+        st.publish();
+        if st.is_finished() {
+            let _ = st.supervisor.send_message(SupervisorMsg::Idle(st.id.clone(), st.processed));
+        } else {
+            let seen = st.processed;
+            myself.send_after(Duration::from_millis(IDLE_MS), move || WorkflowMsg::IdleCheck(seen));
+        }
+        Ok(())
+    }
+}
+
+/// Reads a workflow's committed record from a partition's state tree.
+pub fn read_record(state: &sled::Tree, id: &WorkflowId) -> Result<Option<WorkflowRecord>> {
+    let bytes = state.get(keys::workflow(id)).map_err(|e| Error::Internal(format!("reading workflow {id}: {e}")))?;
+    bytes
+        .map(|b| record::decode(&b).map_err(|e| Error::Internal(format!("decoding workflow {id}: {e}"))))
+        .transpose()
+}

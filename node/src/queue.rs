@@ -1,0 +1,189 @@
+//! `TaskQueues`: the tasks workers may poll, per task type, on this node's led partitions.
+//!
+//! The queue is derived state: after every decision a workflow actor publishes its workflow's
+//! [`engine::ready_tasks`](crate::engine::ready_tasks), which replaces whatever the queue held for that
+//! workflow. Nothing here is stored; after a restart the partitions publish again from their state.
+//! Taking a task out of the queue is only a claim: the poller then asks the workflow actor to lease it,
+//! and the lease is the committed decision (a stale claim is refused there).
+
+use crate::engine::{NowMs, Ready};
+use proto::{TaskId, WorkflowId};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use tokio::sync::Notify;
+
+/// Order within a type: visible first, then higher priority, then older.
+type Slot = (NowMs, i32, TaskId);
+
+#[derive(Default)]
+struct TypeQueue {
+    /// (visible_at, -priority, task) for tasks of this type, domain split out below.
+    by_domain: BTreeMap<Option<String>, BTreeSet<Slot>>,
+}
+
+#[derive(Default)]
+struct State {
+    types: BTreeMap<String, TypeQueue>,
+    /// What each workflow has in the queue, so a publication can replace it.
+    by_workflow: BTreeMap<WorkflowId, Vec<(String, Option<String>, Slot)>>,
+    owner: BTreeMap<TaskId, WorkflowId>,
+}
+
+/// A claimed task: the poller must now lease it from its workflow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub task_id: TaskId,
+    pub workflow_id: WorkflowId,
+}
+
+/// The node's ready-task queues. Cheap to share behind an `Arc`.
+#[derive(Default)]
+pub struct TaskQueues {
+    state: Mutex<State>,
+    /// Woken whenever tasks are published; pollers re-check their type.
+    published: Notify,
+}
+
+impl TaskQueues {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A poisoned lock only means a panic elsewhere mid-update of plain maps; the maps stay usable
+        // and the next publication of each workflow repairs its entries.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces the ready tasks of `workflow` with `ready`.
+    pub fn publish(&self, workflow: &WorkflowId, ready: Vec<Ready>) {
+        let mut s = self.lock();
+        Self::remove_locked(&mut s, workflow);
+        if ready.is_empty() {
+            return;
+        }
+        let mut mine = Vec::with_capacity(ready.len());
+        for r in ready {
+            let slot = (r.visible_at_ms, -r.priority, r.task_id.clone());
+            s.types.entry(r.task_type.clone()).or_default().by_domain.entry(r.domain.clone()).or_default().insert(slot.clone());
+            s.owner.insert(r.task_id, workflow.clone());
+            mine.push((r.task_type, r.domain, slot));
+        }
+        s.by_workflow.insert(workflow.clone(), mine);
+        drop(s);
+        self.published.notify_waiters();
+    }
+
+    /// Forgets a workflow's tasks (it finished, or its partition is no longer led here).
+    pub fn forget(&self, workflow: &WorkflowId) {
+        let mut s = self.lock();
+        Self::remove_locked(&mut s, workflow);
+    }
+
+    fn remove_locked(s: &mut State, workflow: &WorkflowId) {
+        if let Some(entries) = s.by_workflow.remove(workflow) {
+            for (ty, domain, slot) in entries {
+                s.owner.remove(&slot.2);
+                if let Some(q) = s.types.get_mut(&ty) {
+                    if let Some(set) = q.by_domain.get_mut(&domain) {
+                        set.remove(&slot);
+                        if set.is_empty() {
+                            q.by_domain.remove(&domain);
+                        }
+                    }
+                    if q.by_domain.is_empty() {
+                        s.types.remove(&ty);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Claims up to `count` tasks of `task_type` visible at `now`, from the given domain (tasks of the
+    /// domain first, then tasks without a domain, as Conductor polls `domain` then the default queue).
+    pub fn claim(&self, task_type: &str, domain: Option<&str>, count: usize, now: NowMs) -> Vec<Claim> {
+        let mut s = self.lock();
+        let mut out = Vec::new();
+        let domains: Vec<Option<String>> = match domain {
+            Some(d) => vec![Some(d.to_owned()), None],
+            None => vec![None],
+        };
+        for d in domains {
+            while out.len() < count {
+                let Some(slot) = s
+                    .types
+                    .get(task_type)
+                    .and_then(|q| q.by_domain.get(&d))
+                    .and_then(|set| set.iter().next().cloned())
+                else {
+                    break;
+                };
+                if slot.0 > now {
+                    break;
+                }
+                let Some(wf) = s.owner.get(&slot.2).cloned() else { break };
+                // Claimed tasks leave the queue; the workflow's next publication restores any whose
+                // lease did not happen.
+                if let Some(entries) = s.by_workflow.get_mut(&wf) {
+                    entries.retain(|e| e.2 != slot);
+                }
+                s.owner.remove(&slot.2);
+                if let Some(q) = s.types.get_mut(task_type) {
+                    if let Some(set) = q.by_domain.get_mut(&d) {
+                        set.remove(&slot);
+                    }
+                }
+                out.push(Claim { task_id: slot.2, workflow_id: wf });
+            }
+        }
+        out
+    }
+
+    /// The earliest time a task of this type becomes visible, if any is queued.
+    pub fn next_visible(&self, task_type: &str, domain: Option<&str>) -> Option<NowMs> {
+        let s = self.lock();
+        let q = s.types.get(task_type)?;
+        let mut best: Option<NowMs> = None;
+        for (d, set) in &q.by_domain {
+            if d.is_none() || d.as_deref() == domain {
+                if let Some(first) = set.iter().next() {
+                    best = Some(best.map_or(first.0, |b| b.min(first.0)));
+                }
+            }
+        }
+        best
+    }
+
+    /// A future that completes at the next publication. Create it before checking the queue so that a
+    /// publication in between is not missed.
+    pub fn published(&self) -> tokio::sync::futures::Notified<'_> {
+        self.published.notified()
+    }
+
+    /// Queued tasks per type (visible or not).
+    pub fn sizes(&self) -> BTreeMap<String, u64> {
+        let s = self.lock();
+        s.types.iter().map(|(t, q)| (t.clone(), q.by_domain.values().map(|set| set.len() as u64).sum())).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::PartitionId;
+
+    fn ready(id: u128, ty: &str, at: NowMs, priority: i32) -> Ready {
+        Ready { task_id: TaskId::new(PartitionId(0), id << 16), task_type: ty.into(), domain: None, priority, visible_at_ms: at }
+    }
+
+    #[test]
+    fn claims_visible_tasks_in_order_and_publication_replaces() {
+        let q = TaskQueues::default();
+        let w1 = WorkflowId::new(PartitionId(0), 1 << 16);
+        let w2 = WorkflowId::new(PartitionId(0), 2 << 16);
+        q.publish(&w1, vec![ready(1, "a", 10, 0), ready(2, "a", 50, 0)]);
+        q.publish(&w2, vec![ready(3, "a", 10, 5), ready(4, "b", 0, 0)]);
+        let got = q.claim("a", None, 10, 20);
+        assert_eq!(got.iter().map(|c| c.task_id.clone()).collect::<Vec<_>>(), vec![ready(3, "a", 0, 0).task_id, ready(1, "a", 0, 0).task_id]);
+        assert_eq!(q.next_visible("a", None), Some(50));
+        q.publish(&w1, vec![]);
+        assert_eq!(q.next_visible("a", None), None);
+        assert_eq!(q.sizes().get("b"), Some(&1));
+    }
+}

@@ -1,0 +1,173 @@
+//! Task operations for workers: poll (claim from the queue, then lease through the workflow's actor),
+//! results, and task reads.
+
+use super::workflows::{check_payload, parse_workflow_id};
+use super::Inner;
+use crate::engine::{Effect, Input};
+use crate::error::{Error, Result};
+use crate::partition::{keys, workflow::WorkflowMsg};
+use crate::service::PollRequest;
+use proto::limits::{POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
+use proto::model::{Json, Task, TaskExecLog, TaskResult, TaskResultStatus, TaskStatus};
+use proto::{TaskId, WorkflowId};
+use std::time::Duration;
+
+fn parse_task_id(id: &str) -> Result<TaskId> {
+    TaskId::parse(id).map_err(|e| Error::Invalid(e.to_string()))
+}
+
+impl Inner {
+    /// Leases up to `count` ready tasks of a type, waiting up to `wait_ms` for the first one.
+    pub async fn poll(&self, request: PollRequest) -> Result<Vec<Task>> {
+        if request.task_type.trim().is_empty() {
+            return Err(Error::Invalid("task type cannot be empty".into()));
+        }
+        let count = request.count.clamp(1, POLL_BATCH_MAX);
+        let wait = Duration::from_millis(request.wait_ms.min(POLL_WAIT_MS_MAX));
+        let deadline = tokio::time::Instant::now() + wait;
+        let domain = request.domain.as_deref().filter(|d| !d.is_empty());
+        loop {
+            // Registered before looking, so a publication in between wakes us.
+            let published = self.queues.published();
+            tokio::pin!(published);
+            published.as_mut().enable();
+            let now = self.clock.now_ms();
+            let claims = self.queues.claim(&request.task_type, domain, count, now);
+            let leases = claims.into_iter().map(|c| {
+                let input = Input::Lease { task_id: c.task_id, worker_id: request.worker_id.clone() };
+                async move { self.partition_of(&c.workflow_id).call(&c.workflow_id, |r| WorkflowMsg::Input(Box::new(input), r)).await }
+            });
+            let mut out = Vec::new();
+            for result in futures::future::join_all(leases).await {
+                match result {
+                    Ok(effects) => out.extend(effects.into_iter().filter_map(|e| match e {
+                        Effect::Deliver(task) => Some(*task),
+                        _ => None,
+                    })),
+                    // A stale claim (already leased, or no longer ready): not an error for the poller.
+                    Err(Error::Conflict(_) | Error::NotFound(_)) => {}
+                    Err(e) => tracing::warn!(error = %e, "lease failed"),
+                }
+            }
+            let now_i = tokio::time::Instant::now();
+            if !out.is_empty() || now_i >= deadline {
+                return Ok(out);
+            }
+            let mut until = deadline;
+            if let Some(next) = self.queues.next_visible(&request.task_type, domain) {
+                let in_ms = u64::try_from(next.saturating_sub(self.clock.now_ms())).unwrap_or(0);
+                until = until.min(now_i + Duration::from_millis(in_ms.max(1)));
+            }
+            tokio::select! {
+                _ = &mut published => {}
+                _ = tokio::time::sleep_until(until) => {}
+            }
+        }
+    }
+
+    /// Where a result goes: its workflow id, or (when a client leaves it out) the task's index row.
+    fn owner_of(&self, workflow_id: &str, task_id: &TaskId) -> Result<WorkflowId> {
+        if !workflow_id.is_empty() {
+            return parse_workflow_id(workflow_id);
+        }
+        let p = self.partition_of_task(task_id);
+        let v = p
+            .state()
+            .get(keys::task(task_id))
+            .map_err(super::storage)?
+            .ok_or_else(|| Error::NotFound(format!("No such task found by id: {task_id}")))?;
+        let s = std::str::from_utf8(&v).map_err(|_| Error::Internal("task index row is not UTF-8".into()))?;
+        parse_workflow_id(s)
+    }
+
+    pub async fn update_task(&self, result: TaskResult) -> Result<String> {
+        if result.task_id.is_empty() {
+            return Err(Error::Invalid("taskId cannot be empty".into()));
+        }
+        let task_id = parse_task_id(&result.task_id)?;
+        check_payload("task output", &result.output_data)?;
+        let wf = self.owner_of(&result.workflow_instance_id, &task_id)?;
+        self.partition_of(&wf).call(&wf, |r| WorkflowMsg::Input(Box::new(Input::TaskResult(result)), r)).await?;
+        Ok(task_id.to_string())
+    }
+
+    pub async fn update_task_v2(&self, result: TaskResult) -> Result<Option<Task>> {
+        let worker_id = result.worker_id.clone();
+        let task_id = parse_task_id(&result.task_id)?;
+        let wf = self.owner_of(&result.workflow_instance_id, &task_id)?;
+        self.update_task(result).await?;
+        let record = self.record(&wf)?;
+        let Some(task) = record.workflow.task(&task_id) else { return Ok(None) };
+        let request = PollRequest {
+            task_type: task.task_def_name.clone(),
+            worker_id,
+            domain: task.domain.clone(),
+            count: 1,
+            wait_ms: 0,
+        };
+        Ok(self.poll(request).await?.into_iter().next())
+    }
+
+    pub async fn update_task_by_ref(
+        &self,
+        workflow_id: &str,
+        reference: &str,
+        status: TaskStatus,
+        output: Json,
+        worker_id: Option<String>,
+    ) -> Result<String> {
+        let wf = parse_workflow_id(workflow_id)?;
+        let status = match status {
+            TaskStatus::Completed => TaskResultStatus::Completed,
+            TaskStatus::Failed => TaskResultStatus::Failed,
+            TaskStatus::FailedWithTerminalError => TaskResultStatus::FailedWithTerminalError,
+            TaskStatus::InProgress => TaskResultStatus::InProgress,
+            other => {
+                return Err(Error::Invalid(format!(
+                    "status {} cannot be reported for a task; use COMPLETED, FAILED, FAILED_WITH_TERMINAL_ERROR or IN_PROGRESS",
+                    other.as_str()
+                )))
+            }
+        };
+        let record = self.record(&wf)?;
+        let task = record
+            .workflow
+            .tasks
+            .iter()
+            .rev()
+            .find(|t| t.reference_task_name == reference && !t.status.is_terminal())
+            .or_else(|| record.workflow.task_by_ref(reference))
+            .ok_or_else(|| Error::NotFound(format!("No task found with reference name {reference} in workflow {workflow_id}")))?;
+        let result = TaskResult {
+            workflow_instance_id: wf.to_string(),
+            task_id: task.task_id.to_string(),
+            status,
+            output_data: output,
+            worker_id,
+            ..Default::default()
+        };
+        self.update_task(result).await
+    }
+
+    pub async fn task(&self, task_id: &str) -> Result<Task> {
+        let id = parse_task_id(task_id)?;
+        let wf = self.owner_of("", &id)?;
+        self.record(&wf)?
+            .workflow
+            .task(&id)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(format!("No such task found by id: {task_id}")))
+    }
+
+    pub async fn task_logs(&self, task_id: &str) -> Result<Vec<TaskExecLog>> {
+        let id = parse_task_id(task_id)?;
+        let wf = self.owner_of("", &id)?;
+        Ok(self.record(&wf)?.task_logs.remove(id.as_str()).unwrap_or_default())
+    }
+
+    pub async fn add_task_log(&self, task_id: &str, line: String) -> Result<()> {
+        let id = parse_task_id(task_id)?;
+        let wf = self.owner_of("", &id)?;
+        self.partition_of(&wf).call(&wf, |r| WorkflowMsg::AddLog(id, line, r)).await
+    }
+}

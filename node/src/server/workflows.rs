@@ -1,0 +1,261 @@
+//! Workflow operations: start, read, commands routed to the workflow's actor, and the read-side
+//! queries (running, search, correlated) that scan the partitions' committed state.
+
+use super::Inner;
+use crate::engine::{Input, StartInput};
+use crate::error::{Error, Result};
+use crate::partition::{keys, workflow::WorkflowMsg};
+use crate::service::SearchQuery;
+use proto::limits::{PAYLOAD_BYTES_MAX, SEARCH_RESULTS_MAX};
+use proto::model::{Json, SearchResult, StartWorkflowRequest, Workflow, WorkflowSummary};
+use proto::record::{self, WorkflowRecord};
+use proto::WorkflowId;
+
+pub(crate) fn parse_workflow_id(id: &str) -> Result<WorkflowId> {
+    WorkflowId::parse(id).map_err(|e| Error::Invalid(e.to_string()))
+}
+
+pub(crate) fn check_payload(what: &str, value: &Json) -> Result<()> {
+    let size = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(usize::MAX);
+    if size > PAYLOAD_BYTES_MAX {
+        return Err(Error::Invalid(format!("{what} is {size} bytes; the maximum is {PAYLOAD_BYTES_MAX}")));
+    }
+    Ok(())
+}
+
+fn not_found(id: &str) -> Error {
+    Error::NotFound(format!("No such workflow found by id: {id}"))
+}
+
+impl Inner {
+    pub async fn start_workflow(&self, request: StartWorkflowRequest) -> Result<String> {
+        check_payload("workflow input", &request.input)?;
+        let mut def = match request.workflow_def {
+            Some(def) => {
+                crate::engine::validate_workflow_def(&def)?;
+                def
+            }
+            None => {
+                if request.name.trim().is_empty() {
+                    return Err(Error::Invalid("workflow name cannot be empty".into()));
+                }
+                self.workflow_def(&request.name, request.version)?
+            }
+        };
+        self.defs.resolve(&mut def);
+        let id = self.new_workflow_id();
+        let start = StartInput {
+            workflow_id: id.clone(),
+            def,
+            input: request.input,
+            correlation_id: request.correlation_id,
+            priority: request.priority,
+            task_to_domain: request.task_to_domain,
+            parent_workflow_id: None,
+            parent_workflow_task_id: None,
+            re_run_from_workflow_id: None,
+            event: None,
+        };
+        self.partition_of(&id).call(&id, |reply| WorkflowMsg::Start(Box::new(start), reply)).await?;
+        Ok(id.to_string())
+    }
+
+    /// Starts a workflow under a given id (failure workflows); a Conflict means it already exists.
+    pub(crate) async fn start_with_id(
+        &self,
+        id: WorkflowId,
+        name: &str,
+        version: Option<u32>,
+        input: Json,
+        correlation_id: Option<String>,
+    ) -> Result<()> {
+        let mut def = self.workflow_def(name, version)?;
+        self.defs.resolve(&mut def);
+        let start = StartInput {
+            workflow_id: id.clone(),
+            def,
+            input,
+            correlation_id,
+            priority: 0,
+            task_to_domain: Default::default(),
+            parent_workflow_id: None,
+            parent_workflow_task_id: None,
+            re_run_from_workflow_id: None,
+            event: None,
+        };
+        self.partition_of(&id).call(&id, |reply| WorkflowMsg::Start(Box::new(start), reply)).await.map(|_| ())
+    }
+
+    pub(crate) fn record(&self, id: &WorkflowId) -> Result<WorkflowRecord> {
+        self.partition_of(id).read(id)?.ok_or_else(|| not_found(id.as_str()))
+    }
+
+    pub async fn workflow(&self, id: &str, include_tasks: bool) -> Result<Workflow> {
+        let id = parse_workflow_id(id)?;
+        let mut wf = self.record(&id)?.workflow;
+        if !include_tasks {
+            wf.tasks.clear();
+        }
+        Ok(wf)
+    }
+
+    pub async fn command(&self, id: &str, input: Input) -> Result<()> {
+        let id = parse_workflow_id(id)?;
+        self.partition_of(&id).call(&id, |reply| WorkflowMsg::Input(Box::new(input), reply)).await.map(|_| ())
+    }
+
+    pub async fn restart(&self, id: &str, use_latest: bool) -> Result<()> {
+        let wid = parse_workflow_id(id)?;
+        let def = if use_latest {
+            let current = self.record(&wid)?.workflow;
+            let mut def = self.workflow_def(&current.workflow_name, None)?;
+            self.defs.resolve(&mut def);
+            Some(def)
+        } else {
+            None
+        };
+        self.command(id, Input::Restart { def }).await
+    }
+
+    pub async fn remove(&self, id: &str) -> Result<()> {
+        let id = parse_workflow_id(id)?;
+        self.partition_of(&id).call(&id, WorkflowMsg::Remove).await
+    }
+
+    pub async fn running(&self, name: &str, version: Option<u32>) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for p in &self.partitions {
+            for kv in p.state().scan_prefix(keys::running_prefix(name)) {
+                let (k, v) = kv.map_err(super::storage)?;
+                let wf_version = (v.len() == 4).then(|| u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
+                if version.is_some() && wf_version != version {
+                    continue;
+                }
+                if let Some(id) = keys::id_after_nul(&k) {
+                    out.push(id.to_string());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every workflow matching `query`, newest first. Scans committed state: indexes for search are
+    /// deliberately kept off the commit path (DESIGN §11).
+    pub async fn search(&self, query: SearchQuery) -> Result<SearchResult<WorkflowSummary>> {
+        let mut hits: Vec<Workflow> = Vec::new();
+        for p in &self.partitions {
+            let records: Box<dyn Iterator<Item = WorkflowRecord>> = match &query.correlation_id {
+                Some(c) => Box::new(
+                    p.state()
+                        .scan_prefix(keys::correlated_prefix(c))
+                        .keys()
+                        .filter_map(|k| k.ok())
+                        .filter_map(|k| keys::id_after_nul(&k))
+                        .filter_map(|id| p.read(&id).ok().flatten()),
+                ),
+                None => Box::new(
+                    p.state()
+                        .scan_prefix(keys::WORKFLOW_PREFIX)
+                        .values()
+                        .filter_map(|v| v.ok())
+                        .filter_map(|v| record::decode::<WorkflowRecord>(&v).ok()),
+                ),
+            };
+            for r in records {
+                let wf = r.workflow;
+                if query.workflow_name.as_ref().is_some_and(|n| n != &wf.workflow_name)
+                    || query.status.is_some_and(|s| s != wf.status)
+                    || query.correlation_id.as_ref().is_some_and(|c| Some(c) != wf.correlation_id.as_ref())
+                {
+                    continue;
+                }
+                if let Some(text) = query.free_text.as_deref().filter(|t| !t.is_empty() && *t != "*") {
+                    let found = wf.workflow_id.as_str().contains(text)
+                        || wf.workflow_name.contains(text)
+                        || wf.correlation_id.as_deref().is_some_and(|c| c.contains(text));
+                    if !found {
+                        continue;
+                    }
+                }
+                hits.push(wf);
+            }
+        }
+        hits.sort_by(|a, b| b.create_time.cmp(&a.create_time).then_with(|| a.workflow_id.cmp(&b.workflow_id)));
+        let total = hits.len() as u64;
+        let size = if query.size == 0 { 100 } else { query.size.min(SEARCH_RESULTS_MAX) };
+        let results = hits.into_iter().skip(query.start).take(size).map(|wf| summary(&wf)).collect();
+        Ok(SearchResult { total_hits: total, results })
+    }
+
+    pub async fn correlated(&self, name: &str, correlation_id: &str, include_closed: bool, include_tasks: bool) -> Result<Vec<Workflow>> {
+        let query = SearchQuery {
+            workflow_name: Some(name.to_owned()),
+            correlation_id: Some(correlation_id.to_owned()),
+            size: SEARCH_RESULTS_MAX,
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        for s in self.search(query).await?.results {
+            let mut wf = self.workflow(&s.workflow_id, include_tasks).await?;
+            if !include_closed && wf.status.is_terminal() {
+                continue;
+            }
+            if !include_tasks {
+                wf.tasks.clear();
+            }
+            out.push(wf);
+        }
+        Ok(out)
+    }
+}
+
+/// Formats epoch milliseconds as ISO-8601 UTC, as Conductor's summaries show times.
+fn iso8601(ms: i64) -> String {
+    if ms <= 0 {
+        return String::new();
+    }
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+fn summary(wf: &Workflow) -> WorkflowSummary {
+    WorkflowSummary {
+        workflow_type: wf.workflow_name.clone(),
+        version: wf.workflow_version,
+        workflow_id: wf.workflow_id.to_string(),
+        correlation_id: wf.correlation_id.clone(),
+        start_time: iso8601(wf.start_time),
+        update_time: iso8601(wf.update_time),
+        end_time: iso8601(wf.end_time),
+        status: wf.status,
+        input: serde_json::to_string(&wf.input).unwrap_or_default(),
+        output: serde_json::to_string(&wf.output).unwrap_or_default(),
+        reason_for_incompletion: wf.reason_for_incompletion.clone(),
+        execution_time: if wf.end_time > 0 { wf.end_time - wf.start_time } else { 0 },
+        failed_reference_task_names: wf.failed_reference_task_names.join(","),
+        priority: wf.priority,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn iso8601_formats_utc() {
+        assert_eq!(super::iso8601(0), "");
+        assert_eq!(super::iso8601(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(super::iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+}

@@ -1,0 +1,176 @@
+//! `Node`: the cheap, cloneable handle through which the HTTP API (and later the QUIC gateway) reach
+//! the node's partitions and definitions. Every method is one user-visible operation; writes resolve
+//! only after the change is committed and flushed.
+
+use crate::error::Result;
+use proto::model::{
+    RerunWorkflowRequest, SearchResult, SkipTaskRequest, StartWorkflowRequest, Task, TaskDef, TaskExecLog, TaskResult,
+    TaskStatus, Workflow, WorkflowDef, WorkflowStatus, WorkflowSummary,
+};
+use proto::model::Json;
+use std::collections::BTreeMap;
+
+/// Filters of a workflow search (`GET /api/workflow/search`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SearchQuery {
+    pub workflow_name: Option<String>,
+    pub correlation_id: Option<String>,
+    pub status: Option<WorkflowStatus>,
+    /// Free text matched against workflow id, name and correlation id.
+    pub free_text: Option<String>,
+    pub start: usize,
+    pub size: usize,
+}
+
+/// A batch poll.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PollRequest {
+    pub task_type: String,
+    pub worker_id: Option<String>,
+    pub domain: Option<String>,
+    pub count: usize,
+    pub wait_ms: u64,
+}
+
+/// Node health.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    pub healthy: bool,
+    pub partitions: usize,
+    pub partitions_led: usize,
+}
+
+#[derive(Clone)]
+pub struct Node {
+    pub(crate) inner: std::sync::Arc<crate::server::Inner>,
+}
+
+impl Node {
+    // ---- metadata ----
+    /// Creates or replaces task definitions (`POST` and `PUT /api/metadata/taskdefs`).
+    pub async fn put_task_defs(&self, defs: Vec<TaskDef>) -> Result<()> {
+        self.inner.put_task_defs(defs).await
+    }
+    pub fn task_def(&self, name: &str) -> Result<TaskDef> {
+        self.inner.task_def(name)
+    }
+    pub fn task_defs(&self) -> Vec<TaskDef> {
+        self.inner.task_defs()
+    }
+    pub async fn delete_task_def(&self, name: &str) -> Result<()> {
+        self.inner.delete_task_def(name).await
+    }
+    /// Registers a workflow definition; with `overwrite` false an existing (name, version) is a 409.
+    pub async fn put_workflow_def(&self, def: WorkflowDef, overwrite: bool) -> Result<()> {
+        self.inner.put_workflow_def(def, overwrite).await
+    }
+    /// The given version, or the latest when `version` is None.
+    pub fn workflow_def(&self, name: &str, version: Option<u32>) -> Result<WorkflowDef> {
+        self.inner.workflow_def(name, version)
+    }
+    pub fn workflow_defs(&self) -> Vec<WorkflowDef> {
+        self.inner.workflow_defs()
+    }
+    pub async fn delete_workflow_def(&self, name: &str, version: u32) -> Result<()> {
+        self.inner.delete_workflow_def(name, version).await
+    }
+
+    // ---- workflows ----
+    pub async fn start_workflow(&self, request: StartWorkflowRequest) -> Result<String> {
+        self.inner.start_workflow(request).await
+    }
+    pub async fn workflow(&self, id: &str, include_tasks: bool) -> Result<Workflow> {
+        self.inner.workflow(id, include_tasks).await
+    }
+    pub async fn pause(&self, id: &str) -> Result<()> {
+        self.inner.command(id, crate::engine::Input::Pause).await
+    }
+    pub async fn resume(&self, id: &str) -> Result<()> {
+        self.inner.command(id, crate::engine::Input::Resume).await
+    }
+    pub async fn terminate(&self, id: &str, reason: Option<String>) -> Result<()> {
+        self.inner.command(id, crate::engine::Input::Terminate { reason }).await
+    }
+    pub async fn retry(&self, id: &str) -> Result<()> {
+        self.inner.command(id, crate::engine::Input::Retry).await
+    }
+    pub async fn restart(&self, id: &str, use_latest_definition: bool) -> Result<()> {
+        self.inner.restart(id, use_latest_definition).await
+    }
+    /// Reruns in place; answers the workflow id.
+    pub async fn rerun(&self, id: &str, request: RerunWorkflowRequest) -> Result<String> {
+        self.inner.command(id, crate::engine::Input::Rerun(request)).await?;
+        Ok(id.to_owned())
+    }
+    pub async fn skip_task(&self, id: &str, reference: &str, request: SkipTaskRequest) -> Result<()> {
+        let input = crate::engine::Input::SkipTask { reference: reference.to_owned(), request };
+        self.inner.command(id, input).await
+    }
+    pub async fn decide(&self, id: &str) -> Result<()> {
+        self.inner.command(id, crate::engine::Input::Decide).await
+    }
+    /// Removes a workflow and its history (`DELETE /api/workflow/{id}/remove`).
+    pub async fn remove(&self, id: &str) -> Result<()> {
+        self.inner.remove(id).await
+    }
+    /// Ids of RUNNING workflows of a name (and version, if given).
+    pub async fn running(&self, name: &str, version: Option<u32>) -> Result<Vec<String>> {
+        self.inner.running(name, version).await
+    }
+    pub async fn search(&self, query: SearchQuery) -> Result<SearchResult<WorkflowSummary>> {
+        self.inner.search(query).await
+    }
+    /// Workflows of a name with a correlation id (`GET /api/workflow/{name}/correlated/{id}`).
+    pub async fn correlated(
+        &self,
+        name: &str,
+        correlation_id: &str,
+        include_closed: bool,
+        include_tasks: bool,
+    ) -> Result<Vec<Workflow>> {
+        self.inner.correlated(name, correlation_id, include_closed, include_tasks).await
+    }
+
+    // ---- tasks ----
+    /// Leases up to `count` tasks of a type, waiting up to `wait_ms` for the first.
+    pub async fn poll(&self, request: PollRequest) -> Result<Vec<Task>> {
+        self.inner.poll(request).await
+    }
+    /// Records a worker's result; answers the task id.
+    pub async fn update_task(&self, result: TaskResult) -> Result<String> {
+        self.inner.update_task(result).await
+    }
+    /// Records a result and leases the worker's next task of the same type, if one is ready.
+    pub async fn update_task_v2(&self, result: TaskResult) -> Result<Option<Task>> {
+        self.inner.update_task_v2(result).await
+    }
+    /// Updates the latest attempt of a reference name (`POST /api/tasks/{wf}/{ref}/{status}`).
+    pub async fn update_task_by_ref(
+        &self,
+        workflow_id: &str,
+        reference: &str,
+        status: TaskStatus,
+        output: Json,
+        worker_id: Option<String>,
+    ) -> Result<String> {
+        self.inner.update_task_by_ref(workflow_id, reference, status, output, worker_id).await
+    }
+    pub async fn task(&self, task_id: &str) -> Result<Task> {
+        self.inner.task(task_id).await
+    }
+    pub async fn task_logs(&self, task_id: &str) -> Result<Vec<TaskExecLog>> {
+        self.inner.task_logs(task_id).await
+    }
+    /// Appends a log line to a task (`POST /api/tasks/{taskId}/log`).
+    pub async fn add_task_log(&self, task_id: &str, line: String) -> Result<()> {
+        self.inner.add_task_log(task_id, line).await
+    }
+    /// Ready tasks per type (all types when `types` is empty).
+    pub fn queue_sizes(&self, types: &[String]) -> BTreeMap<String, u64> {
+        self.inner.queue_sizes(types)
+    }
+    pub fn health(&self) -> Health {
+        self.inner.health()
+    }
+}
