@@ -1,0 +1,68 @@
+//! `cluster::Error`: what can go wrong when opening a group or proposing to it. Each variant says
+//! what the caller should do; storage errors inside openraft stop the group (openraft turns them into
+//! a fatal error) and surface here as `Raft` or `ShuttingDown`.
+
+use openraft::error::{ClientWriteError, Fatal, InitializeError, RaftError};
+use proto::NodeId;
+
+/// Errors of the cluster layer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// This node does not lead the group; propose on `leader` instead (unknown while an election runs).
+    #[error("this node is not the leader of the group (leader: {leader:?}); retry on the leader")]
+    NotLeader { leader: Option<NodeId> },
+    /// sled failed to read or write; the group's durable state is unchanged by the failed operation.
+    #[error("storage error: {0}")]
+    Storage(String),
+    /// openraft failed in a way the caller cannot fix by retrying elsewhere.
+    #[error("raft error: {0}")]
+    Raft(String),
+    /// The group is stopping or stopped; nothing more is accepted.
+    #[error("the group is shutting down")]
+    ShuttingDown,
+    /// The command is larger than `GroupOptions::command_bytes_max`; nothing was proposed.
+    #[error("command of {bytes} bytes exceeds the maximum of {max} bytes")]
+    CommandTooLarge { bytes: usize, max: usize },
+    /// The local node did not become leader of its single-voter group in time.
+    #[error("group {group} had no local leader after {waited_ms} ms")]
+    NoLeader { group: String, waited_ms: u64 },
+    /// The options are inconsistent (e.g. election timeout not above the heartbeat).
+    #[error("invalid group options: {0}")]
+    Options(String),
+}
+
+impl From<sled::Error> for Error {
+    fn from(e: sled::Error) -> Self {
+        Error::Storage(e.to_string())
+    }
+}
+
+impl From<Fatal<u64>> for Error {
+    fn from(e: Fatal<u64>) -> Self {
+        match e {
+            Fatal::Stopped => Error::ShuttingDown,
+            other => Error::Raft(other.to_string()),
+        }
+    }
+}
+
+impl From<RaftError<u64, ClientWriteError<u64, openraft::BasicNode>>> for Error {
+    fn from(e: RaftError<u64, ClientWriteError<u64, openraft::BasicNode>>) -> Self {
+        match e {
+            RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => Error::NotLeader {
+                leader: f.leader_id.map(NodeId),
+            },
+            RaftError::APIError(other) => Error::Raft(other.to_string()),
+            RaftError::Fatal(f) => f.into(),
+        }
+    }
+}
+
+impl From<RaftError<u64, InitializeError<u64, openraft::BasicNode>>> for Error {
+    fn from(e: RaftError<u64, InitializeError<u64, openraft::BasicNode>>) -> Self {
+        match e {
+            RaftError::APIError(api) => Error::Raft(api.to_string()),
+            RaftError::Fatal(f) => f.into(),
+        }
+    }
+}

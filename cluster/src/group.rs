@@ -1,0 +1,284 @@
+//! `Group`: the handle to one running Raft group (a partition or the meta group). `open` wires the
+//! sled-backed stores and the network into openraft, forms the single-voter membership on a fresh
+//! store, and waits until the local node leads; `propose` replicates one opaque command and returns
+//! the state machine's answer after it is committed (flushed) and applied.
+//!
+//! The handle is cheap to clone; the group runs until [`Group::shutdown`]. Dropping the last handle
+//! without it stops openraft in the background, so call `shutdown` when the caller needs to know
+//! the group (and its hold on the sled database) is gone, e.g. before reopening the database.
+
+use crate::error::Error;
+use crate::log_store::LogStore;
+use crate::network::Network;
+use crate::options::GroupOptions;
+use crate::state_machine::StateMachine;
+use crate::state_store::StateStore;
+use crate::status::GroupStatus;
+use crate::types::{Request, TypeConfig};
+use openraft::error::InitializeError;
+use openraft::error::RaftError;
+use openraft::{BasicNode, LogIdOptionExt, Raft, RaftMetrics, ServerState};
+use proto::NodeId;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{watch, Semaphore};
+
+/// Cheap cloneable handle to one running group.
+#[derive(Clone)]
+pub struct Group {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Group name, prefix of its sled trees.
+    name: String,
+    /// The local node.
+    node: NodeId,
+    /// The running openraft instance.
+    raft: Raft<TypeConfig>,
+    /// `{name}/state`, read directly by the node.
+    state: sled::Tree,
+    /// True while the local node leads and has applied every entry of earlier terms.
+    leadership: watch::Receiver<bool>,
+    /// Feeds `leadership`; shared with the task that follows openraft's metrics.
+    leadership_tx: Arc<watch::Sender<bool>>,
+    /// The task following openraft's metrics; stopped on shutdown.
+    follower: tokio::task::AbortHandle,
+    /// Bounds proposals in flight (`proposals_in_flight_max`); closed on shutdown.
+    permits: Arc<Semaphore>,
+    /// Largest command accepted.
+    command_bytes_max: usize,
+}
+
+impl Drop for Inner {
+    /// Safety net for a group whose handles all dropped without [`Group::shutdown`]: stop openraft
+    /// in the background so its tasks release the sled database. Needs a tokio runtime; without
+    /// one the tasks are gone with their runtime anyway.
+    fn drop(&mut self) {
+        self.follower.abort();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let raft = self.raft.clone();
+            runtime.spawn(async move {
+                let _ = raft.shutdown().await;
+            });
+        }
+    }
+}
+
+/// Whether the metrics show the local node leading *and* caught up: the blank entry a new leader
+/// appends in its term has been applied, so every entry of earlier terms is in the state tree and
+/// the node may rebuild its in-memory view from it.
+fn leads_caught_up(m: &RaftMetrics<u64, BasicNode>) -> bool {
+    m.state == ServerState::Leader
+        && m.current_leader == Some(m.id)
+        && m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term)
+}
+
+impl Group {
+    /// Opens (or creates) the group's trees in `db`, starts openraft; on a fresh store initializes
+    /// a single-voter membership with this node; waits until this node is leader (bounded by
+    /// `leader_wait_ms`, error after it).
+    pub async fn open(
+        db: &sled::Db,
+        options: GroupOptions,
+        sm: Arc<dyn StateMachine>,
+    ) -> Result<Group, Error> {
+        let config = Arc::new(options.raft_config()?);
+        let log_store = LogStore::open(db, &options.name, options.flush_queue_max)?;
+        let state_store = StateStore::open(db, &options.name, sm)?;
+        let state = state_store.state().clone();
+        let node = options.node;
+        let raft = Raft::new(node.0, config, Network, log_store, state_store).await?;
+
+        if !raft.is_initialized().await? {
+            let members = BTreeMap::from([(node.0, BasicNode::default())]);
+            match raft.initialize(members).await {
+                Ok(()) => {}
+                // Another initialize won the race: the membership exists, which is all we need.
+                Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
+                Err(e) => {
+                    let _ = raft.shutdown().await;
+                    return Err(e.into());
+                }
+            }
+        }
+
+        // A store formed by another node id would never elect this one: say so instead of timing out.
+        let voters: Vec<u64> = raft
+            .with_raft_state(|st| st.membership_state.effective().voter_ids().collect())
+            .await?;
+        if !voters.contains(&node.0) {
+            let _ = raft.shutdown().await;
+            return Err(Error::Options(format!(
+                "group {} in this database has voters {voters:?}, which do not include node {}; \
+                 open it with the node id that created it",
+                options.name, node.0
+            )));
+        }
+
+        let (leadership_tx, leadership) = watch::channel(false);
+        let leadership_tx = Arc::new(leadership_tx);
+        let follower = {
+            let tx = leadership_tx.clone();
+            let mut metrics = raft.metrics();
+            tokio::spawn(async move {
+                loop {
+                    let leads = leads_caught_up(&metrics.borrow_and_update());
+                    tx.send_if_modified(|v| std::mem::replace(v, leads) != leads);
+                    if metrics.changed().await.is_err() {
+                        tx.send_replace(false);
+                        break;
+                    }
+                }
+            })
+            .abort_handle()
+        };
+
+        let group = Group {
+            inner: Arc::new(Inner {
+                name: options.name.clone(),
+                node,
+                raft,
+                state,
+                leadership,
+                leadership_tx,
+                follower,
+                permits: Arc::new(Semaphore::new(options.proposals_in_flight_max)),
+                command_bytes_max: options.command_bytes_max,
+            }),
+        };
+
+        let mut rx = group.leadership();
+        let wait = Duration::from_millis(options.leader_wait_ms);
+        let outcome = tokio::time::timeout(wait, rx.wait_for(|leads| *leads)).await;
+        match outcome {
+            Ok(Ok(_)) => {
+                tracing::info!(group = %options.name, node = %node, "group open, local node leads");
+                Ok(group)
+            }
+            Ok(Err(_)) => {
+                let stopped = group.status().stopped;
+                let _ = group.shutdown().await;
+                Err(Error::Raft(
+                    stopped.unwrap_or_else(|| "group stopped while opening".into()),
+                ))
+            }
+            Err(_) => {
+                let _ = group.shutdown().await;
+                Err(Error::NoLeader {
+                    group: options.name,
+                    waited_ms: options.leader_wait_ms,
+                })
+            }
+        }
+    }
+
+    /// Proposes a command; resolves after it is committed (log flushed to disk) and applied, with
+    /// the state machine's response bytes.
+    pub async fn propose(&self, command: Vec<u8>) -> Result<Vec<u8>, Error> {
+        self.propose_with_index(command)
+            .await
+            .map(|(_, response)| response)
+    }
+
+    /// Like [`Group::propose`], also returning the log index the command was committed at.
+    pub async fn propose_with_index(&self, command: Vec<u8>) -> Result<(u64, Vec<u8>), Error> {
+        if command.len() > self.inner.command_bytes_max {
+            return Err(Error::CommandTooLarge {
+                bytes: command.len(),
+                max: self.inner.command_bytes_max,
+            });
+        }
+        let _permit = self
+            .inner
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| Error::ShuttingDown)?;
+        let written = self.inner.raft.client_write(Request(command)).await?;
+        Ok((written.log_id.index, written.data.0))
+    }
+
+    /// The state tree the state machine writes (readers on the node read it directly). Keys
+    /// starting with byte `0x00` are the cluster's bookkeeping.
+    pub fn state(&self) -> &sled::Tree {
+        &self.inner.state
+    }
+
+    /// Whether the local node leads this group and has applied everything of earlier terms.
+    pub fn is_leader(&self) -> bool {
+        *self.inner.leadership.borrow()
+    }
+
+    /// A watch that changes whenever leadership of this node for this group changes (true =
+    /// leader, caught up as in [`Group::is_leader`]).
+    pub fn leadership(&self) -> watch::Receiver<bool> {
+        self.inner.leadership.clone()
+    }
+
+    /// Group name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The local node.
+    pub fn node(&self) -> NodeId {
+        self.inner.node
+    }
+
+    /// A point-in-time view of the group, from openraft's metrics. Metrics follow the state machine
+    /// asynchronously: right after `propose` returns, `last_applied_index` may still lag by a few
+    /// entries.
+    pub fn status(&self) -> GroupStatus {
+        let metrics = self.inner.raft.metrics();
+        let m = metrics.borrow();
+        GroupStatus {
+            name: self.inner.name.clone(),
+            node: self.inner.node,
+            role: format!("{:?}", m.state),
+            term: m.current_term,
+            leader: m.current_leader.map(NodeId),
+            last_log_index: m.last_log_index,
+            last_applied_index: m.last_applied.index(),
+            snapshot_index: m.snapshot.index(),
+            purged_index: m.purged.index(),
+            voters: m.membership_config.voter_ids().map(NodeId).collect(),
+            stopped: m.running_state.as_ref().err().map(|e| e.to_string()),
+        }
+    }
+
+    /// Builds a snapshot now and waits (up to `wait`) until it covers everything applied when it
+    /// was asked for; returns the snapshot's last index. The log is then purged per the options.
+    pub async fn snapshot(&self, wait: Duration) -> Result<Option<u64>, Error> {
+        let mut metrics = self.inner.raft.metrics();
+        let target = metrics.borrow().last_applied.index();
+        self.inner.raft.trigger().snapshot().await?;
+        let covered =
+            tokio::time::timeout(wait, metrics.wait_for(|m| m.snapshot.index() >= target)).await;
+        match covered {
+            Ok(Ok(m)) => Ok(m.snapshot.index()),
+            Ok(Err(_)) => Err(Error::ShuttingDown),
+            Err(_) => Err(Error::Raft(format!(
+                "snapshot of group {} did not reach index {target:?} within {} ms",
+                self.inner.name,
+                wait.as_millis()
+            ))),
+        }
+    }
+
+    /// The underlying openraft instance, for tests and administration (triggers, metrics).
+    pub fn raft(&self) -> &Raft<TypeConfig> {
+        &self.inner.raft
+    }
+
+    /// Stops the group: no new proposals are accepted, openraft stops, leadership turns false.
+    /// Safe to call more than once and from any clone.
+    pub async fn shutdown(&self) -> Result<(), Error> {
+        self.inner.permits.close();
+        let result = self.inner.raft.shutdown().await;
+        self.inner.follower.abort();
+        self.inner.leadership_tx.send_replace(false);
+        result.map_err(|e| Error::Raft(format!("openraft did not stop cleanly: {e}")))
+    }
+}

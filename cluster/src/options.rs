@@ -1,0 +1,126 @@
+//! `GroupOptions`: how one Raft group is named, who runs it and how it behaves — timing, snapshot
+//! policy and the limits that turn overload into back-pressure instead of memory growth.
+
+use crate::error::Error;
+use proto::NodeId;
+
+/// Options of one group. Build with [`GroupOptions::new`] (or a struct literal with
+/// `..Default::default()`) and adjust the knobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupOptions {
+    /// Group name, also the prefix of its sled trees: `"meta"`, `"p0"`..`"p7"`. Non-empty, no `/`.
+    pub name: String,
+    /// The local node; in this slice also the single voter of every group.
+    pub node: NodeId,
+    /// Leader heartbeat interval.
+    pub heartbeat_ms: u64,
+    /// Lower bound of the randomized election timeout; must exceed `heartbeat_ms`.
+    pub election_timeout_min_ms: u64,
+    /// Upper bound of the randomized election timeout; must exceed `election_timeout_min_ms`.
+    pub election_timeout_max_ms: u64,
+    /// Build a snapshot once this many entries were applied since the last one (0 = never).
+    pub snapshot_logs_since_last: u64,
+    /// Entries kept in the log after a snapshot covers them (lets lagging followers catch up from
+    /// the log instead of a full snapshot).
+    pub logs_to_keep_after_snapshot: u64,
+    /// Maximum entries in one replication message to a follower.
+    pub append_entries_max: u64,
+    /// How long [`crate::Group::open`] waits for the local node to lead its group.
+    pub leader_wait_ms: u64,
+    /// Maximum proposals in flight on one group handle; further proposals wait (back-pressure).
+    pub proposals_in_flight_max: usize,
+    /// Maximum size of one command; larger ones are rejected before anything is proposed.
+    pub command_bytes_max: usize,
+    /// Maximum log appends waiting for one disk flush (group commit); more appends wait.
+    pub flush_queue_max: usize,
+}
+
+impl GroupOptions {
+    /// Options with defaults for group `name` on `node`.
+    pub fn new(name: impl Into<String>, node: NodeId) -> Self {
+        GroupOptions {
+            name: name.into(),
+            node,
+            ..Default::default()
+        }
+    }
+
+    /// Checks the options and turns them into openraft's configuration.
+    pub(crate) fn raft_config(&self) -> Result<openraft::Config, Error> {
+        if self.name.is_empty() || self.name.contains('/') {
+            return Err(Error::Options(format!(
+                "group name {:?} must be non-empty and contain no '/'",
+                self.name
+            )));
+        }
+        if self.proposals_in_flight_max == 0
+            || self.command_bytes_max == 0
+            || self.flush_queue_max == 0
+        {
+            return Err(Error::Options(
+                "proposals_in_flight_max, command_bytes_max and flush_queue_max must be positive"
+                    .into(),
+            ));
+        }
+        if self.proposals_in_flight_max > tokio::sync::Semaphore::MAX_PERMITS {
+            return Err(Error::Options(format!(
+                "proposals_in_flight_max must be at most {}",
+                tokio::sync::Semaphore::MAX_PERMITS
+            )));
+        }
+        let snapshot_policy = if self.snapshot_logs_since_last == 0 {
+            openraft::SnapshotPolicy::Never
+        } else {
+            openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_logs_since_last)
+        };
+        let config = openraft::Config {
+            cluster_name: self.name.clone(),
+            heartbeat_interval: self.heartbeat_ms,
+            election_timeout_min: self.election_timeout_min_ms,
+            election_timeout_max: self.election_timeout_max_ms,
+            snapshot_policy,
+            max_in_snapshot_log_to_keep: self.logs_to_keep_after_snapshot,
+            max_payload_entries: self.append_entries_max,
+            ..Default::default()
+        };
+        config.validate().map_err(|e| Error::Options(e.to_string()))
+    }
+}
+
+impl Default for GroupOptions {
+    fn default() -> Self {
+        GroupOptions {
+            name: String::new(),
+            node: NodeId(0),
+            heartbeat_ms: 100,
+            election_timeout_min_ms: 300,
+            election_timeout_max_ms: 600,
+            snapshot_logs_since_last: 10_000,
+            logs_to_keep_after_snapshot: 1_000,
+            append_entries_max: 300,
+            leader_wait_ms: 10_000,
+            proposals_in_flight_max: 4_096,
+            command_bytes_max: 4 * 1024 * 1024,
+            flush_queue_max: 1_024,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate() {
+        assert!(GroupOptions::new("p0", NodeId(1)).raft_config().is_ok());
+    }
+
+    #[test]
+    fn bad_options_are_rejected() {
+        assert!(GroupOptions::new("", NodeId(1)).raft_config().is_err());
+        assert!(GroupOptions::new("a/b", NodeId(1)).raft_config().is_err());
+        let mut options = GroupOptions::new("p0", NodeId(1));
+        options.election_timeout_min_ms = 50;
+        assert!(options.raft_config().is_err());
+    }
+}

@@ -1,0 +1,161 @@
+//! `StateStore`: openraft's storage-v2 state machine (`RaftStateMachine`) over the tree
+//! `{name}/state`. It hands each committed command to the node's [`StateMachine`] and writes the
+//! command's writes together with the cluster's bookkeeping (last applied log id, membership; keys
+//! prefixed `0x00`) in one atomic sled batch, so a replay after a crash resumes exactly after the
+//! last command whose writes survived.
+//!
+//! Apply does not flush: the log is durable and openraft re-applies it from the last applied id.
+//! Building and installing a snapshot flush, because they allow the log to be purged.
+
+// openraft's trait methods return its `StorageError` (224 bytes); helpers return the same type.
+#![allow(clippy::result_large_err)]
+
+use crate::codec::{self, KEY_APPLIED, KEY_MEMBERSHIP};
+use crate::log_store::io_error;
+use crate::snapshot::{self, Dump, SnapshotBuilder, SnapshotSlot};
+use crate::state_machine::StateMachine;
+use crate::types::{
+    Entry, LogId, Response, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
+};
+use openraft::storage::RaftStateMachine;
+use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, Snapshot};
+use std::io::Cursor;
+use std::sync::Arc;
+
+/// The state machine side of one group.
+pub struct StateStore {
+    /// `{name}/state`: the node's keys plus bookkeeping.
+    state: sled::Tree,
+    /// Where the current snapshot is kept.
+    slot: SnapshotSlot,
+    /// The node's state machine.
+    sm: Arc<dyn StateMachine>,
+}
+
+impl StateStore {
+    /// Opens (or creates) the state and raft trees of group `name`.
+    pub fn open(db: &sled::Db, name: &str, sm: Arc<dyn StateMachine>) -> Result<Self, sled::Error> {
+        Ok(StateStore {
+            state: db.open_tree(format!("{name}/state"))?,
+            slot: SnapshotSlot::new(db, db.open_tree(format!("{name}/raft"))?),
+            sm,
+        })
+    }
+
+    /// The state tree.
+    pub fn state(&self) -> &sled::Tree {
+        &self.state
+    }
+
+    fn read_applied(&self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        let subject = || ErrorSubject::StateMachine;
+        let applied = self
+            .state
+            .get(KEY_APPLIED)
+            .map_err(|e| io_error(subject(), ErrorVerb::Read, &e))?
+            .map(|v| codec::decode_log_id(&v).map_err(|e| io_error(subject(), ErrorVerb::Read, &e)))
+            .transpose()?;
+        let membership = self
+            .state
+            .get(KEY_MEMBERSHIP)
+            .map_err(|e| io_error(subject(), ErrorVerb::Read, &e))?
+            .map(|v| {
+                serde_json::from_slice(&v).map_err(|e| io_error(subject(), ErrorVerb::Read, &e))
+            })
+            .transpose()?
+            .unwrap_or_default();
+        Ok((applied, membership))
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateStore {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        self.read_applied()
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Response>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut responses = Vec::new();
+        for entry in entries {
+            let log_id = entry.log_id;
+            let subject = || ErrorSubject::Apply(log_id);
+            let mut batch = sled::Batch::default();
+            let response = match entry.payload {
+                EntryPayload::Normal(request) => self.sm.apply(&self.state, &mut batch, &request.0),
+                EntryPayload::Membership(membership) => {
+                    let stored = StoredMembership::new(Some(log_id), membership);
+                    let json = serde_json::to_vec(&stored)
+                        .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
+                    batch.insert(KEY_MEMBERSHIP, json);
+                    Vec::new()
+                }
+                EntryPayload::Blank => Vec::new(),
+            };
+            // Inserted last so that it wins over anything the state machine put under the prefix.
+            batch.insert(KEY_APPLIED, &codec::encode_log_id(&log_id)[..]);
+            self.state
+                .apply_batch(batch)
+                .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
+            responses.push(Response(response));
+        }
+        Ok(responses)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        // Runs on openraft's state machine worker, between two applies: the dump is consistent.
+        let dump = self.read_applied().and_then(|(applied, membership)| {
+            let pairs = snapshot::dump_pairs(&self.state)
+                .map_err(|e| io_error(ErrorSubject::StateMachine, ErrorVerb::Read, &e))?;
+            Ok(Dump {
+                pairs,
+                applied,
+                membership,
+            })
+        });
+        SnapshotBuilder {
+            dump,
+            slot: self.slot.clone(),
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        data: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let subject = || ErrorSubject::Snapshot(Some(meta.signature()));
+        let bytes = data.into_inner();
+        let pairs =
+            snapshot::decode(&bytes).map_err(|e| io_error(subject(), ErrorVerb::Read, &e))?;
+        // One batch: every old key goes, the snapshot's keys and bookkeeping come, atomically.
+        let mut batch = sled::Batch::default();
+        for key in self.state.iter().keys() {
+            batch.remove(key.map_err(|e| io_error(subject(), ErrorVerb::Read, &e))?);
+        }
+        for (key, value) in pairs {
+            batch.insert(key, value);
+        }
+        snapshot::bookkeeping(&mut batch, meta.last_log_id.as_ref(), &meta.last_membership)
+            .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
+        self.state
+            .apply_batch(batch)
+            .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
+        self.slot.save(meta, &bytes).await?;
+        tracing::info!(snapshot = %meta, "snapshot installed");
+        self.sm.restored(&self.state);
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        self.slot.load()
+    }
+}

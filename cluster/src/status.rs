@@ -1,0 +1,32 @@
+//! `GroupStatus`: a serializable point-in-time view of one group for the admin API and `batonctl`
+//! (who leads, how far the log and the state machine are). Read from openraft's metrics; never blocks.
+
+use proto::NodeId;
+use serde::Serialize;
+
+/// What one group looks like from this node right now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupStatus {
+    /// Group name (`"meta"`, `"p0"`...).
+    pub name: String,
+    /// The local node.
+    pub node: NodeId,
+    /// Raft role of the local node: `Leader`, `Follower`, `Candidate`, `Learner` or `Shutdown`.
+    pub role: String,
+    /// Current Raft term.
+    pub term: u64,
+    /// The leader this node knows of, if any.
+    pub leader: Option<NodeId>,
+    /// Index of the last entry in the local log.
+    pub last_log_index: Option<u64>,
+    /// Index of the last entry applied to the state machine.
+    pub last_applied_index: Option<u64>,
+    /// Last index covered by the current snapshot.
+    pub snapshot_index: Option<u64>,
+    /// Last index purged from the log.
+    pub purged_index: Option<u64>,
+    /// Voters of the current membership, ascending.
+    pub voters: Vec<NodeId>,
+    /// Why the group stopped, if it did (a storage error stops it; it recovers on reopen).
+    pub stopped: Option<String>,
+}
