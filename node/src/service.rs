@@ -173,4 +173,10 @@ impl Node {
     pub fn health(&self) -> Health {
         self.inner.health()
     }
+    /// The Raft status of every group on this node: the meta group, then the partitions in order.
+    pub fn groups(&self) -> Vec<cluster::GroupStatus> {
+        let mut out = vec![self.inner.meta.status()];
+        out.extend(self.inner.partitions.iter().map(|p| p.ctx.group.status()));
+        out
+    }
 }

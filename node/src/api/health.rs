@@ -1,7 +1,8 @@
 //! `GET /health` and `GET /api/health`: the node's health in the shape of Conductor's
 //! `HealthCheckStatus` (`healthy`, `healthResults`, `suppressedHealthResults`), plus Baton's
 //! partition counts. Answers 200 when healthy and 503 otherwise, so load balancers can act on the
-//! status alone; the body is the same either way.
+//! status alone; the body is the same either way. Also `GET /api/admin/status`, the groups' Raft
+//! status for operators.
 
 use crate::service::Health;
 use crate::Node;
@@ -38,6 +39,12 @@ pub async fn health(State(node): State<Node>) -> HealthBody {
         health_results: Vec::new(),
         suppressed_health_results: Vec::new(),
     }
+}
+
+/// `GET /api/admin/status`: every Raft group on this node (role, term, leader, log and applied
+/// indexes), for `batonctl status`.
+pub async fn status(State(node): State<Node>) -> Json<Vec<cluster::GroupStatus>> {
+    Json(node.groups())
 }
 
 #[cfg(test)]

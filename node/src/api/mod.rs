@@ -132,6 +132,8 @@ fn routes() -> axum::Router<Node> {
         // ---- health ----
         .route("/health", get(health::health))
         .route("/api/health", get(health::health))
+        // ---- Baton administration ----
+        .route("/api/admin/status", get(health::status))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
 }
