@@ -6,7 +6,8 @@
 //! names the node that led the term).
 //!
 //! Entry layout, version 1: `[version=1][tag][log id, 24 bytes][payload]` where tag 0 is a
-//! blank entry (no payload), 1 a normal entry (payload = the command bytes) and 2 a membership entry
+//! blank entry (no payload), 1 a normal entry (payload = `[commands u32 BE]` then per command
+//! `[length u32 BE][bytes]`) and 2 a membership entry
 //! (payload = serde JSON of the membership, rare and small). Decoding rejects other versions and tags.
 
 use crate::types::{Entry, LogId, Request};
@@ -14,6 +15,9 @@ use openraft::{CommittedLeaderId, EntryPayload, Membership};
 
 /// Key of the last applied log id in the state tree (bookkeeping, prefix 0x00).
 pub const KEY_APPLIED: &[u8] = b"\x00applied";
+/// Key of the progress inside a partly applied entry: `[log id][commands applied u32 BE]`
+/// (bookkeeping, prefix 0x00). Present only between the commands of one entry.
+pub const KEY_PARTIAL: &[u8] = b"\x00partial";
 /// Key of the last applied membership in the state tree (bookkeeping, prefix 0x00).
 pub const KEY_MEMBERSHIP: &[u8] = b"\x00membership";
 /// Prefix byte of every bookkeeping key in the state tree; the node's keys never start with it.
@@ -92,7 +96,7 @@ pub fn decode_log_id(bytes: &[u8]) -> Result<LogId, DecodeError> {
 pub fn encode_entry(entry: &Entry) -> Result<Vec<u8>, DecodeError> {
     let (tag, payload) = match &entry.payload {
         EntryPayload::Blank => (TAG_BLANK, Vec::new()),
-        EntryPayload::Normal(request) => (TAG_NORMAL, request.0.clone()),
+        EntryPayload::Normal(request) => (TAG_NORMAL, encode_commands(&request.0)),
         EntryPayload::Membership(m) => (
             TAG_MEMBERSHIP,
             serde_json::to_vec(m).map_err(|e| decode_error("membership", e.to_string()))?,
@@ -124,7 +128,7 @@ pub fn decode_entry(bytes: &[u8]) -> Result<Entry, DecodeError> {
     let body = &bytes[HEADER_LEN..];
     let payload = match bytes[1] {
         TAG_BLANK => EntryPayload::Blank,
-        TAG_NORMAL => EntryPayload::Normal(Request(body.to_vec())),
+        TAG_NORMAL => EntryPayload::Normal(Request(decode_commands(body)?)),
         TAG_MEMBERSHIP => {
             let m: Membership<u64, openraft::BasicNode> = serde_json::from_slice(body)
                 .map_err(|e| decode_error("membership", e.to_string()))?;
@@ -141,6 +145,66 @@ pub fn decode_entry_log_id(bytes: &[u8]) -> Result<LogId, DecodeError> {
         return Err(decode_error("log entry", "bad header"));
     }
     decode_log_id(&bytes[2..HEADER_LEN])
+}
+
+/// Encodes a batch of commands: `[count u32 BE]` then `[length u32 BE][bytes]` each. Lengths fit:
+/// options cap commands per batch and bytes per command below `u32::MAX`.
+pub fn encode_commands(commands: &[Vec<u8>]) -> Vec<u8> {
+    let size: usize = commands.iter().map(|c| 4 + c.len()).sum();
+    let mut out = Vec::with_capacity(4 + size);
+    out.extend_from_slice(&(commands.len() as u32).to_be_bytes());
+    for command in commands {
+        out.extend_from_slice(&(command.len() as u32).to_be_bytes());
+        out.extend_from_slice(command);
+    }
+    out
+}
+
+/// Decodes a batch written by [`encode_commands`], checking every length against the buffer.
+pub fn decode_commands(bytes: &[u8]) -> Result<Vec<Vec<u8>>, DecodeError> {
+    let mut rest = bytes;
+    let mut take = |n: usize| -> Result<&[u8], DecodeError> {
+        if rest.len() < n {
+            return Err(decode_error("command batch", "truncated"));
+        }
+        let (head, tail) = rest.split_at(n);
+        rest = tail;
+        Ok(head)
+    };
+    let count = read_u32(take(4)?) as usize;
+    let mut commands = Vec::with_capacity(count.min(bytes.len() / 4));
+    for _ in 0..count {
+        let len = read_u32(take(4)?) as usize;
+        commands.push(take(len)?.to_vec());
+    }
+    if !rest.is_empty() {
+        return Err(decode_error("command batch", "trailing bytes"));
+    }
+    Ok(commands)
+}
+
+/// Encodes the progress inside a partly applied entry.
+pub fn encode_partial(log_id: &LogId, applied: u32) -> Vec<u8> {
+    let mut out = encode_log_id(log_id).to_vec();
+    out.extend_from_slice(&applied.to_be_bytes());
+    out
+}
+
+/// Decodes what [`encode_partial`] wrote.
+pub fn decode_partial(bytes: &[u8]) -> Result<(LogId, u32), DecodeError> {
+    if bytes.len() != LOG_ID_LEN + 4 {
+        return Err(decode_error("partial apply marker", "bad length"));
+    }
+    Ok((
+        decode_log_id(&bytes[..LOG_ID_LEN])?,
+        read_u32(&bytes[LOG_ID_LEN..]),
+    ))
+}
+
+fn read_u32(bytes: &[u8]) -> u32 {
+    let mut buf = [0u8; 4];
+    buf.copy_from_slice(bytes);
+    u32::from_be_bytes(buf)
 }
 
 fn read_u64(bytes: &[u8]) -> u64 {
@@ -171,7 +235,7 @@ mod tests {
             },
             Entry {
                 log_id: log_id(2, 7),
-                payload: EntryPayload::Normal(Request(b"hello".to_vec())),
+                payload: EntryPayload::Normal(Request(vec![b"hello".to_vec(), Vec::new()])),
             },
             Entry {
                 log_id: log_id(3, u64::MAX),
@@ -196,6 +260,17 @@ mod tests {
         .expect("encodes");
         bytes[1] = 42;
         assert!(decode_entry(&bytes).is_err());
+    }
+
+    #[test]
+    fn command_batches_round_trip_and_reject_corruption() {
+        let commands = vec![b"a".to_vec(), Vec::new(), vec![7u8; 300]];
+        let bytes = encode_commands(&commands);
+        assert_eq!(decode_commands(&bytes).expect("decodes"), commands);
+        assert!(decode_commands(&bytes[..bytes.len() - 1]).is_err());
+        assert!(decode_commands(&[0, 0, 0, 9]).is_err());
+        let (id, n) = decode_partial(&encode_partial(&log_id(4, 9), 3)).expect("decodes");
+        assert_eq!((id, n), (log_id(4, 9), 3));
     }
 
     #[test]

@@ -46,6 +46,17 @@ impl From<Fatal<u64>> for Error {
     }
 }
 
+impl From<ClientWriteError<u64, openraft::BasicNode>> for Error {
+    fn from(e: ClientWriteError<u64, openraft::BasicNode>) -> Self {
+        match e {
+            ClientWriteError::ForwardToLeader(f) => Error::NotLeader {
+                leader: f.leader_id.map(NodeId),
+            },
+            other => Error::Raft(other.to_string()),
+        }
+    }
+}
+
 impl From<RaftError<u64, ClientWriteError<u64, openraft::BasicNode>>> for Error {
     fn from(e: RaftError<u64, ClientWriteError<u64, openraft::BasicNode>>) -> Self {
         match e {

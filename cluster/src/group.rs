@@ -11,18 +11,20 @@ use crate::error::Error;
 use crate::log_store::LogStore;
 use crate::network::Network;
 use crate::options::GroupOptions;
+use crate::proposer::{Limits, Proposer};
 use crate::state_machine::StateMachine;
 use crate::state_store::StateStore;
 use crate::status::GroupStatus;
-use crate::types::{Request, TypeConfig};
+use crate::types::TypeConfig;
 use openraft::error::InitializeError;
 use openraft::error::RaftError;
 use openraft::{BasicNode, LogIdOptionExt, Raft, RaftMetrics, ServerState};
 use proto::NodeId;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 
 /// Cheap cloneable handle to one running group.
 #[derive(Clone)]
@@ -45,8 +47,10 @@ struct Inner {
     leadership_tx: Arc<watch::Sender<bool>>,
     /// The task following openraft's metrics; stopped on shutdown.
     follower: tokio::task::AbortHandle,
-    /// Bounds proposals in flight (`proposals_in_flight_max`); closed on shutdown.
-    permits: Arc<Semaphore>,
+    /// Packs concurrent proposals into one entry (group commit); bounded queue.
+    proposer: Proposer,
+    /// Set by shutdown: no new proposals.
+    closed: AtomicBool,
     /// Largest command accepted.
     command_bytes_max: usize,
 }
@@ -57,6 +61,7 @@ impl Drop for Inner {
     /// one the tasks are gone with their runtime anyway.
     fn drop(&mut self) {
         self.follower.abort();
+        self.proposer.stop();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let raft = self.raft.clone();
             runtime.spawn(async move {
@@ -85,7 +90,7 @@ impl Group {
         sm: Arc<dyn StateMachine>,
     ) -> Result<Group, Error> {
         let config = Arc::new(options.raft_config()?);
-        let log_store = LogStore::open(db, &options.name, options.flush_queue_max)?;
+        let log_store = LogStore::open(db, &options.name)?;
         let state_store = StateStore::open(db, &options.name, sm)?;
         let state = state_store.state().clone();
         let node = options.node;
@@ -139,12 +144,21 @@ impl Group {
             inner: Arc::new(Inner {
                 name: options.name.clone(),
                 node,
-                raft,
+                raft: raft.clone(),
                 state,
                 leadership,
                 leadership_tx,
                 follower,
-                permits: Arc::new(Semaphore::new(options.proposals_in_flight_max)),
+                proposer: Proposer::spawn(
+                    raft.clone(),
+                    Limits {
+                        queue_max: options.proposals_in_flight_max,
+                        batch_commands_max: options.batch_commands_max,
+                        batch_bytes_max: options.batch_bytes_max,
+                        batches_in_flight_max: options.batches_in_flight_max,
+                    },
+                ),
+                closed: AtomicBool::new(false),
                 command_bytes_max: options.command_bytes_max,
             }),
         };
@@ -182,7 +196,9 @@ impl Group {
             .map(|(_, response)| response)
     }
 
-    /// Like [`Group::propose`], also returning the log index the command was committed at.
+    /// Like [`Group::propose`], also returning the log index of the entry that carried the
+    /// command. Concurrent proposals may share an entry (group commit), so indexes of concurrent
+    /// commands can be equal; a proposal made after another one returned gets a larger index.
     pub async fn propose_with_index(&self, command: Vec<u8>) -> Result<(u64, Vec<u8>), Error> {
         if command.len() > self.inner.command_bytes_max {
             return Err(Error::CommandTooLarge {
@@ -190,14 +206,10 @@ impl Group {
                 max: self.inner.command_bytes_max,
             });
         }
-        let _permit = self
-            .inner
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| Error::ShuttingDown)?;
-        let written = self.inner.raft.client_write(Request(command)).await?;
-        Ok((written.log_id.index, written.data.0))
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::ShuttingDown);
+        }
+        self.inner.proposer.propose(command).await
     }
 
     /// The state tree the state machine writes (readers on the node read it directly). Keys
@@ -275,8 +287,9 @@ impl Group {
     /// Stops the group: no new proposals are accepted, openraft stops, leadership turns false.
     /// Safe to call more than once and from any clone.
     pub async fn shutdown(&self) -> Result<(), Error> {
-        self.inner.permits.close();
+        self.inner.closed.store(true, Ordering::Release);
         let result = self.inner.raft.shutdown().await;
+        self.inner.proposer.stop();
         self.inner.follower.abort();
         self.inner.leadership_tx.send_replace(false);
         result.map_err(|e| Error::Raft(format!("openraft did not stop cleanly: {e}")))

@@ -6,6 +6,9 @@
 //! handle to one running group: [`Group::open`] starts it, [`Group::propose`] replicates a command and
 //! returns the state machine's answer once it is committed (flushed) and applied.
 //!
+//! Concurrent proposals are packed into one log entry ([`proposer`]): one Raft round and one disk
+//! flush for many commands (group commit, DESIGN §11).
+//!
 //! In this slice every group has a single voter, the local node; the network ([`network`]) answers
 //! "unreachable" for any peer. Adding peers means implementing that network over QUIC and changing
 //! membership; storage and the apply path already follow the multi-voter rules.
@@ -19,11 +22,11 @@
 
 pub mod codec;
 pub mod error;
-pub mod flusher;
 pub mod group;
 pub mod log_store;
 pub mod network;
 pub mod options;
+pub mod proposer;
 pub mod snapshot;
 pub mod state_machine;
 pub mod state_store;

@@ -2,19 +2,18 @@
 //! tree `{name}/log` keyed by big-endian index; the vote, the committed log id and the last purged
 //! log id live in `{name}/raft`.
 //!
-//! Durability: `append` writes everything openraft hands over in one sled batch and passes the
-//! "flushed" callback to the group's [`Flusher`], which flushes once for all appends queued
-//! meanwhile (group commit) before completing their callbacks. `save_vote` and `truncate` wait on
-//! a flush barrier first, so they never overtake an earlier append. Nothing is acknowledged before
-//! its flush. The committed log id and purges are not
-//! flushed: losing them in a crash only means re-applying committed entries (which the state
+//! Durability: `append` writes everything openraft hands over in one sled batch, flushes the
+//! database once, and only then completes openraft's callback; `save_vote` flushes before it
+//! returns. Nothing is acknowledged before its flush. (openraft 0.9 hands over one client write per
+//! `append` and waits for its callback before the next, so group commit happens one level up: the
+//! [`crate::proposer`] packs concurrent proposals into one entry.) The committed log id and purges
+//! are not flushed: losing them in a crash only means re-applying committed entries (which the state
 //! machine's own applied log id makes idempotent) or purging again.
 
 // openraft's trait methods return its `StorageError` (224 bytes); helpers return the same type.
 #![allow(clippy::result_large_err)]
 
 use crate::codec::{self, KEY_COMMITTED, KEY_PURGED, KEY_VOTE};
-use crate::flusher::Flusher;
 use crate::types::{Entry, LogId, StorageError, TypeConfig};
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{
@@ -27,8 +26,9 @@ use std::ops::{Bound, RangeBounds};
 /// reader openraft's replication tasks use.
 #[derive(Clone)]
 pub struct LogStore {
-    /// Group commit: completes openraft's callbacks after a shared flush.
-    flusher: Flusher,
+    /// The whole database: sled flushes per database, so a flush also covers the other groups'
+    /// pending writes (harmless).
+    db: sled::Db,
     /// `{name}/log`: index (u64 BE) -> encoded entry.
     log: sled::Tree,
     /// `{name}/raft`: vote, committed, purged, snapshot.
@@ -36,11 +36,10 @@ pub struct LogStore {
 }
 
 impl LogStore {
-    /// Opens (or creates) the log trees of group `name`; `flush_queue_max` bounds the appends that
-    /// wait for one flush. Starts the flush task, so it needs a tokio runtime.
-    pub fn open(db: &sled::Db, name: &str, flush_queue_max: usize) -> Result<Self, sled::Error> {
+    /// Opens (or creates) the log trees of group `name`.
+    pub fn open(db: &sled::Db, name: &str) -> Result<Self, sled::Error> {
         Ok(LogStore {
-            flusher: Flusher::spawn(db.clone(), flush_queue_max),
+            db: db.clone(),
             log: db.open_tree(format!("{name}/log"))?,
             raft: db.open_tree(format!("{name}/raft"))?,
         })
@@ -60,11 +59,12 @@ impl LogStore {
             .transpose()
     }
 
-    async fn barrier(&self, subject: ErrorSubject<u64>) -> Result<(), StorageError> {
-        self.flusher
-            .barrier()
+    async fn flush(&self, subject: ErrorSubject<u64>) -> Result<(), StorageError> {
+        self.db
+            .flush_async()
             .await
-            .map_err(|e| io_error(subject, ErrorVerb::Write, &std::io::Error::other(e)))
+            .map(|_| ())
+            .map_err(|e| io_error(subject, ErrorVerb::Write, &e))
     }
 }
 
@@ -138,8 +138,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.raft
             .insert(KEY_VOTE, bytes)
             .map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Write, &e))?;
-        // The barrier flushes the vote and completes every earlier append first.
-        self.barrier(ErrorSubject::Vote).await
+        self.flush(ErrorSubject::Vote).await
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, StorageError> {
@@ -192,24 +191,22 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
             return Err(io_error(ErrorSubject::Logs, ErrorVerb::Write, &e));
         }
-        tracing::trace!(
-            entries = count,
-            "log entries appended, waiting for the flush"
-        );
-        // Group commit: the flusher completes the callback after a flush shared with other appends.
-        self.flusher.appended(callback).await.map_err(|e| {
-            io_error(
-                ErrorSubject::Logs,
-                ErrorVerb::Write,
-                &std::io::Error::other(e),
-            )
-        })
+        // One flush for everything openraft handed over, and only then the acknowledgement.
+        match self.db.flush_async().await {
+            Ok(_) => {
+                tracing::trace!(entries = count, "log entries appended and flushed");
+                callback.log_io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
+                Err(io_error(ErrorSubject::Logs, ErrorVerb::Write, &e))
+            }
+        }
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        // Removes every entry from `log_id.index` on (conflicting entries of a former leader), after
-        // earlier appends were flushed and acknowledged, as if `append` had flushed itself.
-        self.barrier(ErrorSubject::Logs).await?;
+        // Removes every entry from `log_id.index` on (conflicting entries of a former leader).
         let mut batch = sled::Batch::default();
         for item in self.log.range(codec::log_key(log_id.index)..) {
             let (key, _) = item.map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, &e))?;

@@ -27,12 +27,18 @@ pub struct GroupOptions {
     pub append_entries_max: u64,
     /// How long [`crate::Group::open`] waits for the local node to lead its group.
     pub leader_wait_ms: u64,
-    /// Maximum proposals in flight on one group handle; further proposals wait (back-pressure).
+    /// Maximum proposals queued for batching on one group; further proposals wait (back-pressure).
     pub proposals_in_flight_max: usize,
     /// Maximum size of one command; larger ones are rejected before anything is proposed.
     pub command_bytes_max: usize,
-    /// Maximum log appends waiting for one disk flush (group commit); more appends wait.
-    pub flush_queue_max: usize,
+    /// Maximum commands packed into one log entry (group commit).
+    pub batch_commands_max: usize,
+    /// Maximum total command bytes packed into one log entry (a single larger command still goes
+    /// alone, bounded by `command_bytes_max`).
+    pub batch_bytes_max: usize,
+    /// Maximum batches submitted to Raft and not yet applied; while they are in flight, new
+    /// proposals gather into the next batch.
+    pub batches_in_flight_max: usize,
 }
 
 impl GroupOptions {
@@ -53,20 +59,25 @@ impl GroupOptions {
                 self.name
             )));
         }
-        if self.proposals_in_flight_max == 0
-            || self.command_bytes_max == 0
-            || self.flush_queue_max == 0
-        {
+        let limits = [
+            self.proposals_in_flight_max,
+            self.command_bytes_max,
+            self.batch_commands_max,
+            self.batch_bytes_max,
+            self.batches_in_flight_max,
+        ];
+        if limits.contains(&0) {
             return Err(Error::Options(
-                "proposals_in_flight_max, command_bytes_max and flush_queue_max must be positive"
+                "proposals_in_flight_max, command_bytes_max, batch_commands_max, batch_bytes_max \
+                 and batches_in_flight_max must be positive"
                     .into(),
             ));
         }
-        if self.proposals_in_flight_max > tokio::sync::Semaphore::MAX_PERMITS {
-            return Err(Error::Options(format!(
-                "proposals_in_flight_max must be at most {}",
-                tokio::sync::Semaphore::MAX_PERMITS
-            )));
+        if self.batches_in_flight_max > tokio::sync::Semaphore::MAX_PERMITS
+            || self.command_bytes_max > u32::MAX as usize
+            || self.batch_commands_max > u32::MAX as usize
+        {
+            return Err(Error::Options("a limit is too large".into()));
         }
         let snapshot_policy = if self.snapshot_logs_since_last == 0 {
             openraft::SnapshotPolicy::Never
@@ -101,7 +112,9 @@ impl Default for GroupOptions {
             leader_wait_ms: 10_000,
             proposals_in_flight_max: 4_096,
             command_bytes_max: 4 * 1024 * 1024,
-            flush_queue_max: 1_024,
+            batch_commands_max: 1_024,
+            batch_bytes_max: 4 * 1024 * 1024,
+            batches_in_flight_max: 2,
         }
     }
 }

@@ -1,8 +1,8 @@
 //! `StateStore`: openraft's storage-v2 state machine (`RaftStateMachine`) over the tree
 //! `{name}/state`. It hands each committed command to the node's [`StateMachine`] and writes the
-//! command's writes together with the cluster's bookkeeping (last applied log id, membership; keys
-//! prefixed `0x00`) in one atomic sled batch, so a replay after a crash resumes exactly after the
-//! last command whose writes survived.
+//! command's writes together with the cluster's bookkeeping (last applied log id, progress inside a
+//! batched entry, membership; keys prefixed `0x00`) in one atomic sled batch, so a replay after a
+//! crash resumes exactly after the last command whose writes survived.
 //!
 //! Apply does not flush: the log is durable and openraft re-applies it from the last applied id.
 //! Building and installing a snapshot flush, because they allow the log to be purged.
@@ -10,7 +10,7 @@
 // openraft's trait methods return its `StorageError` (224 bytes); helpers return the same type.
 #![allow(clippy::result_large_err)]
 
-use crate::codec::{self, KEY_APPLIED, KEY_MEMBERSHIP};
+use crate::codec::{self, KEY_APPLIED, KEY_MEMBERSHIP, KEY_PARTIAL};
 use crate::log_store::io_error;
 use crate::snapshot::{self, Dump, SnapshotBuilder, SnapshotSlot};
 use crate::state_machine::StateMachine;
@@ -68,6 +68,69 @@ impl StateStore {
     }
 }
 
+impl StateStore {
+    /// Applies the commands of one normal entry, each in its own atomic batch so that the next
+    /// command sees its writes. Progress inside the entry is recorded with each batch, so a replay
+    /// after a crash skips the commands already applied (their answers went to nobody: the
+    /// proposer was not told before the whole entry applied).
+    fn apply_commands(
+        &self,
+        log_id: &LogId,
+        commands: Vec<Vec<u8>>,
+    ) -> Result<Vec<Vec<u8>>, StorageError> {
+        let subject = || ErrorSubject::Apply(*log_id);
+        let done = match self
+            .state
+            .get(KEY_PARTIAL)
+            .map_err(|e| io_error(subject(), ErrorVerb::Read, &e))?
+        {
+            Some(bytes) => {
+                let (partial_id, applied) = codec::decode_partial(&bytes)
+                    .map_err(|e| io_error(subject(), ErrorVerb::Read, &e))?;
+                if partial_id == *log_id {
+                    applied as usize
+                } else {
+                    0
+                }
+            }
+            None => 0,
+        };
+        let total = commands.len();
+        let mut responses = vec![Vec::new(); done.min(total)];
+        if total == 0 || done >= total {
+            self.finish_entry(log_id, sled::Batch::default())?;
+            return Ok(responses);
+        }
+        for (position, command) in commands.into_iter().enumerate().skip(done) {
+            let mut batch = sled::Batch::default();
+            responses.push(self.sm.apply(&self.state, &mut batch, &command));
+            if position + 1 == total {
+                self.finish_entry(log_id, batch)?;
+            } else {
+                // `total` fits in u32: batch_commands_max is checked against it.
+                batch.insert(
+                    KEY_PARTIAL,
+                    codec::encode_partial(log_id, (position + 1) as u32),
+                );
+                self.state
+                    .apply_batch(batch)
+                    .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
+            }
+        }
+        Ok(responses)
+    }
+
+    /// Applies `batch` together with "entry `log_id` is applied". Inserted last so that the
+    /// bookkeeping wins over anything a state machine put under the reserved prefix.
+    fn finish_entry(&self, log_id: &LogId, mut batch: sled::Batch) -> Result<(), StorageError> {
+        batch.remove(KEY_PARTIAL);
+        batch.insert(KEY_APPLIED, &codec::encode_log_id(log_id)[..]);
+        self.state
+            .apply_batch(batch)
+            .map_err(|e| io_error(ErrorSubject::Apply(*log_id), ErrorVerb::Write, &e))
+    }
+}
+
 impl RaftStateMachine<TypeConfig> for StateStore {
     type SnapshotBuilder = SnapshotBuilder;
 
@@ -84,23 +147,22 @@ impl RaftStateMachine<TypeConfig> for StateStore {
         for entry in entries {
             let log_id = entry.log_id;
             let subject = || ErrorSubject::Apply(log_id);
-            let mut batch = sled::Batch::default();
             let response = match entry.payload {
-                EntryPayload::Normal(request) => self.sm.apply(&self.state, &mut batch, &request.0),
+                EntryPayload::Normal(request) => self.apply_commands(&log_id, request.0)?,
                 EntryPayload::Membership(membership) => {
                     let stored = StoredMembership::new(Some(log_id), membership);
                     let json = serde_json::to_vec(&stored)
                         .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
+                    let mut batch = sled::Batch::default();
                     batch.insert(KEY_MEMBERSHIP, json);
+                    self.finish_entry(&log_id, batch)?;
                     Vec::new()
                 }
-                EntryPayload::Blank => Vec::new(),
+                EntryPayload::Blank => {
+                    self.finish_entry(&log_id, sled::Batch::default())?;
+                    Vec::new()
+                }
             };
-            // Inserted last so that it wins over anything the state machine put under the prefix.
-            batch.insert(KEY_APPLIED, &codec::encode_log_id(&log_id)[..]);
-            self.state
-                .apply_batch(batch)
-                .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
             responses.push(Response(response));
         }
         Ok(responses)

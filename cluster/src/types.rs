@@ -5,13 +5,16 @@
 use serde::{Deserialize, Serialize};
 use std::io::Cursor;
 
-/// A command proposed to a group: bytes only the state machine understands.
+/// The payload of one normal log entry: a batch of commands (bytes only the state machine
+/// understands), applied in order. Batching concurrent proposals into one entry is how a group
+/// gets one disk flush for many commands (see [`crate::proposer`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Request(pub Vec<u8>);
+pub struct Request(pub Vec<Vec<u8>>);
 
-/// The state machine's answer to one applied entry (empty for blank and membership entries).
+/// The state machine's answers to one applied entry, one per command (none for blank and
+/// membership entries).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Response(pub Vec<u8>);
+pub struct Response(pub Vec<Vec<u8>>);
 
 openraft::declare_raft_types!(
     /// openraft type configuration shared by the meta group and every partition.

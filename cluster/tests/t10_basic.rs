@@ -93,12 +93,15 @@ async fn concurrent_proposals_are_all_applied_in_log_order() {
         N as f64 / elapsed.as_secs_f64()
     );
 
-    // The counter's answer grows exactly with the log index: applied in log order, none twice.
-    results.sort();
+    // The counter's answer grows with the log position: applied in log order, none twice.
+    // Concurrent commands share entries (group commit), so indexes only never decrease.
+    results.sort_by_key(|r| (r.0, r.1));
     for pair in results.windows(2) {
-        assert!(pair[0].0 < pair[1].0, "indexes strictly increase");
+        assert!(pair[0].0 <= pair[1].0, "indexes never decrease");
         assert_eq!(pair[0].1 + 1, pair[1].1, "counts follow the log");
     }
+    let entries: BTreeSet<u64> = results.iter().map(|r| r.0).collect();
+    eprintln!("{N} commands in {} log entries", entries.len());
     let counts: BTreeSet<u64> = results.iter().map(|r| r.1).collect();
     assert_eq!(counts, (1..=N).collect());
     assert_eq!(count(group.state()), N);

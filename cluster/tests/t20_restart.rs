@@ -129,3 +129,46 @@ async fn opening_with_another_node_id_is_a_clear_error() {
         Ok(_) => panic!("a foreign node id must not open the group"),
     }
 }
+
+/// A crash inside a batched entry (two of its three commands applied) resumes with the third:
+/// the progress marker written with each command's batch makes the replay skip the first two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partly_applied_entry_resumes_after_its_last_applied_command() {
+    use cluster::codec;
+    use cluster::state_store::StateStore;
+    use cluster::{Request, StateMachine};
+    use openraft::storage::RaftStateMachine;
+    use openraft::{CommittedLeaderId, EntryPayload, LogId};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open_db(dir.path());
+    let sm = std::sync::Arc::new(Counter::default());
+    let mut store = StateStore::open(&db, "p0", sm.clone()).expect("store");
+    let state = db.open_tree("p0/state").expect("tree");
+    let log_id = LogId::new(CommittedLeaderId::new(1, 1), 5);
+
+    // What survived the crash: commands "a" and "b" of entry 5, each with its progress marker.
+    for (done, command) in [(1u32, &b"a"[..]), (2, &b"b"[..])] {
+        let mut batch = sled::Batch::default();
+        sm.apply(&state, &mut batch, command);
+        batch.insert(codec::KEY_PARTIAL, codec::encode_partial(&log_id, done));
+        state.apply_batch(batch).expect("apply");
+    }
+
+    let entry = openraft::Entry {
+        log_id,
+        payload: EntryPayload::Normal(Request(vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()])),
+    };
+    let responses = store.apply([entry]).await.expect("replay");
+    assert_eq!(responses.len(), 1);
+    assert_eq!(responses[0].0.len(), 3);
+    assert_eq!(decode_count(&responses[0].0[2]), 3);
+    assert_eq!(count(&state), 3);
+    assert_eq!(
+        state.get(b"cmd/00000003").expect("read").as_deref(),
+        Some(&b"c"[..])
+    );
+    assert!(state.get(codec::KEY_PARTIAL).expect("read").is_none());
+    let (applied, _) = store.applied_state().await.expect("applied");
+    assert_eq!(applied, Some(log_id));
+}

@@ -9,7 +9,7 @@
 use crate::engine::{NowMs, Ready};
 use proto::{TaskId, WorkflowId};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 /// Order within a type: visible first, then higher priority, then older.
@@ -40,8 +40,8 @@ pub struct Claim {
 #[derive(Default)]
 pub struct TaskQueues {
     state: Mutex<State>,
-    /// Woken whenever tasks are published; pollers re-check their type.
-    published: Notify,
+    /// Per task type, woken when tasks of that type are published; pollers then re-check.
+    published: Mutex<BTreeMap<String, Arc<Notify>>>,
 }
 
 impl TaskQueues {
@@ -59,7 +59,11 @@ impl TaskQueues {
             return;
         }
         let mut mine = Vec::with_capacity(ready.len());
+        let mut types: Vec<String> = Vec::new();
         for r in ready {
+            if !types.contains(&r.task_type) {
+                types.push(r.task_type.clone());
+            }
             let slot = (r.visible_at_ms, -r.priority, r.task_id.clone());
             s.types.entry(r.task_type.clone()).or_default().by_domain.entry(r.domain.clone()).or_default().insert(slot.clone());
             s.owner.insert(r.task_id, workflow.clone());
@@ -67,7 +71,12 @@ impl TaskQueues {
         }
         s.by_workflow.insert(workflow.clone(), mine);
         drop(s);
-        self.published.notify_waiters();
+        let notifiers = self.published.lock().unwrap_or_else(|e| e.into_inner());
+        for t in types {
+            if let Some(n) = notifiers.get(&t) {
+                n.notify_waiters();
+            }
+        }
     }
 
     /// Forgets a workflow's tasks (it finished, or its partition is no longer led here).
@@ -150,10 +159,12 @@ impl TaskQueues {
         best
     }
 
-    /// A future that completes at the next publication. Create it before checking the queue so that a
-    /// publication in between is not missed.
-    pub fn published(&self) -> tokio::sync::futures::Notified<'_> {
-        self.published.notified()
+    /// The notifier of a task type: `notified()` completes at the next publication of that type.
+    /// Register (`enable`) the future before checking the queue so that a publication in between is
+    /// not missed.
+    pub fn notifier(&self, task_type: &str) -> Arc<Notify> {
+        let mut notifiers = self.published.lock().unwrap_or_else(|e| e.into_inner());
+        notifiers.entry(task_type.to_owned()).or_default().clone()
     }
 
     /// Queued tasks per type (visible or not).

@@ -26,9 +26,10 @@ impl Inner {
         let wait = Duration::from_millis(request.wait_ms.min(POLL_WAIT_MS_MAX));
         let deadline = tokio::time::Instant::now() + wait;
         let domain = request.domain.as_deref().filter(|d| !d.is_empty());
+        let notifier = self.queues.notifier(&request.task_type);
         loop {
             // Registered before looking, so a publication in between wakes us.
-            let published = self.queues.published();
+            let published = notifier.notified();
             tokio::pin!(published);
             published.as_mut().enable();
             let now = self.clock.now_ms();
