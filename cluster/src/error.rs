@@ -1,4 +1,5 @@
-//! `cluster::Error`: what can go wrong when opening a group or proposing to it. Each variant says
+//! `cluster::Error`: what can go wrong when opening a group, proposing to it, changing its
+//! membership, or calling a peer over the transport. Each variant says
 //! what the caller should do; storage errors inside openraft stop the group (openraft turns them into
 //! a fatal error) and surface here as `Raft` or `ShuttingDown`.
 
@@ -29,6 +30,29 @@ pub enum Error {
     /// The options are inconsistent (e.g. election timeout not above the heartbeat).
     #[error("invalid group options: {0}")]
     Options(String),
+    /// Certificates or keys could not be made, read or written, or a TLS configuration could not
+    /// be built from them; fix the files (see `tls::write_cluster_certs`).
+    #[error("tls: {0}")]
+    Tls(String),
+    /// No connection to `peer` could be made or kept (address unknown, peer down, handshake
+    /// refused); retry later or check the peer's address and certificates.
+    #[error("node {peer} is unreachable: {reason}")]
+    Unreachable { peer: NodeId, reason: String },
+    /// `peer` did not answer within the call's timeout; the request may or may not have run there.
+    #[error("node {peer} did not answer within {waited_ms} ms")]
+    Timeout { peer: NodeId, waited_ms: u64 },
+    /// `peer` answered with an error (no handler for the service, handler failure, bad frame).
+    #[error("node {peer} answered with an error: {message}")]
+    Remote { peer: NodeId, message: String },
+    /// A frame is larger than the transport's `frame_bytes_max`; nothing was sent.
+    #[error("frame of {bytes} bytes exceeds the maximum of {max} bytes")]
+    FrameTooLarge { bytes: usize, max: usize },
+    /// The transport could not bind its listening address.
+    #[error("cannot listen on {addr}: {reason}")]
+    Listen { addr: String, reason: String },
+    /// The transport is shut down; nothing more is sent or served.
+    #[error("the peer transport is shut down")]
+    TransportClosed,
 }
 
 impl From<sled::Error> for Error {

@@ -1,7 +1,12 @@
 //! `Group`: the handle to one running Raft group (a partition or the meta group). `open` wires the
-//! sled-backed stores and the network into openraft, forms the single-voter membership on a fresh
-//! store, and waits until the local node leads; `propose` replicates one opaque command and returns
-//! the state machine's answer after it is committed (flushed) and applied.
+//! sled-backed stores and the network into openraft, forms the membership on a fresh store (one
+//! voter by default; the initial voters of [`crate::ClusterOptions`] in a cluster) and waits for a
+//! leader; `propose` replicates one opaque command and returns the state machine's answer after it
+//! is committed (flushed) and applied. Membership changes: `add_learner`, `change_voters`.
+//!
+//! Not here: leadership transfer (openraft 0.9 has none; see [`Group::change_voters`]), or
+//! forwarding proposals to the leader (a follower answers `NotLeader { leader }`; the node
+//! crate forwards over [`crate::transport::Service::Forward`]).
 //!
 //! The handle is cheap to clone; the group runs until [`Group::shutdown`]. Dropping the last handle
 //! without it stops openraft in the background, so call `shutdown` when the caller needs to know
@@ -9,20 +14,23 @@
 
 use crate::error::Error;
 use crate::log_store::LogStore;
+use crate::network::router::Registration;
 use crate::network::Network;
-use crate::options::GroupOptions;
+use crate::options::{ClusterOptions, GroupOptions};
 use crate::proposer::{Limits, Proposer};
 use crate::state_machine::StateMachine;
 use crate::state_store::StateStore;
 use crate::status::GroupStatus;
+use crate::transport::Transport;
 use crate::types::TypeConfig;
 use openraft::error::InitializeError;
 use openraft::error::RaftError;
 use openraft::{BasicNode, LogIdOptionExt, Raft, RaftMetrics, ServerState};
 use proto::NodeId;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -53,6 +61,10 @@ struct Inner {
     closed: AtomicBool,
     /// Largest command accepted.
     command_bytes_max: usize,
+    /// This group's place in the node's Raft router (cluster mode); taken on shutdown.
+    registration: Mutex<Option<Registration>>,
+    /// The node's transport (cluster mode), to record the addresses of added members.
+    transport: Option<Transport>,
 }
 
 impl Drop for Inner {
@@ -80,10 +92,78 @@ fn leads_caught_up(m: &RaftMetrics<u64, BasicNode>) -> bool {
         && m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term)
 }
 
+/// Single node: forms the one-voter membership on a fresh store, and refuses a store formed by
+/// another node id (it would never elect this one: say so instead of timing out).
+async fn form_single(raft: &Raft<TypeConfig>, options: &GroupOptions) -> Result<(), Error> {
+    let node = options.node;
+    if !raft.is_initialized().await? {
+        let members = BTreeMap::from([(node.0, BasicNode::default())]);
+        match raft.initialize(members).await {
+            Ok(()) => {}
+            // Another initialize won the race: the membership exists, which is all we need.
+            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let voters: Vec<u64> = raft
+        .with_raft_state(|st| st.membership_state.effective().voter_ids().collect())
+        .await?;
+    if !voters.contains(&node.0) {
+        return Err(Error::Options(format!(
+            "group {} in this database has voters {voters:?}, which do not include node {}; \
+             open it with the node id that created it",
+            options.name, node.0
+        )));
+    }
+    Ok(())
+}
+
+/// Cluster: on a fresh store, the smallest initial voter forms the membership (so two nodes never
+/// form two different ones); everyone else waits for the leader to reach them.
+async fn form_cluster(
+    raft: &Raft<TypeConfig>,
+    options: &GroupOptions,
+    cluster: &ClusterOptions,
+) -> Result<(), Error> {
+    let transport = cluster.router.transport();
+    for (peer, addr) in &cluster.initial_voters {
+        if *peer != options.node {
+            transport.set_peer(*peer, *addr);
+        }
+    }
+    if raft.is_initialized().await? {
+        return Ok(());
+    }
+    match cluster.initial_voters.keys().next() {
+        Some(first) if *first == options.node => {}
+        _ => return Ok(()),
+    }
+    let members: BTreeMap<u64, BasicNode> = cluster
+        .initial_voters
+        .iter()
+        .map(|(id, addr)| (id.0, BasicNode::new(addr.to_string())))
+        .collect();
+    match raft.initialize(members).await {
+        Ok(()) => {
+            tracing::info!(group = %options.name, node = %options.node, voters = ?cluster.initial_voters.keys().collect::<Vec<_>>(), "formed the group's membership");
+            Ok(())
+        }
+        Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 impl Group {
-    /// Opens (or creates) the group's trees in `db`, starts openraft; on a fresh store initializes
-    /// a single-voter membership with this node; waits until this node is leader (bounded by
-    /// `leader_wait_ms`, error after it).
+    /// Opens (or creates) the group's trees in `db` and starts openraft.
+    ///
+    /// Single node (no `options.cluster`): on a fresh store, forms a single-voter membership with
+    /// this node, then waits until this node leads (bounded by `leader_wait_ms`, error after it).
+    ///
+    /// Cluster: registers the group with the node's router (so peers reach it), and on a fresh
+    /// store the smallest id among `initial_voters` forms the membership while the others wait
+    /// to be contacted. Returns once any node is known to lead the group, or after
+    /// `leader_wait_ms` without one (the group keeps running and elects when enough voters are
+    /// up); [`Group::is_leader`] and [`Group::leadership`] then tell whether this node leads.
     pub async fn open(
         db: &sled::Db,
         options: GroupOptions,
@@ -94,32 +174,25 @@ impl Group {
         let state_store = StateStore::open(db, &options.name, sm)?;
         let state = state_store.state().clone();
         let node = options.node;
-        let raft = Raft::new(node.0, config, Network, log_store, state_store).await?;
+        let network = match &options.cluster {
+            Some(cluster) => Network::over(cluster.router.clone(), options.name.clone()),
+            None => Network::unreachable(),
+        };
+        let raft = Raft::new(node.0, config, network, log_store, state_store).await?;
+        // Route incoming RPCs at once: peers may already be electing a leader for this group.
+        let registration = options
+            .cluster
+            .as_ref()
+            .map(|cluster| cluster.router.register(&options.name, raft.clone()));
 
-        if !raft.is_initialized().await? {
-            let members = BTreeMap::from([(node.0, BasicNode::default())]);
-            match raft.initialize(members).await {
-                Ok(()) => {}
-                // Another initialize won the race: the membership exists, which is all we need.
-                Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
-                Err(e) => {
-                    let _ = raft.shutdown().await;
-                    return Err(e.into());
-                }
-            }
-        }
-
-        // A store formed by another node id would never elect this one: say so instead of timing out.
-        let voters: Vec<u64> = raft
-            .with_raft_state(|st| st.membership_state.effective().voter_ids().collect())
-            .await?;
-        if !voters.contains(&node.0) {
+        let formed = match &options.cluster {
+            None => form_single(&raft, &options).await,
+            Some(cluster) => form_cluster(&raft, &options, cluster).await,
+        };
+        if let Err(e) = formed {
+            drop(registration);
             let _ = raft.shutdown().await;
-            return Err(Error::Options(format!(
-                "group {} in this database has voters {voters:?}, which do not include node {}; \
-                 open it with the node id that created it",
-                options.name, node.0
-            )));
+            return Err(e);
         }
 
         let (leadership_tx, leadership) = watch::channel(false);
@@ -160,11 +233,39 @@ impl Group {
                 ),
                 closed: AtomicBool::new(false),
                 command_bytes_max: options.command_bytes_max,
+                registration: Mutex::new(registration),
+                transport: options
+                    .cluster
+                    .as_ref()
+                    .map(|c| c.router.transport().clone()),
             }),
         };
 
-        let mut rx = group.leadership();
         let wait = Duration::from_millis(options.leader_wait_ms);
+        if options.cluster.is_some() {
+            let mut metrics = raft.metrics();
+            let known = tokio::time::timeout(
+                wait,
+                metrics.wait_for(|m| m.current_leader.is_some() || m.running_state.is_err()),
+            )
+            .await;
+            let status = group.status();
+            if let Some(stopped) = status.stopped {
+                let _ = group.shutdown().await;
+                return Err(Error::Raft(stopped));
+            }
+            match known {
+                Ok(_) => {
+                    tracing::info!(group = %options.name, node = %node, leader = ?status.leader, "group open")
+                }
+                Err(_) => {
+                    tracing::warn!(group = %options.name, node = %node, waited_ms = options.leader_wait_ms, "group open without a known leader; it elects once enough voters are up")
+                }
+            }
+            return Ok(group);
+        }
+
+        let mut rx = group.leadership();
         let outcome = tokio::time::timeout(wait, rx.wait_for(|leads| *leads)).await;
         match outcome {
             Ok(Ok(_)) => {
@@ -239,6 +340,44 @@ impl Group {
         self.inner.node
     }
 
+    /// The node that leads the group as far as this node knows (`None` during an election).
+    pub fn leader(&self) -> Option<NodeId> {
+        self.inner
+            .raft
+            .metrics()
+            .borrow()
+            .current_leader
+            .map(NodeId)
+    }
+
+    /// Adds `node`, reachable at `addr`, as a learner: it receives the log (or a snapshot) but
+    /// does not vote. Returns once the membership change is committed; the learner catches up in
+    /// the background (watch its `status()`). Must run on the leader (else `NotLeader`).
+    pub async fn add_learner(&self, node: NodeId, addr: SocketAddr) -> Result<(), Error> {
+        if let Some(transport) = &self.inner.transport {
+            transport.set_peer(node, addr);
+        }
+        self.inner
+            .raft
+            .add_learner(node.0, BasicNode::new(addr.to_string()), false)
+            .await?;
+        Ok(())
+    }
+
+    /// Makes `voters` the group's voters (joint consensus, committed before it returns). New
+    /// voters must have been added as learners first; removed voters are dropped from the
+    /// membership (not kept as learners). Must run on the leader (else `NotLeader`).
+    ///
+    /// This is also how leadership moves in openraft 0.9, which has no leadership transfer:
+    /// removing the leader from the voters makes it step down once the change commits, and the
+    /// remaining voters elect a new leader; shutting the leader down does the same after an
+    /// election timeout.
+    pub async fn change_voters(&self, voters: BTreeSet<NodeId>) -> Result<(), Error> {
+        let ids: BTreeSet<u64> = voters.iter().map(|n| n.0).collect();
+        self.inner.raft.change_membership(ids, false).await?;
+        Ok(())
+    }
+
     /// A point-in-time view of the group, from openraft's metrics. Metrics follow the state machine
     /// asynchronously: right after `propose` returns, `last_applied_index` may still lag by a few
     /// entries.
@@ -256,6 +395,12 @@ impl Group {
             snapshot_index: m.snapshot.index(),
             purged_index: m.purged.index(),
             voters: m.membership_config.voter_ids().map(NodeId).collect(),
+            learners: m
+                .membership_config
+                .membership()
+                .learner_ids()
+                .map(NodeId)
+                .collect(),
             stopped: m.running_state.as_ref().err().map(|e| e.to_string()),
         }
     }
@@ -288,6 +433,14 @@ impl Group {
     /// Safe to call more than once and from any clone.
     pub async fn shutdown(&self) -> Result<(), Error> {
         self.inner.closed.store(true, Ordering::Release);
+        // Leave the router first, so peers get "no such group" rather than a stopped instance.
+        drop(
+            self.inner
+                .registration
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(),
+        );
         let result = self.inner.raft.shutdown().await;
         self.inner.proposer.stop();
         self.inner.follower.abort();

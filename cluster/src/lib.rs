@@ -9,9 +9,17 @@
 //! Concurrent proposals are packed into one log entry ([`proposer`]): one Raft round and one disk
 //! flush for many commands (group commit, DESIGN §11).
 //!
-//! In this slice every group has a single voter, the local node; the network ([`network`]) answers
-//! "unreachable" for any peer. Adding peers means implementing that network over QUIC and changing
-//! membership; storage and the apply path already follow the multi-voter rules.
+//! By default a group has a single voter, the local node, and no network: the whole product runs
+//! that way on one machine. With [`ClusterOptions`] a group has peers: its Raft messages travel
+//! over the node's QUIC [`transport`] (mutual TLS, [`tls`]) through the [`network`] module, which
+//! multiplexes every group of the node over one connection per peer and routes incoming
+//! messages to the right group ([`network::RaftRouter`]).
+//!
+//! Running a node of a cluster (what the node crate does): call
+//! [`tls::install_crypto_provider`] at start; load the node's [`tls::Identity`]; start one
+//! [`Transport`] ([`TransportOptions`]: listen address, peers); make one [`RaftRouter`] on it;
+//! open every group with [`GroupOptions::with_cluster`] (the router and the initial voters);
+//! register a [`Service::Forward`] handler for requests other nodes forward to this one.
 //!
 //! Storage layout per group `name` (DESIGN §3, §8):
 //! - `{name}/log`: log entries keyed by big-endian index ([`codec`]),
@@ -31,12 +39,16 @@ pub mod snapshot;
 pub mod state_machine;
 pub mod state_store;
 pub mod status;
+pub mod tls;
+pub mod transport;
 pub mod types;
 
 pub use error::Error;
 pub use group::Group;
-pub use options::GroupOptions;
+pub use network::RaftRouter;
+pub use options::{ClusterOptions, GroupOptions};
 pub use proto::NodeId;
 pub use state_machine::StateMachine;
 pub use status::GroupStatus;
+pub use transport::{Service, Transport, TransportOptions};
 pub use types::{Request, Response, TypeConfig};

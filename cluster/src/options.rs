@@ -1,8 +1,29 @@
 //! `GroupOptions`: how one Raft group is named, who runs it and how it behaves — timing, snapshot
-//! policy and the limits that turn overload into back-pressure instead of memory growth.
+//! policy and the limits that turn overload into back-pressure instead of memory growth — and,
+//! for a multi-node group, [`ClusterOptions`]: the node's Raft router (its transport) and the
+//! voters a fresh group starts with. Without cluster options a group is the single-node default:
+//! one voter, no network.
 
 use crate::error::Error;
+use crate::network::RaftRouter;
 use proto::NodeId;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+/// Longest group name: names travel in every Raft message.
+pub const GROUP_NAME_BYTES_MAX: usize = 128;
+
+/// How a group reaches its peers and how a fresh cluster forms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterOptions {
+    /// The node's Raft router, on the node's transport; shared by every group of the node.
+    pub router: RaftRouter,
+    /// The voters of the group when it is created on a fresh store, with their peer addresses.
+    /// Exactly one node forms the membership: the smallest id here (when it is the local node);
+    /// the others wait to be contacted. Ignored once the store holds a membership. Empty on a
+    /// node that joins later (it waits to be added with `Group::add_learner`).
+    pub initial_voters: BTreeMap<NodeId, SocketAddr>,
+}
 
 /// Options of one group. Build with [`GroupOptions::new`] (or a struct literal with
 /// `..Default::default()`) and adjust the knobs.
@@ -10,8 +31,10 @@ use proto::NodeId;
 pub struct GroupOptions {
     /// Group name, also the prefix of its sled trees: `"meta"`, `"p0"`..`"p7"`. Non-empty, no `/`.
     pub name: String,
-    /// The local node; in this slice also the single voter of every group.
+    /// The local node (the single voter of the group without `cluster`).
     pub node: NodeId,
+    /// Peers and initial voters of a multi-node group; `None` = single voter, no network.
+    pub cluster: Option<ClusterOptions>,
     /// Leader heartbeat interval.
     pub heartbeat_ms: u64,
     /// Lower bound of the randomized election timeout; must exceed `heartbeat_ms`.
@@ -25,8 +48,14 @@ pub struct GroupOptions {
     pub logs_to_keep_after_snapshot: u64,
     /// Maximum entries in one replication message to a follower.
     pub append_entries_max: u64,
-    /// How long [`crate::Group::open`] waits for the local node to lead its group.
+    /// How long [`crate::Group::open`] waits for the local node to lead its group (single node:
+    /// an error after it), or for any node to lead it (cluster: `open` returns after it anyway).
     pub leader_wait_ms: u64,
+    /// Largest chunk of a snapshot sent to a follower in one message (below the transport's
+    /// `frame_bytes_max`).
+    pub snapshot_chunk_bytes_max: u64,
+    /// How long sending and installing one snapshot chunk on a follower may take.
+    pub install_snapshot_timeout_ms: u64,
     /// Maximum proposals queued for batching on one group; further proposals wait (back-pressure).
     pub proposals_in_flight_max: usize,
     /// Maximum size of one command; larger ones are rejected before anything is proposed.
@@ -51,13 +80,43 @@ impl GroupOptions {
         }
     }
 
+    /// The same options for a multi-node group: `router` is the node's Raft router and
+    /// `initial_voters` the voters of a freshly created group (see [`ClusterOptions`]).
+    pub fn with_cluster(
+        mut self,
+        router: RaftRouter,
+        initial_voters: BTreeMap<NodeId, SocketAddr>,
+    ) -> Self {
+        self.cluster = Some(ClusterOptions {
+            router,
+            initial_voters,
+        });
+        self
+    }
+
     /// Checks the options and turns them into openraft's configuration.
     pub(crate) fn raft_config(&self) -> Result<openraft::Config, Error> {
-        if self.name.is_empty() || self.name.contains('/') {
+        if self.name.is_empty() || self.name.contains('/') || self.name.len() > GROUP_NAME_BYTES_MAX
+        {
             return Err(Error::Options(format!(
-                "group name {:?} must be non-empty and contain no '/'",
+                "group name {:?} must be non-empty, contain no '/' and have at most \
+                 {GROUP_NAME_BYTES_MAX} bytes",
                 self.name
             )));
+        }
+        if let Some(cluster) = &self.cluster {
+            if cluster.router.node() != self.node {
+                return Err(Error::Options(format!(
+                    "the router belongs to node {} but the group runs on node {}",
+                    cluster.router.node(),
+                    self.node
+                )));
+            }
+        }
+        if self.snapshot_chunk_bytes_max == 0 || self.install_snapshot_timeout_ms == 0 {
+            return Err(Error::Options(
+                "snapshot_chunk_bytes_max and install_snapshot_timeout_ms must be positive".into(),
+            ));
         }
         let limits = [
             self.proposals_in_flight_max,
@@ -92,6 +151,8 @@ impl GroupOptions {
             snapshot_policy,
             max_in_snapshot_log_to_keep: self.logs_to_keep_after_snapshot,
             max_payload_entries: self.append_entries_max,
+            snapshot_max_chunk_size: self.snapshot_chunk_bytes_max,
+            install_snapshot_timeout: self.install_snapshot_timeout_ms,
             ..Default::default()
         };
         config.validate().map_err(|e| Error::Options(e.to_string()))
@@ -103,6 +164,7 @@ impl Default for GroupOptions {
         GroupOptions {
             name: String::new(),
             node: NodeId(0),
+            cluster: None,
             heartbeat_ms: 100,
             election_timeout_min_ms: 300,
             election_timeout_max_ms: 600,
@@ -110,6 +172,8 @@ impl Default for GroupOptions {
             logs_to_keep_after_snapshot: 1_000,
             append_entries_max: 300,
             leader_wait_ms: 10_000,
+            snapshot_chunk_bytes_max: 1024 * 1024,
+            install_snapshot_timeout_ms: 5_000,
             proposals_in_flight_max: 4_096,
             command_bytes_max: 4 * 1024 * 1024,
             batch_commands_max: 1_024,
@@ -132,6 +196,9 @@ mod tests {
     fn bad_options_are_rejected() {
         assert!(GroupOptions::new("", NodeId(1)).raft_config().is_err());
         assert!(GroupOptions::new("a/b", NodeId(1)).raft_config().is_err());
+        assert!(GroupOptions::new("x".repeat(129), NodeId(1))
+            .raft_config()
+            .is_err());
         let mut options = GroupOptions::new("p0", NodeId(1));
         options.election_timeout_min_ms = 50;
         assert!(options.raft_config().is_err());

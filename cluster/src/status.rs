@@ -27,6 +27,8 @@ pub struct GroupStatus {
     pub purged_index: Option<u64>,
     /// Voters of the current membership, ascending.
     pub voters: Vec<NodeId>,
+    /// Learners of the current membership (replicated to, not voting), ascending.
+    pub learners: Vec<NodeId>,
     /// Why the group stopped, if it did (a storage error stops it; it recovers on reopen).
     pub stopped: Option<String>,
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod nodes;
+
 use cluster::{Group, GroupOptions, NodeId, StateMachine};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -93,4 +95,54 @@ pub async fn wait_until(what: &str, deadline: Duration, mut cond: impl FnMut() -
         tokio::task::yield_now().await;
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// A cluster CA and the identities of nodes `1..=n`, certificates valid for 127.0.0.1.
+pub fn identities(n: u64) -> (cluster::tls::Ca, Vec<cluster::tls::Identity>) {
+    cluster::tls::install_crypto_provider();
+    let ca = cluster::tls::generate_ca().expect("ca");
+    let ids = (1..=n)
+        .map(|i| {
+            let cert = cluster::tls::generate_node_cert(&ca, NodeId(i), &["127.0.0.1".into()])
+                .expect("node cert");
+            cluster::tls::Identity::from_node_cert(ca.cert_pem(), &cert).expect("identity")
+        })
+        .collect();
+    (ca, ids)
+}
+
+/// Transport options for `identity` on `listen` with test timings.
+pub fn transport_options(
+    identity: cluster::tls::Identity,
+    listen: std::net::SocketAddr,
+) -> cluster::transport::TransportOptions {
+    let mut options = cluster::transport::TransportOptions::new(identity, listen);
+    options.connect_timeout_ms = 2_000;
+    options.idle_timeout_ms = 3_000;
+    options.keep_alive_ms = 500;
+    options
+}
+
+/// Starts a transport on `listen`, retrying while a previous transport in this process still
+/// holds the port (its endpoint releases the socket shortly after shutdown).
+pub async fn start_transport(
+    identity: cluster::tls::Identity,
+    listen: std::net::SocketAddr,
+) -> cluster::transport::Transport {
+    let end = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match cluster::transport::Transport::start(transport_options(identity.clone(), listen)) {
+            Ok(t) => return t,
+            Err(e) if tokio::time::Instant::now() < end => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("cannot start transport on {listen}: {e}"),
+        }
+    }
+}
+
+/// A loopback address with a free port chosen by the OS.
+pub fn any_port() -> std::net::SocketAddr {
+    std::net::SocketAddr::from(([127, 0, 0, 1], 0))
 }

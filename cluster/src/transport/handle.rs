@@ -1,0 +1,397 @@
+//! `Transport`: the cheap cloneable handle to a node's peer transport. [`Transport::start`] binds
+//! one QUIC endpoint (server and client at once) and spawns the listener (`listener.rs`); the handle
+//! then makes calls ([`Transport::call`]: one request and one response on a fresh bidirectional
+//! stream of the one cached connection to that peer) and registers the handlers that serve
+//! incoming calls. The transport runs until [`Transport::shutdown`] (or until the last handle is
+//! dropped).
+//!
+//! Connections: at most one outbound connection per peer is cached; callers to the same peer
+//! share it (streams multiplex every group's Raft traffic and forwarded requests). A connection
+//! that closed (peer restarted, idle timeout) is dropped and redialled by the next call. Each
+//! connection opens with a hello naming the dialing node, which the server checks against the
+//! client certificate; the client checks the server by dialing `node-<id>.baton`. Inbound
+//! connections are served, not reused for outbound calls, so two nodes that call each other hold
+//! one connection in each direction.
+//!
+//! Not here: what payloads mean (services), retries (callers such as openraft retry by design).
+
+use super::frame::{self, FrameError, CODE_HELLO, STATUS_OK};
+use super::handler::Handler;
+use super::listener;
+use super::options::TransportOptions;
+use super::service::Service;
+use crate::error::Error;
+use crate::tls;
+use proto::NodeId;
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+/// Largest hello payload (a node id); anything larger is not a hello.
+pub(crate) const HELLO_BYTES_MAX: usize = 8;
+/// Application close code: the transport shut down.
+pub(crate) const CLOSE_SHUTDOWN: u32 = 0;
+/// Application close code: the peer was refused (bad hello or identity).
+pub(crate) const CLOSE_REFUSED: u32 = 1;
+/// How long shutdown waits for connections to close cleanly.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(1);
+
+/// One cached outbound connection; the async mutex makes concurrent callers share one dial.
+type Slot = Arc<tokio::sync::Mutex<Option<quinn::Connection>>>;
+
+/// State shared by the handle, the listener and the tasks serving connections.
+pub(crate) struct Shared {
+    /// This node.
+    pub(crate) node: NodeId,
+    pub(crate) endpoint: quinn::Endpoint,
+    /// Client side of mutual TLS (with this node's certificate).
+    client: quinn::ClientConfig,
+    /// Largest payload either way.
+    pub(crate) frame_bytes_max: usize,
+    /// Bound of a dial (handshake + hello), and of an inbound handshake + hello.
+    pub(crate) connect_timeout: Duration,
+    /// Inbound connections served at once.
+    pub(crate) connections_max: usize,
+    /// Where peers are; seeded by the options, updated from Raft membership.
+    peers: RwLock<BTreeMap<NodeId, SocketAddr>>,
+    /// Cached outbound connection per peer.
+    slots: Mutex<BTreeMap<NodeId, Slot>>,
+    /// Registered handlers per service.
+    handlers: RwLock<BTreeMap<Service, Arc<dyn Handler>>>,
+    /// Outbound connections established per peer since start (for tests and status).
+    connects: Mutex<BTreeMap<NodeId, u64>>,
+    /// Authenticated inbound connections open per peer.
+    pub(crate) inbound: Mutex<BTreeMap<NodeId, usize>>,
+    /// Set by shutdown: no new calls.
+    closed: AtomicBool,
+}
+
+impl Shared {
+    /// The handler registered for `service`, if any.
+    pub(crate) fn handler(&self, service: Service) -> Option<Arc<dyn Handler>> {
+        read(&self.handlers).get(&service).cloned()
+    }
+}
+
+/// A poisoned lock only means another thread panicked while holding it; the maps stay valid (every
+/// update is a single insert or remove), so keep going.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(|p| p.into_inner())
+}
+fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Owner of the listener task: when the last handle goes, the listener stops and the endpoint
+/// closes.
+struct Owner {
+    shared: Arc<Shared>,
+    listener: tokio::task::AbortHandle,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.listener.abort();
+        self.shared
+            .endpoint
+            .close(CLOSE_SHUTDOWN.into(), b"transport dropped");
+    }
+}
+
+/// What the transport has done so far, for tests and status pages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransportStats {
+    /// Outbound connections established per peer since start (1 per peer means every call
+    /// shared one connection).
+    pub connects: BTreeMap<NodeId, u64>,
+    /// Authenticated inbound connections open per peer right now.
+    pub inbound: BTreeMap<NodeId, usize>,
+}
+
+/// Cheap cloneable handle to a node's peer transport.
+#[derive(Clone)]
+pub struct Transport {
+    owner: Arc<Owner>,
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transport")
+            .field("node", &self.owner.shared.node)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Transport {
+    /// Binds the endpoint on `options.listen` and starts serving. Must run inside a tokio
+    /// runtime.
+    pub fn start(options: TransportOptions) -> Result<Transport, Error> {
+        options.validate()?;
+        let quic = Arc::new(options.quic_transport()?);
+        let server_tls = QuicServerConfig::try_from(options.identity.server_config()?)
+            .map_err(|e| Error::Tls(format!("server config for QUIC: {e}")))?;
+        let mut server = quinn::ServerConfig::with_crypto(Arc::new(server_tls));
+        server
+            .transport_config(quic.clone())
+            // Handshakes in progress are bounded too, not only established connections.
+            .max_incoming(options.connections_max);
+        let client_tls = QuicClientConfig::try_from(options.identity.client_config()?)
+            .map_err(|e| Error::Tls(format!("client config for QUIC: {e}")))?;
+        let mut client = quinn::ClientConfig::new(Arc::new(client_tls));
+        client.transport_config(quic);
+        let endpoint =
+            quinn::Endpoint::server(server, options.listen).map_err(|e| Error::Listen {
+                addr: options.listen.to_string(),
+                reason: e.to_string(),
+            })?;
+        let shared = Arc::new(Shared {
+            node: options.node(),
+            endpoint,
+            client,
+            frame_bytes_max: options.frame_bytes_max,
+            connect_timeout: Duration::from_millis(options.connect_timeout_ms),
+            connections_max: options.connections_max,
+            peers: RwLock::new(options.peers.clone()),
+            slots: Mutex::new(BTreeMap::new()),
+            handlers: RwLock::new(BTreeMap::new()),
+            connects: Mutex::new(BTreeMap::new()),
+            inbound: Mutex::new(BTreeMap::new()),
+            closed: AtomicBool::new(false),
+        });
+        let listener = tokio::spawn(listener::run(shared.clone())).abort_handle();
+        tracing::info!(node = %shared.node, listen = ?shared.endpoint.local_addr().ok(), "peer transport listening");
+        Ok(Transport {
+            owner: Arc::new(Owner { shared, listener }),
+        })
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.owner.shared
+    }
+
+    /// This node.
+    pub fn node(&self) -> NodeId {
+        self.shared().node
+    }
+
+    /// The address the endpoint is bound to (the real port when `listen` used port 0).
+    pub fn local_addr(&self) -> Result<SocketAddr, Error> {
+        self.shared()
+            .endpoint
+            .local_addr()
+            .map_err(|e| Error::Listen {
+                addr: "endpoint".into(),
+                reason: e.to_string(),
+            })
+    }
+
+    /// Largest payload of a call or an answer.
+    pub fn frame_bytes_max(&self) -> usize {
+        self.shared().frame_bytes_max
+    }
+
+    /// Records (or changes) where `peer` listens. A changed address drops the cached connection
+    /// so the next call dials the new one.
+    pub fn set_peer(&self, peer: NodeId, addr: SocketAddr) {
+        let changed = write(&self.shared().peers).insert(peer, addr) != Some(addr);
+        if changed {
+            if let Some(slot) = lock(&self.shared().slots).get(&peer).cloned() {
+                if let Ok(mut cached) = slot.try_lock() {
+                    *cached = None;
+                }
+            }
+        }
+    }
+
+    /// Where `peer` listens, if known.
+    pub fn peer_addr(&self, peer: NodeId) -> Option<SocketAddr> {
+        read(&self.shared().peers).get(&peer).copied()
+    }
+
+    /// Registers the handler of `service`, replacing any earlier one.
+    pub fn register(&self, service: Service, handler: impl Handler) {
+        write(&self.shared().handlers).insert(service, Arc::new(handler));
+    }
+
+    /// Removes the handler of `service`; its requests are then answered with an error.
+    pub fn unregister(&self, service: Service) {
+        write(&self.shared().handlers).remove(&service);
+    }
+
+    /// Connection counters.
+    pub fn stats(&self) -> TransportStats {
+        TransportStats {
+            connects: lock(&self.shared().connects).clone(),
+            inbound: lock(&self.shared().inbound).clone(),
+        }
+    }
+
+    /// Sends `payload` to `service` on `peer` and returns its answer, all within `timeout`
+    /// (dialing included). On timeout the request may or may not have run on the peer.
+    pub async fn call(
+        &self,
+        peer: NodeId,
+        service: Service,
+        payload: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, Error> {
+        if self.shared().closed.load(Ordering::Acquire) {
+            return Err(Error::TransportClosed);
+        }
+        let max = self.shared().frame_bytes_max;
+        if payload.len() > max {
+            return Err(Error::FrameTooLarge {
+                bytes: payload.len(),
+                max,
+            });
+        }
+        match tokio::time::timeout(timeout, self.exchange(peer, service, &payload)).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::Timeout {
+                peer,
+                waited_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            }),
+        }
+    }
+
+    async fn exchange(
+        &self,
+        peer: NodeId,
+        service: Service,
+        payload: &[u8],
+    ) -> Result<Vec<u8>, Error> {
+        let conn = self.connection(peer).await?;
+        let (mut send, mut recv) = match conn.open_bi().await {
+            Ok(stream) => stream,
+            Err(e) => {
+                self.forget(peer, &conn).await;
+                return Err(Error::Unreachable {
+                    peer,
+                    reason: e.to_string(),
+                });
+            }
+        };
+        let max = self.shared().frame_bytes_max;
+        let answer = match frame::write(&mut send, service.code(), payload).await {
+            Ok(()) => frame::read(&mut recv, max).await,
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok((STATUS_OK, body)) => Ok(body),
+            Ok((_, body)) => Err(Error::Remote {
+                peer,
+                message: String::from_utf8_lossy(&body).into_owned(),
+            }),
+            Err(FrameError::TooLarge { bytes, max }) => Err(Error::FrameTooLarge { bytes, max }),
+            Err(e) => {
+                if conn.close_reason().is_some() {
+                    self.forget(peer, &conn).await;
+                    Err(Error::Unreachable {
+                        peer,
+                        reason: e.to_string(),
+                    })
+                } else {
+                    Err(Error::Remote {
+                        peer,
+                        message: e.to_string(),
+                    })
+                }
+            }
+        }
+    }
+
+    /// The cached connection to `peer`, dialing it if there is none or it closed.
+    async fn connection(&self, peer: NodeId) -> Result<quinn::Connection, Error> {
+        let slot = lock(&self.shared().slots).entry(peer).or_default().clone();
+        let mut cached = slot.lock().await;
+        if let Some(conn) = cached.as_ref() {
+            if conn.close_reason().is_none() {
+                return Ok(conn.clone());
+            }
+        }
+        *cached = None;
+        let addr = self.peer_addr(peer).ok_or_else(|| Error::Unreachable {
+            peer,
+            reason: "no address known for this node".into(),
+        })?;
+        let wait = self.shared().connect_timeout;
+        let conn = match tokio::time::timeout(wait, self.dial(peer, addr)).await {
+            Ok(result) => result?,
+            Err(_) => {
+                return Err(Error::Unreachable {
+                    peer,
+                    reason: format!("connecting to {addr} took over {} ms", wait.as_millis()),
+                })
+            }
+        };
+        *lock(&self.shared().connects).entry(peer).or_default() += 1;
+        *cached = Some(conn.clone());
+        tracing::debug!(node = %self.node(), %peer, %addr, "connected to peer");
+        Ok(conn)
+    }
+
+    /// Dials `peer` at `addr`: QUIC + mutual TLS (the server must hold `node-<peer>.baton`),
+    /// then the hello naming this node.
+    async fn dial(&self, peer: NodeId, addr: SocketAddr) -> Result<quinn::Connection, Error> {
+        let unreachable = |reason: String| Error::Unreachable { peer, reason };
+        let shared = self.shared();
+        let connecting = shared
+            .endpoint
+            .connect_with(shared.client.clone(), addr, &tls::node_server_name(peer))
+            .map_err(|e| unreachable(e.to_string()))?;
+        let conn = connecting.await.map_err(|e| unreachable(e.to_string()))?;
+        let hello = async {
+            let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
+            frame::write(&mut send, CODE_HELLO, &shared.node.0.to_be_bytes())
+                .await
+                .map_err(|e| e.to_string())?;
+            frame::read(&mut recv, HELLO_BYTES_MAX)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        match hello.await {
+            Ok((STATUS_OK, _)) => Ok(conn),
+            Ok((_, body)) => Err(unreachable(format!(
+                "hello refused: {}",
+                String::from_utf8_lossy(&body)
+            ))),
+            // A refusal closes the connection with the reason: report that, not the stream error.
+            Err(e) => Err(unreachable(match conn.close_reason() {
+                Some(reason) => reason.to_string(),
+                None => e,
+            })),
+        }
+    }
+
+    /// Drops the cached connection to `peer` if it is still `conn`.
+    async fn forget(&self, peer: NodeId, conn: &quinn::Connection) {
+        let slot = lock(&self.shared().slots).get(&peer).cloned();
+        if let Some(slot) = slot {
+            let mut cached = slot.lock().await;
+            if cached.as_ref().map(|c| c.stable_id()) == Some(conn.stable_id()) {
+                *cached = None;
+            }
+        }
+    }
+
+    /// Stops the transport: no new calls, the listener stops, every connection closes. Safe to
+    /// call more than once and from any clone. The UDP port is released once every handle is
+    /// dropped.
+    pub async fn shutdown(&self) {
+        let shared = self.shared();
+        shared.closed.store(true, Ordering::Release);
+        self.owner.listener.abort();
+        shared
+            .endpoint
+            .close(CLOSE_SHUTDOWN.into(), b"transport shut down");
+        lock(&shared.slots).clear();
+        let _ = tokio::time::timeout(SHUTDOWN_WAIT, shared.endpoint.wait_idle()).await;
+        tracing::info!(node = %shared.node, "peer transport stopped");
+    }
+}

@@ -1,0 +1,26 @@
+//! The peer transport (DESIGN §6): one QUIC endpoint per node, mutual TLS with the cluster CA
+//! ([`crate::tls`]), one cached connection per peer, and a request/response call per
+//! bidirectional stream, routed on the receiving node to the handler registered for its
+//! [`Service`]. Raft RPC of every group ([`crate::network`]) and the node crate's forwarded
+//! requests share the connections.
+//!
+//! Shape: [`TransportOptions`] -> [`Transport::start`] (binds, spawns the listener) -> the
+//! cloneable [`Transport`] handle; runs until [`Transport::shutdown`]. Everything is bounded:
+//! payloads by `frame_bytes_max`, concurrent requests per connection by
+//! `streams_per_connection_max`, inbound connections by `connections_max`, dials and calls by
+//! timeouts.
+//!
+//! Not here: worker connections (their own ALPN and gateway), retries, or knowledge of what a
+//! payload means.
+
+pub mod frame;
+pub mod handle;
+pub mod handler;
+mod listener;
+pub mod options;
+pub mod service;
+
+pub use handle::{Transport, TransportStats};
+pub use handler::{Handler, HandlerFuture};
+pub use options::TransportOptions;
+pub use service::Service;

@@ -1,0 +1,103 @@
+//! `TransportOptions`: who the node is (its TLS identity), where it listens, where its peers are,
+//! and the limits and timings of the peer transport. Every queue and payload has a named maximum
+//! here (DESIGN §8). Not here: group membership (Raft's membership is the source of truth for
+//! peer addresses once a group runs; this map seeds the transport before that).
+
+use crate::error::Error;
+use crate::tls::Identity;
+use proto::NodeId;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Options of one node's peer transport.
+#[derive(Debug, Clone)]
+pub struct TransportOptions {
+    /// The node's certificate, key and trusted CA; its `node` is the transport's node id.
+    pub identity: Identity,
+    /// UDP address to listen on (port 0 picks a free port; see `Transport::local_addr`).
+    pub listen: SocketAddr,
+    /// Known peers and their addresses; more can be added at run time (`Transport::set_peer`).
+    pub peers: BTreeMap<NodeId, SocketAddr>,
+    /// Largest request or response payload, either direction. Raft snapshot chunks (openraft's
+    /// `snapshot_max_chunk_size`, 3 MiB by default) and AppendEntries batches must fit.
+    pub frame_bytes_max: usize,
+    /// Concurrent requests a peer may have open on one connection; further calls wait for a
+    /// stream (back-pressure), they are not queued without bound.
+    pub streams_per_connection_max: u32,
+    /// Inbound connections served at once; further handshakes are refused.
+    pub connections_max: usize,
+    /// How long dialing a peer (QUIC + TLS handshake + hello) may take.
+    pub connect_timeout_ms: u64,
+    /// A connection with no traffic for this long is closed (keep-alives prevent it while the
+    /// peer is up, so this is how a dead peer is noticed).
+    pub idle_timeout_ms: u64,
+    /// Interval of keep-alive packets on idle connections; below `idle_timeout_ms`.
+    pub keep_alive_ms: u64,
+}
+
+impl TransportOptions {
+    /// Options with defaults for `identity`, listening on `listen`, with no peers yet.
+    pub fn new(identity: Identity, listen: SocketAddr) -> Self {
+        TransportOptions {
+            identity,
+            listen,
+            peers: BTreeMap::new(),
+            frame_bytes_max: 16 * 1024 * 1024,
+            streams_per_connection_max: 256,
+            connections_max: 256,
+            connect_timeout_ms: 3_000,
+            idle_timeout_ms: 10_000,
+            keep_alive_ms: 2_000,
+        }
+    }
+
+    /// Adds known peers (e.g. the initial voters of the cluster).
+    pub fn with_peers(mut self, peers: impl IntoIterator<Item = (NodeId, SocketAddr)>) -> Self {
+        self.peers.extend(peers);
+        self
+    }
+
+    /// The node id of this transport.
+    pub fn node(&self) -> NodeId {
+        self.identity.node
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if self.frame_bytes_max == 0 || self.frame_bytes_max > u32::MAX as usize {
+            return Err(Error::Options(
+                "frame_bytes_max must be positive and below 4 GiB".into(),
+            ));
+        }
+        if self.streams_per_connection_max == 0 || self.connections_max == 0 {
+            return Err(Error::Options(
+                "streams_per_connection_max and connections_max must be positive".into(),
+            ));
+        }
+        if self.connect_timeout_ms == 0 || self.keep_alive_ms == 0 {
+            return Err(Error::Options(
+                "connect_timeout_ms and keep_alive_ms must be positive".into(),
+            ));
+        }
+        if self.keep_alive_ms >= self.idle_timeout_ms {
+            return Err(Error::Options(
+                "keep_alive_ms must be below idle_timeout_ms".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// QUIC transport parameters for both directions.
+    pub(crate) fn quic_transport(&self) -> Result<quinn::TransportConfig, Error> {
+        let mut config = quinn::TransportConfig::default();
+        let idle = quinn::IdleTimeout::try_from(Duration::from_millis(self.idle_timeout_ms))
+            .map_err(|e| Error::Options(format!("idle_timeout_ms: {e}")))?;
+        config
+            .max_idle_timeout(Some(idle))
+            .keep_alive_interval(Some(Duration::from_millis(self.keep_alive_ms)))
+            .max_concurrent_bidi_streams(self.streams_per_connection_max.into())
+            // Every exchange is a bidirectional stream; nobody needs unidirectional ones.
+            .max_concurrent_uni_streams(0u8.into());
+        Ok(config)
+    }
+}
