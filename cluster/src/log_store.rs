@@ -60,11 +60,22 @@ impl LogStore {
     }
 
     async fn flush(&self, subject: ErrorSubject<u64>) -> Result<(), StorageError> {
-        self.db
-            .flush_async()
+        flush(&self.db)
             .await
-            .map(|_| ())
             .map_err(|e| io_error(subject, ErrorVerb::Write, &e))
+    }
+}
+
+/// Flushes the database to disk. sled 0.34's `flush_async` loses wake-ups when several futures flush
+/// the same database at once (sled issues #1241, #1308: the futures never complete), which is exactly
+/// what several groups on one node do; so the blocking `flush` runs on tokio's blocking pool instead.
+pub async fn flush(db: &sled::Db) -> Result<(), sled::Error> {
+    let db = db.clone();
+    match tokio::task::spawn_blocking(move || db.flush()).await {
+        Ok(result) => result.map(|_| ()),
+        Err(e) => Err(sled::Error::Io(std::io::Error::other(format!(
+            "flush task: {e}"
+        )))),
     }
 }
 
@@ -192,7 +203,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             return Err(io_error(ErrorSubject::Logs, ErrorVerb::Write, &e));
         }
         // One flush for everything openraft handed over, and only then the acknowledgement.
-        match self.db.flush_async().await {
+        match flush(&self.db).await {
             Ok(_) => {
                 tracing::trace!(entries = count, "log entries appended and flushed");
                 callback.log_io_completed(Ok(()));

@@ -111,10 +111,8 @@ impl SnapshotSlot {
                     .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
             }
         }
-        self.db
-            .flush_async()
+        crate::log_store::flush(&self.db)
             .await
-            .map(|_| ())
             .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))
     }
 }

@@ -15,7 +15,9 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now_ms(&self) -> NowMs {
         #[allow(clippy::disallowed_methods)] // the one place that reads the wall clock
-        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         NowMs::try_from(d.as_millis()).unwrap_or(NowMs::MAX)
     }
 }

@@ -8,7 +8,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(name = "baton", version, about = "Baton: a durable workflow engine that speaks Conductor's API")]
+#[command(
+    name = "baton",
+    version,
+    about = "Baton: a durable workflow engine that speaks Conductor's API"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -36,14 +40,27 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,openraft=warn,sled=warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,openraft=warn,sled=warn".into()),
         )
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Server { data_dir, http, partitions, node_id } => {
-            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            let options = node::server::Options { data_dir, http, partitions, node: proto::NodeId(node_id) };
+        Command::Server {
+            data_dir,
+            http,
+            partitions,
+            node_id,
+        } => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            let options = node::server::Options {
+                data_dir,
+                http,
+                partitions,
+                node: proto::NodeId(node_id),
+            };
             runtime.block_on(node::server::serve(options, shutdown_signal()))
         }
     }

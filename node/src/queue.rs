@@ -65,7 +65,13 @@ impl TaskQueues {
                 types.push(r.task_type.clone());
             }
             let slot = (r.visible_at_ms, -r.priority, r.task_id.clone());
-            s.types.entry(r.task_type.clone()).or_default().by_domain.entry(r.domain.clone()).or_default().insert(slot.clone());
+            s.types
+                .entry(r.task_type.clone())
+                .or_default()
+                .by_domain
+                .entry(r.domain.clone())
+                .or_default()
+                .insert(slot.clone());
             s.owner.insert(r.task_id, workflow.clone());
             mine.push((r.task_type, r.domain, slot));
         }
@@ -106,7 +112,13 @@ impl TaskQueues {
 
     /// Claims up to `count` tasks of `task_type` visible at `now`, from the given domain (tasks of the
     /// domain first, then tasks without a domain, as Conductor polls `domain` then the default queue).
-    pub fn claim(&self, task_type: &str, domain: Option<&str>, count: usize, now: NowMs) -> Vec<Claim> {
+    pub fn claim(
+        &self,
+        task_type: &str,
+        domain: Option<&str>,
+        count: usize,
+        now: NowMs,
+    ) -> Vec<Claim> {
         let mut s = self.lock();
         let mut out = Vec::new();
         let domains: Vec<Option<String>> = match domain {
@@ -126,7 +138,9 @@ impl TaskQueues {
                 if slot.0 > now {
                     break;
                 }
-                let Some(wf) = s.owner.get(&slot.2).cloned() else { break };
+                let Some(wf) = s.owner.get(&slot.2).cloned() else {
+                    break;
+                };
                 // Claimed tasks leave the queue; the workflow's next publication restores any whose
                 // lease did not happen.
                 if let Some(entries) = s.by_workflow.get_mut(&wf) {
@@ -138,7 +152,10 @@ impl TaskQueues {
                         set.remove(&slot);
                     }
                 }
-                out.push(Claim { task_id: slot.2, workflow_id: wf });
+                out.push(Claim {
+                    task_id: slot.2,
+                    workflow_id: wf,
+                });
             }
         }
         out
@@ -170,7 +187,15 @@ impl TaskQueues {
     /// Queued tasks per type (visible or not).
     pub fn sizes(&self) -> BTreeMap<String, u64> {
         let s = self.lock();
-        s.types.iter().map(|(t, q)| (t.clone(), q.by_domain.values().map(|set| set.len() as u64).sum())).collect()
+        s.types
+            .iter()
+            .map(|(t, q)| {
+                (
+                    t.clone(),
+                    q.by_domain.values().map(|set| set.len() as u64).sum(),
+                )
+            })
+            .collect()
     }
 }
 
@@ -180,7 +205,13 @@ mod tests {
     use proto::PartitionId;
 
     fn ready(id: u128, ty: &str, at: NowMs, priority: i32) -> Ready {
-        Ready { task_id: TaskId::new(PartitionId(0), id << 16), task_type: ty.into(), domain: None, priority, visible_at_ms: at }
+        Ready {
+            task_id: TaskId::new(PartitionId(0), id << 16),
+            task_type: ty.into(),
+            domain: None,
+            priority,
+            visible_at_ms: at,
+        }
     }
 
     #[test]
@@ -191,7 +222,10 @@ mod tests {
         q.publish(&w1, vec![ready(1, "a", 10, 0), ready(2, "a", 50, 0)]);
         q.publish(&w2, vec![ready(3, "a", 10, 5), ready(4, "b", 0, 0)]);
         let got = q.claim("a", None, 10, 20);
-        assert_eq!(got.iter().map(|c| c.task_id.clone()).collect::<Vec<_>>(), vec![ready(3, "a", 0, 0).task_id, ready(1, "a", 0, 0).task_id]);
+        assert_eq!(
+            got.iter().map(|c| c.task_id.clone()).collect::<Vec<_>>(),
+            vec![ready(3, "a", 0, 0).task_id, ready(1, "a", 0, 0).task_id]
+        );
         assert_eq!(q.next_visible("a", None), Some(50));
         q.publish(&w1, vec![]);
         assert_eq!(q.next_visible("a", None), None);

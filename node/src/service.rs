@@ -3,11 +3,11 @@
 //! only after the change is committed and flushed.
 
 use crate::error::Result;
-use proto::model::{
-    RerunWorkflowRequest, SearchResult, SkipTaskRequest, StartWorkflowRequest, Task, TaskDef, TaskExecLog, TaskResult,
-    TaskStatus, Workflow, WorkflowDef, WorkflowStatus, WorkflowSummary,
-};
 use proto::model::Json;
+use proto::model::{
+    RerunWorkflowRequest, SearchResult, SkipTaskRequest, StartWorkflowRequest, Task, TaskDef,
+    TaskExecLog, TaskResult, TaskStatus, Workflow, WorkflowDef, WorkflowStatus, WorkflowSummary,
+};
 use std::collections::BTreeMap;
 
 /// Filters of a workflow search (`GET /api/workflow/search`).
@@ -90,7 +90,9 @@ impl Node {
         self.inner.command(id, crate::engine::Input::Resume).await
     }
     pub async fn terminate(&self, id: &str, reason: Option<String>) -> Result<()> {
-        self.inner.command(id, crate::engine::Input::Terminate { reason }).await
+        self.inner
+            .command(id, crate::engine::Input::Terminate { reason })
+            .await
     }
     pub async fn retry(&self, id: &str) -> Result<()> {
         self.inner.command(id, crate::engine::Input::Retry).await
@@ -100,11 +102,21 @@ impl Node {
     }
     /// Reruns in place; answers the workflow id.
     pub async fn rerun(&self, id: &str, request: RerunWorkflowRequest) -> Result<String> {
-        self.inner.command(id, crate::engine::Input::Rerun(request)).await?;
+        self.inner
+            .command(id, crate::engine::Input::Rerun(request))
+            .await?;
         Ok(id.to_owned())
     }
-    pub async fn skip_task(&self, id: &str, reference: &str, request: SkipTaskRequest) -> Result<()> {
-        let input = crate::engine::Input::SkipTask { reference: reference.to_owned(), request };
+    pub async fn skip_task(
+        &self,
+        id: &str,
+        reference: &str,
+        request: SkipTaskRequest,
+    ) -> Result<()> {
+        let input = crate::engine::Input::SkipTask {
+            reference: reference.to_owned(),
+            request,
+        };
         self.inner.command(id, input).await
     }
     pub async fn decide(&self, id: &str) -> Result<()> {
@@ -129,7 +141,9 @@ impl Node {
         include_closed: bool,
         include_tasks: bool,
     ) -> Result<Vec<Workflow>> {
-        self.inner.correlated(name, correlation_id, include_closed, include_tasks).await
+        self.inner
+            .correlated(name, correlation_id, include_closed, include_tasks)
+            .await
     }
 
     // ---- tasks ----
@@ -154,7 +168,9 @@ impl Node {
         output: Json,
         worker_id: Option<String>,
     ) -> Result<String> {
-        self.inner.update_task_by_ref(workflow_id, reference, status, output, worker_id).await
+        self.inner
+            .update_task_by_ref(workflow_id, reference, status, output, worker_id)
+            .await
     }
     pub async fn task(&self, task_id: &str) -> Result<Task> {
         self.inner.task(task_id).await

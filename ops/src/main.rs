@@ -31,9 +31,14 @@ enum Command {
 fn get(url: &str) -> anyhow::Result<Value> {
     let resp = reqwest::blocking::get(url).with_context(|| format!("cannot reach {url}"))?;
     let status = resp.status();
-    let body: Value = resp.json().with_context(|| format!("{url} did not answer JSON"))?;
+    let body: Value = resp
+        .json()
+        .with_context(|| format!("{url} did not answer JSON"))?;
     if !status.is_success() && status.as_u16() != 503 {
-        bail!("{url}: {status}: {}", body.get("message").and_then(Value::as_str).unwrap_or(""));
+        bail!(
+            "{url}: {status}: {}",
+            body.get("message").and_then(Value::as_str).unwrap_or("")
+        );
     }
     Ok(body)
 }
@@ -52,7 +57,10 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Status => {
             let groups = get(&format!("{base}/api/admin/status"))?;
-            println!("{:<6} {:<9} {:>5} {:>7} {:>9} {:>9} {:>9}", "group", "role", "term", "leader", "last_log", "applied", "snapshot");
+            println!(
+                "{:<6} {:<9} {:>5} {:>7} {:>9} {:>9} {:>9}",
+                "group", "role", "term", "leader", "last_log", "applied", "snapshot"
+            );
             for g in groups.as_array().into_iter().flatten() {
                 println!(
                     "{:<6} {:<9} {:>5} {:>7} {:>9} {:>9} {:>9}",
@@ -66,10 +74,19 @@ fn main() -> anyhow::Result<()> {
                 );
             }
         }
-        Command::Health => println!("{}", serde_json::to_string_pretty(&get(&format!("{base}/health"))?)?),
+        Command::Health => println!(
+            "{}",
+            serde_json::to_string_pretty(&get(&format!("{base}/health"))?)?
+        ),
         Command::Workflow { id } => {
             let wf = get(&format!("{base}/api/workflow/{id}?includeTasks=true"))?;
-            println!("{} {} v{} {}", text(&wf["workflowId"]), text(&wf["workflowName"]), text(&wf["workflowVersion"]), text(&wf["status"]));
+            println!(
+                "{} {} v{} {}",
+                text(&wf["workflowId"]),
+                text(&wf["workflowName"]),
+                text(&wf["workflowVersion"]),
+                text(&wf["status"])
+            );
             for t in wf["tasks"].as_array().into_iter().flatten() {
                 println!(
                     "  {:>3} {:<24} {:<22} attempt {} {}",

@@ -34,7 +34,14 @@ pub struct BadId(pub String);
 fn format_id(random: u128, partition: PartitionId) -> String {
     let bits = (random & !0xffff_u128) | u128::from(partition.0);
     let h = format!("{bits:032x}");
-    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
 /// Reads the partition out of a UUID-shaped id, checking its shape.
@@ -45,11 +52,16 @@ fn parse_partition(s: &str) -> Result<PartitionId, BadId> {
     if groups.len() != 5 || groups.iter().zip(lens).any(|(g, l)| g.len() != l) {
         return Err(bad());
     }
-    if !groups.iter().all(|g| g.bytes().all(|b| b.is_ascii_hexdigit())) {
+    if !groups
+        .iter()
+        .all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
         return Err(bad());
     }
     let tail = &groups[4][8..12];
-    u16::from_str_radix(tail, 16).map(PartitionId).map_err(|_| bad())
+    u16::from_str_radix(tail, 16)
+        .map(PartitionId)
+        .map_err(|_| bad())
 }
 
 macro_rules! uuid_id {
@@ -107,7 +119,12 @@ mod tests {
 
     #[test]
     fn malformed_ids_are_rejected() {
-        for s in ["", "abc", "01234567-89ab-cdef-0123-456789ab000g", "0123456789abcdef0123456789abcdef"] {
+        for s in [
+            "",
+            "abc",
+            "01234567-89ab-cdef-0123-456789ab000g",
+            "0123456789abcdef0123456789abcdef",
+        ] {
             assert!(TaskId::parse(s).is_err(), "{s}");
         }
     }

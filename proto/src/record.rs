@@ -61,7 +61,10 @@ pub struct WorkflowRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum PartitionCommand {
     /// Writes `record` if the stored version equals `expected_version` (0: none may be stored).
-    PutWorkflow { record: Box<WorkflowRecord>, expected_version: u64 },
+    PutWorkflow {
+        record: Box<WorkflowRecord>,
+        expected_version: u64,
+    },
     /// Removes a workflow and its index rows.
     RemoveWorkflow { workflow_id: WorkflowId },
 }
@@ -71,7 +74,9 @@ pub enum PartitionCommand {
 pub enum PartitionOutcome {
     Applied,
     /// The stored version was not the expected one; nothing was written.
-    VersionConflict { stored: u64 },
+    VersionConflict {
+        stored: u64,
+    },
     /// The workflow to remove did not exist.
     NotFound,
 }
@@ -104,6 +109,9 @@ mod tests {
         assert_eq!(back, MetaCommand::DeleteTaskDef { name: "a".into() });
         let mut future = bytes.clone();
         future[0] = 99;
-        assert!(matches!(decode::<MetaCommand>(&future), Err(CodecError::Version(99))));
+        assert!(matches!(
+            decode::<MetaCommand>(&future),
+            Err(CodecError::Version(99))
+        ));
     }
 }

@@ -89,7 +89,12 @@ impl Definitions {
     pub fn workflow_def(&self, name: &str, version: Option<u32>) -> Option<WorkflowDef> {
         let bytes = match version {
             Some(v) => self.state.get(workflow_key(name, v)).ok()??,
-            None => self.state.scan_prefix(workflow_prefix(name)).values().filter_map(|v| v.ok()).next_back()?,
+            None => self
+                .state
+                .scan_prefix(workflow_prefix(name))
+                .values()
+                .filter_map(|v| v.ok())
+                .next_back()?,
         };
         record::decode(&bytes).ok()
     }
@@ -108,7 +113,10 @@ impl Definitions {
         fn walk(defs: &Definitions, list: &mut [proto::model::WorkflowTask]) {
             for t in list {
                 if t.task_definition.is_none() && t.task_type == proto::model::task_type::SIMPLE {
-                    t.task_definition = Some(defs.task_def(&t.name).unwrap_or_else(|| TaskDef::named(&t.name)));
+                    t.task_definition = Some(
+                        defs.task_def(&t.name)
+                            .unwrap_or_else(|| TaskDef::named(&t.name)),
+                    );
                 }
                 for branch in &mut t.fork_tasks {
                     walk(defs, branch);

@@ -21,7 +21,13 @@ pub fn task(id: &TaskId) -> Vec<u8> {
 
 /// `r/{name}\0{workflowId}` -> workflow version (u32 BE) — present while the workflow is not terminal.
 pub fn running(name: &str, id: &WorkflowId) -> Vec<u8> {
-    [b"r/".as_slice(), name.as_bytes(), b"\0", id.as_str().as_bytes()].concat()
+    [
+        b"r/".as_slice(),
+        name.as_bytes(),
+        b"\0",
+        id.as_str().as_bytes(),
+    ]
+    .concat()
 }
 /// The prefix of every running workflow of `name`.
 pub fn running_prefix(name: &str) -> Vec<u8> {
@@ -31,7 +37,13 @@ pub const RUNNING_PREFIX: &[u8] = b"r/";
 
 /// `c/{correlationId}\0{workflowId}` -> empty.
 pub fn correlated(correlation_id: &str, id: &WorkflowId) -> Vec<u8> {
-    [b"c/".as_slice(), correlation_id.as_bytes(), b"\0", id.as_str().as_bytes()].concat()
+    [
+        b"c/".as_slice(),
+        correlation_id.as_bytes(),
+        b"\0",
+        id.as_str().as_bytes(),
+    ]
+    .concat()
 }
 pub fn correlated_prefix(correlation_id: &str) -> Vec<u8> {
     [b"c/".as_slice(), correlation_id.as_bytes(), b"\0"].concat()

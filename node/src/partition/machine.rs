@@ -10,7 +10,12 @@ use proto::record::{self, PartitionCommand, PartitionOutcome, WorkflowRecord};
 pub struct WorkflowMachine;
 
 impl WorkflowMachine {
-    fn put(state: &sled::Tree, batch: &mut sled::Batch, record: &WorkflowRecord, expected: u64) -> PartitionOutcome {
+    fn put(
+        state: &sled::Tree,
+        batch: &mut sled::Batch,
+        record: &WorkflowRecord,
+        expected: u64,
+    ) -> PartitionOutcome {
         let wf = &record.workflow;
         let id = &wf.workflow_id;
         let stored = stored_version(state, id);
@@ -37,7 +42,11 @@ impl WorkflowMachine {
         PartitionOutcome::Applied
     }
 
-    fn remove(state: &sled::Tree, batch: &mut sled::Batch, id: &proto::WorkflowId) -> PartitionOutcome {
+    fn remove(
+        state: &sled::Tree,
+        batch: &mut sled::Batch,
+        id: &proto::WorkflowId,
+    ) -> PartitionOutcome {
         let Ok(Some(bytes)) = state.get(keys::workflow(id)) else {
             return PartitionOutcome::NotFound;
         };
@@ -73,10 +82,13 @@ pub fn stored_version(state: &sled::Tree, id: &proto::WorkflowId) -> u64 {
 impl cluster::StateMachine for WorkflowMachine {
     fn apply(&self, state: &sled::Tree, batch: &mut sled::Batch, command: &[u8]) -> Vec<u8> {
         let outcome = match record::decode::<PartitionCommand>(command) {
-            Ok(PartitionCommand::PutWorkflow { record, expected_version }) => {
-                Self::put(state, batch, &record, expected_version)
+            Ok(PartitionCommand::PutWorkflow {
+                record,
+                expected_version,
+            }) => Self::put(state, batch, &record, expected_version),
+            Ok(PartitionCommand::RemoveWorkflow { workflow_id }) => {
+                Self::remove(state, batch, &workflow_id)
             }
-            Ok(PartitionCommand::RemoveWorkflow { workflow_id }) => Self::remove(state, batch, &workflow_id),
             Err(e) => {
                 // Only this build's proposers write the log, so this means a newer format reached an old
                 // replica; refusing (and saying so) keeps replicas identical.

@@ -37,11 +37,18 @@ pub struct PartitionCtx {
 
 impl PartitionCtx {
     pub async fn propose(&self, cmd: &PartitionCommand) -> Result<PartitionOutcome> {
-        let bytes = self.group.propose(record::encode(cmd)).await.map_err(|e| match e {
-            cluster::Error::NotLeader { .. } => Error::Unavailable(format!("partition {} has no leader here; retry", self.id)),
-            other => Error::Unavailable(format!("partition {}: {other}", self.id)),
-        })?;
-        record::decode(&bytes).map_err(|e| Error::Internal(format!("partition {}: bad apply outcome: {e}", self.id)))
+        let bytes = self
+            .group
+            .propose(record::encode(cmd))
+            .await
+            .map_err(|e| match e {
+                cluster::Error::NotLeader { .. } => {
+                    Error::Unavailable(format!("partition {} has no leader here; retry", self.id))
+                }
+                other => Error::Unavailable(format!("partition {}: {other}", self.id)),
+            })?;
+        record::decode(&bytes)
+            .map_err(|e| Error::Internal(format!("partition {}: bad apply outcome: {e}", self.id)))
     }
 
     pub fn read(&self, id: &WorkflowId) -> Result<Option<WorkflowRecord>> {
@@ -57,12 +64,18 @@ impl PartitionCtx {
     /// Publishes a workflow's derived ready tasks and timers (nothing when finished or removed).
     pub fn publish(&self, id: &WorkflowId, record: Option<&WorkflowRecord>) {
         let (ready, timers) = match record {
-            Some(r) if !r.workflow.status.is_terminal() => (engine::ready_tasks(&r.workflow), engine::timers(&r.workflow)),
+            Some(r) if !r.workflow.status.is_terminal() => (
+                engine::ready_tasks(&r.workflow),
+                engine::timers(&r.workflow),
+            ),
             _ => (Vec::new(), Vec::new()),
         };
         self.queues.publish(id, ready);
         if let Some(t) = self.timers.get() {
-            let _ = t.send_message(TimerMsg::Arm { workflow: id.clone(), timers });
+            let _ = t.send_message(TimerMsg::Arm {
+                workflow: id.clone(),
+                timers,
+            });
         }
     }
 }
@@ -84,15 +97,33 @@ impl Partition {
         queues: Arc<TaskQueues>,
         outbox: mpsc::Sender<Effect>,
     ) -> Result<Self> {
-        let ctx = Arc::new(PartitionCtx { id, group, clock: clock.clone(), queues, outbox, timers: OnceLock::new() });
+        let ctx = Arc::new(PartitionCtx {
+            id,
+            group,
+            clock: clock.clone(),
+            queues,
+            outbox,
+            timers: OnceLock::new(),
+        });
         let (supervisor, _) = Actor::spawn(None, PartitionSupervisor, ctx.clone())
             .await
             .map_err(|e| Error::Internal(format!("partition {id}: supervisor: {e}")))?;
-        let (timers, _) = Actor::spawn(None, TimerActor, TimerArgs { clock, supervisor: supervisor.clone() })
-            .await
-            .map_err(|e| Error::Internal(format!("partition {id}: timers: {e}")))?;
+        let (timers, _) = Actor::spawn(
+            None,
+            TimerActor,
+            TimerArgs {
+                clock,
+                supervisor: supervisor.clone(),
+            },
+        )
+        .await
+        .map_err(|e| Error::Internal(format!("partition {id}: timers: {e}")))?;
         let _ = ctx.timers.set(timers.clone());
-        let partition = Self { ctx, supervisor, timers };
+        let partition = Self {
+            ctx,
+            supervisor,
+            timers,
+        };
         partition.recover()?;
         Ok(partition)
     }
@@ -100,8 +131,11 @@ impl Partition {
     fn recover(&self) -> Result<()> {
         let mut count = 0usize;
         for kv in self.ctx.group.state().scan_prefix(keys::RUNNING_PREFIX) {
-            let (key, _) = kv.map_err(|e| Error::Internal(format!("partition {}: scan: {e}", self.ctx.id)))?;
-            let Some(id) = keys::id_after_nul(&key) else { continue };
+            let (key, _) =
+                kv.map_err(|e| Error::Internal(format!("partition {}: scan: {e}", self.ctx.id)))?;
+            let Some(id) = keys::id_after_nul(&key) else {
+                continue;
+            };
             let record = self.ctx.read(&id)?;
             self.ctx.publish(&id, record.as_ref());
             count += 1;
@@ -111,15 +145,25 @@ impl Partition {
     }
 
     /// Sends a message to a workflow's actor and waits for its answer.
-    pub async fn call<T>(&self, id: &WorkflowId, make: impl FnOnce(workflow::Reply<T>) -> WorkflowMsg) -> Result<T> {
+    pub async fn call<T>(
+        &self,
+        id: &WorkflowId,
+        make: impl FnOnce(workflow::Reply<T>) -> WorkflowMsg,
+    ) -> Result<T> {
         let (tx, rx) = oneshot::channel();
         self.supervisor
             .send_message(SupervisorMsg::Route(id.clone(), make(tx)))
-            .map_err(|_| Error::Unavailable(format!("partition {} is stopping; retry", self.ctx.id)))?;
+            .map_err(|_| {
+                Error::Unavailable(format!("partition {} is stopping; retry", self.ctx.id))
+            })?;
         match tokio::time::timeout(std::time::Duration::from_millis(CALL_TIMEOUT_MS), rx).await {
             Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(Error::Unavailable(format!("workflow {id}: its actor stopped before answering; retry"))),
-            Err(_) => Err(Error::Unavailable(format!("workflow {id}: no answer within {CALL_TIMEOUT_MS} ms; retry"))),
+            Ok(Err(_)) => Err(Error::Unavailable(format!(
+                "workflow {id}: its actor stopped before answering; retry"
+            ))),
+            Err(_) => Err(Error::Unavailable(format!(
+                "workflow {id}: no answer within {CALL_TIMEOUT_MS} ms; retry"
+            ))),
         }
     }
 

@@ -45,15 +45,31 @@ impl Actor for PartitionSupervisor {
     type State = SupervisorState;
     type Arguments = Arc<PartitionCtx>;
 
-    async fn pre_start(&self, _myself: ActorRef<SupervisorMsg>, ctx: Arc<PartitionCtx>) -> Result<SupervisorState, ActorProcessingErr> {
-        Ok(SupervisorState { ctx, children: BTreeMap::new() })
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<SupervisorMsg>,
+        ctx: Arc<PartitionCtx>,
+    ) -> Result<SupervisorState, ActorProcessingErr> {
+        Ok(SupervisorState {
+            ctx,
+            children: BTreeMap::new(),
+        })
     }
 
-    async fn handle(&self, myself: ActorRef<SupervisorMsg>, msg: SupervisorMsg, st: &mut SupervisorState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        msg: SupervisorMsg,
+        st: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             SupervisorMsg::Route(id, wmsg) => {
                 if !st.children.contains_key(&id) {
-                    let args = WorkflowArgs { ctx: st.ctx.clone(), id: id.clone(), supervisor: myself.clone() };
+                    let args = WorkflowArgs {
+                        ctx: st.ctx.clone(),
+                        id: id.clone(),
+                        supervisor: myself.clone(),
+                    };
                     match Actor::spawn_linked(None, WorkflowActor, args, myself.get_cell()).await {
                         Ok((child, _)) => {
                             st.children.insert(id.clone(), (child, 0));
@@ -76,7 +92,11 @@ impl Actor for PartitionSupervisor {
                 }
             }
             SupervisorMsg::Idle(id, processed) => {
-                if st.children.get(&id).is_some_and(|(_, forwarded)| *forwarded == processed) {
+                if st
+                    .children
+                    .get(&id)
+                    .is_some_and(|(_, forwarded)| *forwarded == processed)
+                {
                     if let Some((child, _)) = st.children.remove(&id) {
                         child.stop(None);
                     }
@@ -94,13 +114,15 @@ impl Actor for PartitionSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         match event {
             SupervisionEvent::ActorTerminated(cell, _, _) => {
-                st.children.retain(|_, (child, _)| child.get_id() != cell.get_id());
+                st.children
+                    .retain(|_, (child, _)| child.get_id() != cell.get_id());
             }
             SupervisionEvent::ActorFailed(cell, err) => {
                 // A panicking decider stops only its workflow's actor; the next message reloads it
                 // from committed state.
                 tracing::error!(partition = %st.ctx.id, error = %err, "workflow actor failed");
-                st.children.retain(|_, (child, _)| child.get_id() != cell.get_id());
+                st.children
+                    .retain(|_, (child, _)| child.get_id() != cell.get_id());
             }
             _ => {}
         }

@@ -20,7 +20,10 @@ const REFIRE_DELAY_MS: NowMs = 1_000;
 
 pub enum TimerMsg {
     /// Replaces every timer of `workflow` (empty: the workflow needs none).
-    Arm { workflow: WorkflowId, timers: Vec<Timer> },
+    Arm {
+        workflow: WorkflowId,
+        timers: Vec<Timer>,
+    },
     /// Fire whatever is due.
     Tick,
 }
@@ -29,7 +32,10 @@ pub struct TimerActor;
 
 /// The smallest key, to start a range scan over one workflow's entries.
 fn first_key() -> TimerKey {
-    TimerKey { kind: crate::engine::TimerKind::PollTimeout, task_id: None }
+    TimerKey {
+        kind: crate::engine::TimerKind::PollTimeout,
+        task_id: None,
+    }
 }
 
 pub struct TimerArgs {
@@ -51,7 +57,9 @@ pub struct TimerState {
 
 impl TimerState {
     fn schedule(&mut self, myself: &ActorRef<TimerMsg>) {
-        let Some((due, _, _)) = self.wheel.iter().next() else { return };
+        let Some((due, _, _)) = self.wheel.iter().next() else {
+            return;
+        };
         let due = *due;
         if self.tick_at.is_some_and(|t| t <= due) {
             return;
@@ -67,7 +75,11 @@ impl Actor for TimerActor {
     type State = TimerState;
     type Arguments = TimerArgs;
 
-    async fn pre_start(&self, _myself: ActorRef<TimerMsg>, args: TimerArgs) -> Result<TimerState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<TimerMsg>,
+        args: TimerArgs,
+    ) -> Result<TimerState, ActorProcessingErr> {
         Ok(TimerState {
             clock: args.clock,
             supervisor: args.supervisor,
@@ -78,7 +90,12 @@ impl Actor for TimerActor {
         })
     }
 
-    async fn handle(&self, myself: ActorRef<TimerMsg>, msg: TimerMsg, st: &mut TimerState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<TimerMsg>,
+        msg: TimerMsg,
+        st: &mut TimerState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             TimerMsg::Arm { workflow, timers } => {
                 if let Some(old) = st.by_workflow.remove(&workflow) {
@@ -87,7 +104,12 @@ impl Actor for TimerActor {
                     }
                 }
                 let fired_before: Vec<(TimerKey, NowMs)> = {
-                    let keys: Vec<_> = st.fired.range((workflow.clone(), first_key())..).take_while(|((w, _), _)| w == &workflow).map(|(k, d)| (k.1.clone(), *d)).collect();
+                    let keys: Vec<_> = st
+                        .fired
+                        .range((workflow.clone(), first_key())..)
+                        .take_while(|((w, _), _)| w == &workflow)
+                        .map(|(k, d)| (k.1.clone(), *d))
+                        .collect();
                     for (k, _) in &keys {
                         st.fired.remove(&(workflow.clone(), k.clone()));
                     }
@@ -97,7 +119,10 @@ impl Actor for TimerActor {
                 let mut mine = Vec::with_capacity(timers.len());
                 for t in timers {
                     let mut at = t.due_ms;
-                    if fired_before.iter().any(|(k, d)| k == &t.key && *d == t.due_ms) {
+                    if fired_before
+                        .iter()
+                        .any(|(k, d)| k == &t.key && *d == t.due_ms)
+                    {
                         at = at.max(now + REFIRE_DELAY_MS);
                         st.fired.insert((workflow.clone(), t.key.clone()), t.due_ms);
                     }
@@ -119,7 +144,8 @@ impl Actor for TimerActor {
                     st.wheel.remove(&(due, wf.clone(), key.clone()));
                     let mut original_due = due;
                     if let Some(list) = st.by_workflow.get_mut(&wf) {
-                        if let Some(entry) = list.iter().find(|(at, _, k)| *at == due && k == &key) {
+                        if let Some(entry) = list.iter().find(|(at, _, k)| *at == due && k == &key)
+                        {
                             original_due = entry.1;
                         }
                         list.retain(|(at, _, k)| !(*at == due && k == &key));

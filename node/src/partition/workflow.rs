@@ -11,8 +11,8 @@ use crate::error::{Error, Result};
 use proto::model::TaskExecLog;
 use proto::record::{self, PartitionCommand, PartitionOutcome, WorkflowRecord};
 use proto::{TaskId, WorkflowId};
-use rand::SeedableRng;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
+use rand::SeedableRng;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -55,7 +55,10 @@ impl WorkflowState {
     /// Proposes `next` (the record after a decision) and adopts it once committed.
     async fn commit(&mut self, next: WorkflowRecord) -> Result<()> {
         let expected = self.record.as_ref().map_or(0, |r| r.version);
-        let cmd = PartitionCommand::PutWorkflow { record: Box::new(next.clone()), expected_version: expected };
+        let cmd = PartitionCommand::PutWorkflow {
+            record: Box::new(next.clone()),
+            expected_version: expected,
+        };
         match self.ctx.propose(&cmd).await? {
             PartitionOutcome::Applied => {
                 self.record = Some(next);
@@ -65,12 +68,20 @@ impl WorkflowState {
                 // The single-writer rule was broken (or a start raced an existing id): reload the truth.
                 self.record = self.ctx.read(&self.id)?;
                 if expected == 0 && stored > 0 {
-                    Err(Error::Conflict(format!("workflow {} already exists", self.id)))
+                    Err(Error::Conflict(format!(
+                        "workflow {} already exists",
+                        self.id
+                    )))
                 } else {
-                    Err(Error::Unavailable(format!("workflow {} changed concurrently (stored version {stored}); retry", self.id)))
+                    Err(Error::Unavailable(format!(
+                        "workflow {} changed concurrently (stored version {stored}); retry",
+                        self.id
+                    )))
                 }
             }
-            PartitionOutcome::NotFound => Err(Error::Internal("unexpected outcome of a write".into())),
+            PartitionOutcome::NotFound => {
+                Err(Error::Internal("unexpected outcome of a write".into()))
+            }
         }
     }
 
@@ -90,13 +101,17 @@ impl WorkflowState {
     fn rng(&self) -> rand_chacha::ChaCha8Rng {
         // Seeded from (workflow, version): a replay of the same inputs draws the same numbers.
         let version = self.record.as_ref().map_or(0, |r| r.version);
-        let seed = crate::clock::stable_hash(self.id.as_str().as_bytes()) ^ version.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let seed = crate::clock::stable_hash(self.id.as_str().as_bytes())
+            ^ version.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         rand_chacha::ChaCha8Rng::seed_from_u64(seed)
     }
 
     async fn decide(&mut self, input: Input) -> Result<Vec<Effect>> {
         let Some(record) = &self.record else {
-            return Err(Error::NotFound(format!("No such workflow found by id: {}", self.id)));
+            return Err(Error::NotFound(format!(
+                "No such workflow found by id: {}",
+                self.id
+            )));
         };
         let now = self.ctx.clock.now_ms();
         let mut rng = self.rng();
@@ -106,7 +121,10 @@ impl WorkflowState {
 
     async fn start(&mut self, start: StartInput) -> Result<Vec<Effect>> {
         if self.record.is_some() || stored_version(self.ctx.group.state(), &self.id) > 0 {
-            return Err(Error::Conflict(format!("workflow {} already exists", self.id)));
+            return Err(Error::Conflict(format!(
+                "workflow {} already exists",
+                self.id
+            )));
         }
         let now = self.ctx.clock.now_ms();
         let mut rng = self.rng();
@@ -116,7 +134,10 @@ impl WorkflowState {
 
     async fn add_log(&mut self, task: TaskId, line: String) -> Result<()> {
         let Some(record) = &self.record else {
-            return Err(Error::NotFound(format!("No such workflow found by id: {}", self.id)));
+            return Err(Error::NotFound(format!(
+                "No such workflow found by id: {}",
+                self.id
+            )));
         };
         if record.workflow.task(&task).is_none() {
             return Err(Error::NotFound(format!("No such task found by id: {task}")));
@@ -125,23 +146,37 @@ impl WorkflowState {
         next.version += 1;
         let logs = next.task_logs.entry(task.to_string()).or_default();
         if logs.len() >= proto::limits::TASK_LOGS_MAX {
-            return Err(Error::Invalid(format!("task {task} already has {} log lines (the maximum)", logs.len())));
+            return Err(Error::Invalid(format!(
+                "task {task} already has {} log lines (the maximum)",
+                logs.len()
+            )));
         }
-        logs.push(TaskExecLog { log: line, task_id: task.to_string(), created_time: self.ctx.clock.now_ms() });
+        logs.push(TaskExecLog {
+            log: line,
+            task_id: task.to_string(),
+            created_time: self.ctx.clock.now_ms(),
+        });
         self.commit(next).await
     }
 
     async fn remove(&mut self) -> Result<()> {
         if self.record.is_none() {
-            return Err(Error::NotFound(format!("No such workflow found by id: {}", self.id)));
+            return Err(Error::NotFound(format!(
+                "No such workflow found by id: {}",
+                self.id
+            )));
         }
-        let cmd = PartitionCommand::RemoveWorkflow { workflow_id: self.id.clone() };
+        let cmd = PartitionCommand::RemoveWorkflow {
+            workflow_id: self.id.clone(),
+        };
         match self.ctx.propose(&cmd).await? {
             PartitionOutcome::Applied | PartitionOutcome::NotFound => {
                 self.record = None;
                 Ok(())
             }
-            PartitionOutcome::VersionConflict { .. } => Err(Error::Internal("unexpected outcome of a remove".into())),
+            PartitionOutcome::VersionConflict { .. } => {
+                Err(Error::Internal("unexpected outcome of a remove".into()))
+            }
         }
     }
 
@@ -151,7 +186,9 @@ impl WorkflowState {
     }
 
     fn is_finished(&self) -> bool {
-        self.record.as_ref().is_none_or(|r| r.workflow.status.is_terminal())
+        self.record
+            .as_ref()
+            .is_none_or(|r| r.workflow.status.is_terminal())
     }
 }
 
@@ -165,15 +202,35 @@ impl Actor for WorkflowActor {
     type State = WorkflowState;
     type Arguments = WorkflowArgs;
 
-    async fn pre_start(&self, _myself: ActorRef<WorkflowMsg>, args: WorkflowArgs) -> Result<WorkflowState, ActorProcessingErr> {
-        let record = args.ctx.read(&args.id).map_err(|e| format!("loading workflow {}: {e}", args.id))?;
-        Ok(WorkflowState { ctx: args.ctx, id: args.id, supervisor: args.supervisor, record, processed: 0 })
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<WorkflowMsg>,
+        args: WorkflowArgs,
+    ) -> Result<WorkflowState, ActorProcessingErr> {
+        let record = args
+            .ctx
+            .read(&args.id)
+            .map_err(|e| format!("loading workflow {}: {e}", args.id))?;
+        Ok(WorkflowState {
+            ctx: args.ctx,
+            id: args.id,
+            supervisor: args.supervisor,
+            record,
+            processed: 0,
+        })
     }
 
-    async fn handle(&self, myself: ActorRef<WorkflowMsg>, msg: WorkflowMsg, st: &mut WorkflowState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<WorkflowMsg>,
+        msg: WorkflowMsg,
+        st: &mut WorkflowState,
+    ) -> Result<(), ActorProcessingErr> {
         if let WorkflowMsg::IdleCheck(seen) = msg {
             if seen == st.processed {
-                let _ = st.supervisor.send_message(SupervisorMsg::Idle(st.id.clone(), st.processed));
+                let _ = st
+                    .supervisor
+                    .send_message(SupervisorMsg::Idle(st.id.clone(), st.processed));
             }
             return Ok(());
         }
@@ -206,10 +263,14 @@ impl Actor for WorkflowActor {
         }
         st.publish();
         if st.is_finished() {
-            let _ = st.supervisor.send_message(SupervisorMsg::Idle(st.id.clone(), st.processed));
+            let _ = st
+                .supervisor
+                .send_message(SupervisorMsg::Idle(st.id.clone(), st.processed));
         } else {
             let seen = st.processed;
-            myself.send_after(Duration::from_millis(IDLE_MS), move || WorkflowMsg::IdleCheck(seen));
+            myself.send_after(Duration::from_millis(IDLE_MS), move || {
+                WorkflowMsg::IdleCheck(seen)
+            });
         }
         Ok(())
     }
@@ -217,8 +278,12 @@ impl Actor for WorkflowActor {
 
 /// Reads a workflow's committed record from a partition's state tree.
 pub fn read_record(state: &sled::Tree, id: &WorkflowId) -> Result<Option<WorkflowRecord>> {
-    let bytes = state.get(keys::workflow(id)).map_err(|e| Error::Internal(format!("reading workflow {id}: {e}")))?;
+    let bytes = state
+        .get(keys::workflow(id))
+        .map_err(|e| Error::Internal(format!("reading workflow {id}: {e}")))?;
     bytes
-        .map(|b| record::decode(&b).map_err(|e| Error::Internal(format!("decoding workflow {id}: {e}"))))
+        .map(|b| {
+            record::decode(&b).map_err(|e| Error::Internal(format!("decoding workflow {id}: {e}")))
+        })
         .transpose()
 }

@@ -8,13 +8,20 @@ use proto::record::{self, MetaCommand, MetaOutcome};
 
 fn check_task_def(def: &TaskDef) -> Result<()> {
     if def.name.trim().is_empty() {
-        return Err(Error::Invalid("TaskDef name cannot be null or empty".into()));
+        return Err(Error::Invalid(
+            "TaskDef name cannot be null or empty".into(),
+        ));
     }
     if def.name.len() > NAME_LEN_MAX {
-        return Err(Error::Invalid(format!("TaskDef name is longer than {NAME_LEN_MAX} characters")));
+        return Err(Error::Invalid(format!(
+            "TaskDef name is longer than {NAME_LEN_MAX} characters"
+        )));
     }
     if def.response_timeout_seconds == 0 {
-        return Err(Error::Invalid(format!("TaskDef {}: responseTimeoutSeconds must be at least 1", def.name)));
+        return Err(Error::Invalid(format!(
+            "TaskDef {}: responseTimeoutSeconds must be at least 1",
+            def.name
+        )));
     }
     if def.timeout_seconds > 0 && def.response_timeout_seconds > def.timeout_seconds {
         return Err(Error::Invalid(format!(
@@ -27,29 +34,37 @@ fn check_task_def(def: &TaskDef) -> Result<()> {
 
 impl Inner {
     async fn propose_meta(&self, cmd: &MetaCommand) -> Result<MetaOutcome> {
-        let bytes = self
-            .meta
-            .propose(record::encode(cmd))
-            .await
-            .map_err(|e| Error::Unavailable(format!("definitions cannot be written now: {e}")))?;
+        let bytes =
+            self.meta.propose(record::encode(cmd)).await.map_err(|e| {
+                Error::Unavailable(format!("definitions cannot be written now: {e}"))
+            })?;
         record::decode(&bytes).map_err(|e| Error::Internal(format!("bad meta outcome: {e}")))
     }
 
     pub async fn put_task_defs(&self, mut defs: Vec<TaskDef>) -> Result<()> {
         if defs.is_empty() {
-            return Err(Error::Invalid("the list of task definitions is empty".into()));
+            return Err(Error::Invalid(
+                "the list of task definitions is empty".into(),
+            ));
         }
         let now = self.clock.now_ms();
         for def in &mut defs {
             check_task_def(def)?;
-            def.create_time = self.defs.task_def(&def.name).map_or(now, |old| old.create_time);
+            def.create_time = self
+                .defs
+                .task_def(&def.name)
+                .map_or(now, |old| old.create_time);
             def.update_time = now;
         }
-        self.propose_meta(&MetaCommand::PutTaskDefs(defs)).await.map(|_| ())
+        self.propose_meta(&MetaCommand::PutTaskDefs(defs))
+            .await
+            .map(|_| ())
     }
 
     pub fn task_def(&self, name: &str) -> Result<TaskDef> {
-        self.defs.task_def(name).ok_or_else(|| Error::NotFound(format!("No such taskType found by name: {name}")))
+        self.defs
+            .task_def(name)
+            .ok_or_else(|| Error::NotFound(format!("No such taskType found by name: {name}")))
     }
 
     pub fn task_defs(&self) -> Vec<TaskDef> {
@@ -57,9 +72,16 @@ impl Inner {
     }
 
     pub async fn delete_task_def(&self, name: &str) -> Result<()> {
-        match self.propose_meta(&MetaCommand::DeleteTaskDef { name: name.to_owned() }).await? {
+        match self
+            .propose_meta(&MetaCommand::DeleteTaskDef {
+                name: name.to_owned(),
+            })
+            .await?
+        {
             MetaOutcome::Applied => Ok(()),
-            MetaOutcome::NotFound => Err(Error::NotFound(format!("No such taskType found by name: {name}"))),
+            MetaOutcome::NotFound => Err(Error::NotFound(format!(
+                "No such taskType found by name: {name}"
+            ))),
         }
     }
 
@@ -67,19 +89,28 @@ impl Inner {
         crate::engine::validate_workflow_def(&def)?;
         let existing = self.defs.workflow_def(&def.name, Some(def.version));
         if existing.is_some() && !overwrite {
-            return Err(Error::Conflict(format!("Workflow {}.{} already exists!", def.name, def.version)));
+            return Err(Error::Conflict(format!(
+                "Workflow {}.{} already exists!",
+                def.name, def.version
+            )));
         }
         let now = self.clock.now_ms();
         def.create_time = existing.map_or(now, |old| old.create_time);
         def.update_time = now;
-        self.propose_meta(&MetaCommand::PutWorkflowDef(Box::new(def))).await.map(|_| ())
+        self.propose_meta(&MetaCommand::PutWorkflowDef(Box::new(def)))
+            .await
+            .map(|_| ())
     }
 
     pub fn workflow_def(&self, name: &str, version: Option<u32>) -> Result<WorkflowDef> {
-        self.defs.workflow_def(name, version).ok_or_else(|| match version {
-            Some(v) => Error::NotFound(format!("No such workflow found by name: {name}, version: {v}")),
-            None => Error::NotFound(format!("No such workflow found by name: {name}")),
-        })
+        self.defs
+            .workflow_def(name, version)
+            .ok_or_else(|| match version {
+                Some(v) => Error::NotFound(format!(
+                    "No such workflow found by name: {name}, version: {v}"
+                )),
+                None => Error::NotFound(format!("No such workflow found by name: {name}")),
+            })
     }
 
     pub fn workflow_defs(&self) -> Vec<WorkflowDef> {
@@ -87,9 +118,17 @@ impl Inner {
     }
 
     pub async fn delete_workflow_def(&self, name: &str, version: u32) -> Result<()> {
-        match self.propose_meta(&MetaCommand::DeleteWorkflowDef { name: name.to_owned(), version }).await? {
+        match self
+            .propose_meta(&MetaCommand::DeleteWorkflowDef {
+                name: name.to_owned(),
+                version,
+            })
+            .await?
+        {
             MetaOutcome::Applied => Ok(()),
-            MetaOutcome::NotFound => Err(Error::NotFound(format!("No such workflow found by name: {name}, version: {version}"))),
+            MetaOutcome::NotFound => Err(Error::NotFound(format!(
+                "No such workflow found by name: {name}, version: {version}"
+            ))),
         }
     }
 }

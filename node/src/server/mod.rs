@@ -78,13 +78,22 @@ impl Inner {
         use rand::RngCore;
         let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
         let random = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
-        let partition = PartitionId(u16::try_from(random % u128::from(self.partition_count())).unwrap_or(0));
+        let partition =
+            PartitionId(u16::try_from(random % u128::from(self.partition_count())).unwrap_or(0));
         WorkflowId::new(partition, random)
     }
 
     pub fn health(&self) -> Health {
-        let led = self.partitions.iter().filter(|p| p.ctx.group.is_leader()).count();
-        Health { healthy: self.meta.is_leader() && led == self.partitions.len(), partitions: self.partitions.len(), partitions_led: led }
+        let led = self
+            .partitions
+            .iter()
+            .filter(|p| p.ctx.group.is_leader())
+            .count();
+        Health {
+            healthy: self.meta.is_leader() && led == self.partitions.len(),
+            partitions: self.partitions.len(),
+            partitions_led: led,
+        }
     }
 
     pub fn queue_sizes(&self, types: &[String]) -> std::collections::BTreeMap<String, u64> {
@@ -92,7 +101,10 @@ impl Inner {
         if types.is_empty() {
             return all;
         }
-        types.iter().map(|t| (t.clone(), all.remove(t).unwrap_or(0))).collect()
+        types
+            .iter()
+            .map(|t| (t.clone(), all.remove(t).unwrap_or(0)))
+            .collect()
     }
 
     async fn shutdown(&self) {
@@ -102,7 +114,7 @@ impl Inner {
         if let Err(e) = self.meta.shutdown().await {
             tracing::warn!(error = %e, "meta group shutdown");
         }
-        if let Err(e) = self.db.flush_async().await {
+        if let Err(e) = cluster::log_store::flush(&self.db).await {
             tracing::warn!(error = %e, "final flush");
         }
     }
@@ -118,35 +130,60 @@ pub async fn open(options: &Options) -> Result<Node> {
         return Err(Error::Invalid("--partitions must be at least 1".into()));
     }
     std::fs::create_dir_all(&options.data_dir).map_err(storage)?;
-    let db = sled::Config::new().path(&options.data_dir).open().map_err(storage)?;
+    let db = sled::Config::new()
+        .path(&options.data_dir)
+        .open()
+        .map_err(storage)?;
     let partitions = match db.get(PARTITIONS_KEY).map_err(storage)? {
         Some(v) if v.len() == 2 => {
             let stored = u16::from_be_bytes([v[0], v[1]]);
             if stored != options.partitions {
-                tracing::warn!(stored, requested = options.partitions, "data directory was created with another partition count; keeping it");
+                tracing::warn!(
+                    stored,
+                    requested = options.partitions,
+                    "data directory was created with another partition count; keeping it"
+                );
             }
             stored
         }
         _ => {
-            db.insert(PARTITIONS_KEY, &options.partitions.to_be_bytes()).map_err(storage)?;
-            db.flush_async().await.map_err(storage)?;
+            db.insert(PARTITIONS_KEY, &options.partitions.to_be_bytes())
+                .map_err(storage)?;
+            cluster::log_store::flush(&db).await.map_err(storage)?;
             options.partitions
         }
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let meta = cluster::Group::open(&db, cluster::GroupOptions::new("meta", options.node), Arc::new(MetaMachine))
-        .await
-        .map_err(|e| Error::Internal(format!("meta group: {e}")))?;
+    let meta = cluster::Group::open(
+        &db,
+        cluster::GroupOptions::new("meta", options.node),
+        Arc::new(MetaMachine),
+    )
+    .await
+    .map_err(|e| Error::Internal(format!("meta group: {e}")))?;
     let defs = Definitions::new(meta.state().clone());
     let queues = Arc::new(TaskQueues::default());
     let (outbox_tx, outbox_rx) = mpsc::channel(OUTBOX_LEN_MAX);
     let mut parts = Vec::with_capacity(usize::from(partitions));
     for p in 0..partitions {
         let name = format!("p{p}");
-        let group = cluster::Group::open(&db, cluster::GroupOptions::new(name, options.node), Arc::new(WorkflowMachine))
-            .await
-            .map_err(|e| Error::Internal(format!("partition {p}: {e}")))?;
-        parts.push(Partition::start(PartitionId(p), group, clock.clone(), queues.clone(), outbox_tx.clone()).await?);
+        let group = cluster::Group::open(
+            &db,
+            cluster::GroupOptions::new(name, options.node),
+            Arc::new(WorkflowMachine),
+        )
+        .await
+        .map_err(|e| Error::Internal(format!("partition {p}: {e}")))?;
+        parts.push(
+            Partition::start(
+                PartitionId(p),
+                group,
+                clock.clone(),
+                queues.clone(),
+                outbox_tx.clone(),
+            )
+            .await?,
+        );
     }
     let inner = Arc::new(Inner {
         clock,
@@ -166,24 +203,41 @@ pub async fn open(options: &Options) -> Result<Node> {
 async fn perform_outbox(inner: std::sync::Weak<Inner>, mut rx: mpsc::Receiver<Effect>) {
     while let Some(effect) = rx.recv().await {
         let Some(inner) = inner.upgrade() else { return };
-        if let Effect::StartWorkflow { workflow_id, name, version, input, correlation_id } = effect {
-            match inner.start_with_id(workflow_id.clone(), &name, version, input, correlation_id).await {
+        if let Effect::StartWorkflow {
+            workflow_id,
+            name,
+            version,
+            input,
+            correlation_id,
+        } = effect
+        {
+            match inner
+                .start_with_id(workflow_id.clone(), &name, version, input, correlation_id)
+                .await
+            {
                 Ok(()) | Err(Error::Conflict(_)) => {}
-                Err(e) => tracing::warn!(workflow = %workflow_id, %name, error = %e, "could not start failure workflow"),
+                Err(e) => {
+                    tracing::warn!(workflow = %workflow_id, %name, error = %e, "could not start failure workflow")
+                }
             }
         }
     }
 }
 
 /// Runs a node until `shutdown` resolves: the HTTP API on `options.http`.
-pub async fn serve(options: Options, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+pub async fn serve(
+    options: Options,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     let node = open(&options).await.map_err(|e| anyhow::anyhow!("{e}"))?;
     let listener = tokio::net::TcpListener::bind(options.http)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", options.http))?;
     tracing::info!(http = %options.http, data_dir = %options.data_dir.display(), partitions = node.inner.partitions.len(), "baton node serving");
     let app = crate::api::router(node.clone());
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await?;
     node.inner.shutdown().await;
     tracing::info!("baton node stopped");
     Ok(())

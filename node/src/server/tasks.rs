@@ -35,8 +35,15 @@ impl Inner {
             let now = self.clock.now_ms();
             let claims = self.queues.claim(&request.task_type, domain, count, now);
             let leases = claims.into_iter().map(|c| {
-                let input = Input::Lease { task_id: c.task_id, worker_id: request.worker_id.clone() };
-                async move { self.partition_of(&c.workflow_id).call(&c.workflow_id, |r| WorkflowMsg::Input(Box::new(input), r)).await }
+                let input = Input::Lease {
+                    task_id: c.task_id,
+                    worker_id: request.worker_id.clone(),
+                };
+                async move {
+                    self.partition_of(&c.workflow_id)
+                        .call(&c.workflow_id, |r| WorkflowMsg::Input(Box::new(input), r))
+                        .await
+                }
             });
             let mut out = Vec::new();
             for result in futures::future::join_all(leases).await {
@@ -77,7 +84,8 @@ impl Inner {
             .get(keys::task(task_id))
             .map_err(super::storage)?
             .ok_or_else(|| Error::NotFound(format!("No such task found by id: {task_id}")))?;
-        let s = std::str::from_utf8(&v).map_err(|_| Error::Internal("task index row is not UTF-8".into()))?;
+        let s = std::str::from_utf8(&v)
+            .map_err(|_| Error::Internal("task index row is not UTF-8".into()))?;
         parse_workflow_id(s)
     }
 
@@ -88,7 +96,11 @@ impl Inner {
         let task_id = parse_task_id(&result.task_id)?;
         check_payload("task output", &result.output_data)?;
         let wf = self.owner_of(&result.workflow_instance_id, &task_id)?;
-        self.partition_of(&wf).call(&wf, |r| WorkflowMsg::Input(Box::new(Input::TaskResult(result)), r)).await?;
+        self.partition_of(&wf)
+            .call(&wf, |r| {
+                WorkflowMsg::Input(Box::new(Input::TaskResult(result)), r)
+            })
+            .await?;
         Ok(task_id.to_string())
     }
 
@@ -98,7 +110,9 @@ impl Inner {
         let wf = self.owner_of(&result.workflow_instance_id, &task_id)?;
         self.update_task(result).await?;
         let record = self.record(&wf)?;
-        let Some(task) = record.workflow.task(&task_id) else { return Ok(None) };
+        let Some(task) = record.workflow.task(&task_id) else {
+            return Ok(None);
+        };
         let request = PollRequest {
             task_type: task.task_def_name.clone(),
             worker_id,
@@ -138,7 +152,11 @@ impl Inner {
             .rev()
             .find(|t| t.reference_task_name == reference && !t.status.is_terminal())
             .or_else(|| record.workflow.task_by_ref(reference))
-            .ok_or_else(|| Error::NotFound(format!("No task found with reference name {reference} in workflow {workflow_id}")))?;
+            .ok_or_else(|| {
+                Error::NotFound(format!(
+                    "No task found with reference name {reference} in workflow {workflow_id}"
+                ))
+            })?;
         let result = TaskResult {
             workflow_instance_id: wf.to_string(),
             task_id: task.task_id.to_string(),
@@ -163,12 +181,18 @@ impl Inner {
     pub async fn task_logs(&self, task_id: &str) -> Result<Vec<TaskExecLog>> {
         let id = parse_task_id(task_id)?;
         let wf = self.owner_of("", &id)?;
-        Ok(self.record(&wf)?.task_logs.remove(id.as_str()).unwrap_or_default())
+        Ok(self
+            .record(&wf)?
+            .task_logs
+            .remove(id.as_str())
+            .unwrap_or_default())
     }
 
     pub async fn add_task_log(&self, task_id: &str, line: String) -> Result<()> {
         let id = parse_task_id(task_id)?;
         let wf = self.owner_of("", &id)?;
-        self.partition_of(&wf).call(&wf, |r| WorkflowMsg::AddLog(id, line, r)).await
+        self.partition_of(&wf)
+            .call(&wf, |r| WorkflowMsg::AddLog(id, line, r))
+            .await
     }
 }

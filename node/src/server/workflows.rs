@@ -16,9 +16,13 @@ pub(crate) fn parse_workflow_id(id: &str) -> Result<WorkflowId> {
 }
 
 pub(crate) fn check_payload(what: &str, value: &Json) -> Result<()> {
-    let size = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(usize::MAX);
+    let size = serde_json::to_vec(value)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
     if size > PAYLOAD_BYTES_MAX {
-        return Err(Error::Invalid(format!("{what} is {size} bytes; the maximum is {PAYLOAD_BYTES_MAX}")));
+        return Err(Error::Invalid(format!(
+            "{what} is {size} bytes; the maximum is {PAYLOAD_BYTES_MAX}"
+        )));
     }
     Ok(())
 }
@@ -56,7 +60,9 @@ impl Inner {
             re_run_from_workflow_id: None,
             event: None,
         };
-        self.partition_of(&id).call(&id, |reply| WorkflowMsg::Start(Box::new(start), reply)).await?;
+        self.partition_of(&id)
+            .call(&id, |reply| WorkflowMsg::Start(Box::new(start), reply))
+            .await?;
         Ok(id.to_string())
     }
 
@@ -83,11 +89,16 @@ impl Inner {
             re_run_from_workflow_id: None,
             event: None,
         };
-        self.partition_of(&id).call(&id, |reply| WorkflowMsg::Start(Box::new(start), reply)).await.map(|_| ())
+        self.partition_of(&id)
+            .call(&id, |reply| WorkflowMsg::Start(Box::new(start), reply))
+            .await
+            .map(|_| ())
     }
 
     pub(crate) fn record(&self, id: &WorkflowId) -> Result<WorkflowRecord> {
-        self.partition_of(id).read(id)?.ok_or_else(|| not_found(id.as_str()))
+        self.partition_of(id)
+            .read(id)?
+            .ok_or_else(|| not_found(id.as_str()))
     }
 
     pub async fn workflow(&self, id: &str, include_tasks: bool) -> Result<Workflow> {
@@ -101,7 +112,10 @@ impl Inner {
 
     pub async fn command(&self, id: &str, input: Input) -> Result<()> {
         let id = parse_workflow_id(id)?;
-        self.partition_of(&id).call(&id, |reply| WorkflowMsg::Input(Box::new(input), reply)).await.map(|_| ())
+        self.partition_of(&id)
+            .call(&id, |reply| WorkflowMsg::Input(Box::new(input), reply))
+            .await
+            .map(|_| ())
     }
 
     pub async fn restart(&self, id: &str, use_latest: bool) -> Result<()> {
@@ -127,7 +141,8 @@ impl Inner {
         for p in &self.partitions {
             for kv in p.state().scan_prefix(keys::running_prefix(name)) {
                 let (k, v) = kv.map_err(super::storage)?;
-                let wf_version = (v.len() == 4).then(|| u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
+                let wf_version =
+                    (v.len() == 4).then(|| u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
                 if version.is_some() && wf_version != version {
                     continue;
                 }
@@ -163,16 +178,29 @@ impl Inner {
             };
             for r in records {
                 let wf = r.workflow;
-                if query.workflow_name.as_ref().is_some_and(|n| n != &wf.workflow_name)
+                if query
+                    .workflow_name
+                    .as_ref()
+                    .is_some_and(|n| n != &wf.workflow_name)
                     || query.status.is_some_and(|s| s != wf.status)
-                    || query.correlation_id.as_ref().is_some_and(|c| Some(c) != wf.correlation_id.as_ref())
+                    || query
+                        .correlation_id
+                        .as_ref()
+                        .is_some_and(|c| Some(c) != wf.correlation_id.as_ref())
                 {
                     continue;
                 }
-                if let Some(text) = query.free_text.as_deref().filter(|t| !t.is_empty() && *t != "*") {
+                if let Some(text) = query
+                    .free_text
+                    .as_deref()
+                    .filter(|t| !t.is_empty() && *t != "*")
+                {
                     let found = wf.workflow_id.as_str().contains(text)
                         || wf.workflow_name.contains(text)
-                        || wf.correlation_id.as_deref().is_some_and(|c| c.contains(text));
+                        || wf
+                            .correlation_id
+                            .as_deref()
+                            .is_some_and(|c| c.contains(text));
                     if !found {
                         continue;
                     }
@@ -180,14 +208,36 @@ impl Inner {
                 hits.push(wf);
             }
         }
-        hits.sort_by(|a, b| b.create_time.cmp(&a.create_time).then_with(|| a.workflow_id.cmp(&b.workflow_id)));
+        hits.sort_by(|a, b| {
+            b.create_time
+                .cmp(&a.create_time)
+                .then_with(|| a.workflow_id.cmp(&b.workflow_id))
+        });
         let total = hits.len() as u64;
-        let size = if query.size == 0 { 100 } else { query.size.min(SEARCH_RESULTS_MAX) };
-        let results = hits.into_iter().skip(query.start).take(size).map(|wf| summary(&wf)).collect();
-        Ok(SearchResult { total_hits: total, results })
+        let size = if query.size == 0 {
+            100
+        } else {
+            query.size.min(SEARCH_RESULTS_MAX)
+        };
+        let results = hits
+            .into_iter()
+            .skip(query.start)
+            .take(size)
+            .map(|wf| summary(&wf))
+            .collect();
+        Ok(SearchResult {
+            total_hits: total,
+            results,
+        })
     }
 
-    pub async fn correlated(&self, name: &str, correlation_id: &str, include_closed: bool, include_tasks: bool) -> Result<Vec<Workflow>> {
+    pub async fn correlated(
+        &self,
+        name: &str,
+        correlation_id: &str,
+        include_closed: bool,
+        include_tasks: bool,
+    ) -> Result<Vec<Workflow>> {
         let query = SearchQuery {
             workflow_name: Some(name.to_owned()),
             correlation_id: Some(correlation_id.to_owned()),
@@ -228,7 +278,12 @@ fn iso8601(ms: i64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 fn summary(wf: &Workflow) -> WorkflowSummary {
@@ -244,7 +299,11 @@ fn summary(wf: &Workflow) -> WorkflowSummary {
         input: serde_json::to_string(&wf.input).unwrap_or_default(),
         output: serde_json::to_string(&wf.output).unwrap_or_default(),
         reason_for_incompletion: wf.reason_for_incompletion.clone(),
-        execution_time: if wf.end_time > 0 { wf.end_time - wf.start_time } else { 0 },
+        execution_time: if wf.end_time > 0 {
+            wf.end_time - wf.start_time
+        } else {
+            0
+        },
         failed_reference_task_names: wf.failed_reference_task_names.join(","),
         priority: wf.priority,
     }
@@ -255,7 +314,10 @@ mod tests {
     #[test]
     fn iso8601_formats_utc() {
         assert_eq!(super::iso8601(0), "");
-        assert_eq!(super::iso8601(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(
+            super::iso8601(1_700_000_000_123),
+            "2023-11-14T22:13:20.123Z"
+        );
         assert_eq!(super::iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
     }
 }

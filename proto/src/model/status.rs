@@ -81,7 +81,10 @@ impl WorkflowStatus {
         !matches!(self, WorkflowStatus::Running | WorkflowStatus::Paused)
     }
     pub const fn is_successful(self) -> bool {
-        matches!(self, WorkflowStatus::Completed | WorkflowStatus::Paused | WorkflowStatus::Running)
+        matches!(
+            self,
+            WorkflowStatus::Completed | WorkflowStatus::Paused | WorkflowStatus::Running
+        )
     }
     pub const fn as_str(self) -> &'static str {
         use WorkflowStatus::*;

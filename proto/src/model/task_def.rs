@@ -94,6 +94,9 @@ impl Default for TaskDef {
 impl TaskDef {
     /// A definition with Conductor's defaults, used for tasks whose definition is not registered.
     pub fn named(name: &str) -> Self {
-        Self { name: name.to_owned(), ..Self::default() }
+        Self {
+            name: name.to_owned(),
+            ..Self::default()
+        }
     }
 }

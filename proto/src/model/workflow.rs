@@ -49,6 +49,9 @@ impl Workflow {
     }
     /// The latest attempt of a reference name.
     pub fn task_by_ref(&self, reference: &str) -> Option<&Task> {
-        self.tasks.iter().rev().find(|t| t.reference_task_name == reference)
+        self.tasks
+            .iter()
+            .rev()
+            .find(|t| t.reference_task_name == reference)
     }
 }

@@ -1,0 +1,185 @@
+"""The official conductor-python 2.0.0 client against a running Baton server, unchanged.
+
+BATON_URL (e.g. http://127.0.0.1:8080) names the server; tests/tests/t70_python_client.rs starts one
+and runs this file with `.venv/bin/python -m pytest tests/python -q`.
+
+Definitions go in through OrkesMetadataClient, workflows start through WorkflowExecutor, read back
+through WorkflowClient, and the tasks are done by @worker_task functions run by a TaskHandler: the
+same path a Conductor user's application takes.
+"""
+
+import os
+import time
+import uuid
+
+import pytest
+
+from conductor.client.automator.task_handler import TaskHandler
+from conductor.client.configuration.configuration import Configuration
+from conductor.client.http.models.start_workflow_request import StartWorkflowRequest
+from conductor.client.http.models.task_def import TaskDef
+from conductor.client.http.models.workflow_def import WorkflowDef
+from conductor.client.http.models.workflow_task import WorkflowTask
+from conductor.client.orkes_clients import OrkesClients
+from conductor.client.worker.worker_task import worker_task
+
+TERMINAL = {"COMPLETED", "FAILED", "TIMED_OUT", "TERMINATED"}
+DEADLINE_S = 60
+
+
+@worker_task(task_definition_name="py_greet", poll_interval_millis=50)
+def greet(name: str) -> dict:
+    return {"greeting": f"Hello {name}"}
+
+
+@worker_task(task_definition_name="py_shout", poll_interval_millis=50)
+def shout(text: str) -> dict:
+    return {"result": text.upper(), "length": len(text)}
+
+
+@worker_task(task_definition_name="py_fail", poll_interval_millis=50)
+def always_fails(reason: str) -> dict:
+    raise RuntimeError(reason)
+
+
+@pytest.fixture(scope="module")
+def configuration():
+    url = os.environ.get("BATON_URL")
+    assert url, "BATON_URL must name a running Baton server (tests/tests/t70_python_client.rs sets it)"
+    return Configuration(server_api_url=url.rstrip("/") + "/api")
+
+
+@pytest.fixture(scope="module")
+def clients(configuration):
+    return OrkesClients(configuration=configuration)
+
+
+@pytest.fixture(scope="module")
+def registered(clients):
+    metadata = clients.get_metadata_client()
+    for name, retries in (("py_greet", 0), ("py_shout", 0), ("py_fail", 1)):
+        metadata.register_task_def(
+            TaskDef(
+                name=name,
+                description=name,
+                retry_count=retries,
+                retry_logic="FIXED",
+                retry_delay_seconds=0,
+                timeout_seconds=60,
+                response_timeout_seconds=30,
+                timeout_policy="TIME_OUT_WF",
+                owner_email="test@harness.com",
+            )
+        )
+    assert metadata.get_task_def("py_greet").name == "py_greet"
+
+    greet_wf = WorkflowDef(
+        name="py_greet_wf",
+        version=1,
+        description="greet then shout",
+        schema_version=2,
+        owner_email="test@harness.com",
+        input_parameters=["name"],
+        tasks=[
+            WorkflowTask(
+                name="py_greet",
+                task_reference_name="greet_ref",
+                type="SIMPLE",
+                input_parameters={"name": "${workflow.input.name}"},
+            ),
+            WorkflowTask(
+                name="py_shout",
+                task_reference_name="shout_ref",
+                type="SIMPLE",
+                input_parameters={"text": "${greet_ref.output.greeting}"},
+            ),
+        ],
+        output_parameters={
+            "result": "${shout_ref.output.result}",
+            "length": "${shout_ref.output.length}",
+        },
+    )
+    fail_wf = WorkflowDef(
+        name="py_fail_wf",
+        version=1,
+        description="a task that always fails",
+        schema_version=2,
+        owner_email="test@harness.com",
+        tasks=[
+            WorkflowTask(
+                name="py_fail",
+                task_reference_name="fail_ref",
+                type="SIMPLE",
+                input_parameters={"reason": "${workflow.input.reason}"},
+            )
+        ],
+    )
+    metadata.register_workflow_def(greet_wf, overwrite=True)
+    metadata.register_workflow_def(fail_wf, overwrite=True)
+    stored = metadata.get_workflow_def("py_greet_wf", version=1)
+    assert [t.task_reference_name for t in stored.tasks] == ["greet_ref", "shout_ref"]
+    return True
+
+
+@pytest.fixture(scope="module")
+def workers(configuration, registered):
+    handler = TaskHandler(configuration=configuration, scan_for_annotated_workers=True, monitor_processes=False)
+    handler.start_processes()
+    try:
+        yield handler
+    finally:
+        handler.stop_processes()
+
+
+def wait_terminal(workflow_client, workflow_id):
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        wf = workflow_client.get_workflow(workflow_id, include_tasks=True)
+        if wf.status in TERMINAL:
+            return wf
+        assert time.monotonic() < deadline, f"workflow {workflow_id} still {wf.status} after {DEADLINE_S}s"
+        time.sleep(0.1)
+
+
+def test_workers_complete_a_workflow_started_by_the_client(clients, workers):
+    executor = clients.get_workflow_executor()
+    workflow_client = clients.get_workflow_client()
+    name = f"baton-{uuid.uuid4().hex[:8]}"
+    correlation = f"py-{uuid.uuid4().hex}"
+    workflow_id = executor.start_workflow(
+        StartWorkflowRequest(name="py_greet_wf", version=1, correlation_id=correlation, input={"name": name})
+    )
+    assert isinstance(workflow_id, str) and workflow_id
+
+    wf = wait_terminal(workflow_client, workflow_id)
+    assert wf.status == "COMPLETED", wf.reason_for_incompletion
+    expected = f"HELLO {name.upper()}"
+    assert wf.output["result"] == expected
+    assert wf.output["length"] == len(f"Hello {name}")
+    assert wf.correlation_id == correlation
+    refs = [t.reference_task_name for t in wf.tasks]
+    assert refs == ["greet_ref", "shout_ref"]
+    assert all(t.status == "COMPLETED" for t in wf.tasks)
+    assert wf.tasks[0].output_data == {"greeting": f"Hello {name}"}
+    assert wf.tasks[1].input_data["text"] == f"Hello {name}"
+
+    # The same workflow read through the executor.
+    again = executor.get_workflow(workflow_id, include_tasks=False)
+    assert again.status == "COMPLETED"
+    assert again.output["result"] == expected
+
+
+def test_a_failing_worker_fails_the_workflow_after_its_retry(clients, workers):
+    executor = clients.get_workflow_executor()
+    workflow_client = clients.get_workflow_client()
+    reason = f"worker says no {uuid.uuid4().hex[:6]}"
+    workflow_id = executor.start_workflow(
+        StartWorkflowRequest(name="py_fail_wf", version=1, input={"reason": reason})
+    )
+    wf = wait_terminal(workflow_client, workflow_id)
+    assert wf.status == "FAILED"
+    attempts = [t for t in wf.tasks if t.reference_task_name == "fail_ref"]
+    # retry_count 1: the first attempt and one retry, both FAILED with the worker's exception message.
+    assert [t.status for t in attempts] == ["FAILED", "FAILED"]
+    assert all(reason in (t.reason_for_incompletion or "") for t in attempts)
+    assert attempts[1].retried_task_id == attempts[0].task_id
