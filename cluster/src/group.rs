@@ -74,6 +74,9 @@ impl Drop for Inner {
     fn drop(&mut self) {
         self.follower.abort();
         self.proposer.stop();
+        if self.closed.load(Ordering::Acquire) {
+            return; // Group::shutdown already stopped openraft.
+        }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let raft = self.raft.clone();
             runtime.spawn(async move {
@@ -118,7 +121,7 @@ async fn form_single(raft: &Raft<TypeConfig>, options: &GroupOptions) -> Result<
     Ok(())
 }
 
-/// Cluster: on a fresh store, the smallest initial voter forms the membership (so two nodes never
+/// Cluster: on a fresh store, one initial voter (the chosen former, else the smallest) forms the membership (so two nodes never
 /// form two different ones); everyone else waits for the leader to reach them.
 async fn form_cluster(
     raft: &Raft<TypeConfig>,
@@ -134,9 +137,12 @@ async fn form_cluster(
     if raft.is_initialized().await? {
         return Ok(());
     }
-    match cluster.initial_voters.keys().next() {
-        Some(first) if *first == options.node => {}
-        _ => return Ok(()),
+    let former = cluster
+        .former
+        .filter(|f| cluster.initial_voters.contains_key(f))
+        .or_else(|| cluster.initial_voters.keys().next().copied());
+    if former != Some(options.node) {
+        return Ok(());
     }
     let members: BTreeMap<u64, BasicNode> = cluster
         .initial_voters
@@ -431,6 +437,25 @@ impl Group {
 
     /// Stops the group: no new proposals are accepted, openraft stops, leadership turns false.
     /// Safe to call more than once and from any clone.
+    /// A digest of the state machine's keys and values (bookkeeping excluded) with the applied
+    /// index it was taken at. Replicas at the same applied index must have equal digests; compare
+    /// them while the group is quiet (a concurrent apply may land between the two reads).
+    pub fn state_digest(&self) -> Result<(Option<u64>, u64), Error> {
+        let applied = self.status().last_applied_index;
+        let mut h = proto::hash::FNV_OFFSET;
+        for kv in self.inner.state.iter() {
+            let (k, v) = kv.map_err(|e| Error::Storage(e.to_string()))?;
+            if k.first() == Some(&0) {
+                continue;
+            }
+            h = proto::hash::fnv1a(h, &(k.len() as u64).to_le_bytes());
+            h = proto::hash::fnv1a(h, &k);
+            h = proto::hash::fnv1a(h, &(v.len() as u64).to_le_bytes());
+            h = proto::hash::fnv1a(h, &v);
+        }
+        Ok((applied, h))
+    }
+
     pub async fn shutdown(&self) -> Result<(), Error> {
         self.inner.closed.store(true, Ordering::Release);
         // Leave the router first, so peers get "no such group" rather than a stopped instance.

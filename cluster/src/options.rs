@@ -23,6 +23,10 @@ pub struct ClusterOptions {
     /// the others wait to be contacted. Ignored once the store holds a membership. Empty on a
     /// node that joins later (it waits to be added with `Group::add_learner`).
     pub initial_voters: BTreeMap<NodeId, SocketAddr>,
+    /// The initial voter that forms the membership (and so most likely leads first); the smallest
+    /// initial voter when `None`. Every node must pass the same value. Lets a node spread its
+    /// groups' first leaders over the cluster.
+    pub former: Option<NodeId>,
 }
 
 /// Options of one group. Build with [`GroupOptions::new`] (or a struct literal with
@@ -90,7 +94,17 @@ impl GroupOptions {
         self.cluster = Some(ClusterOptions {
             router,
             initial_voters,
+            former: None,
         });
+        self
+    }
+
+    /// Which initial voter forms a fresh group's membership (see [`ClusterOptions::former`]).
+    /// Only meaningful after [`GroupOptions::with_cluster`].
+    pub fn formed_by(mut self, former: NodeId) -> Self {
+        if let Some(cluster) = self.cluster.as_mut() {
+            cluster.former = Some(former);
+        }
         self
     }
 

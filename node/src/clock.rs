@@ -22,13 +22,4 @@ impl Clock for SystemClock {
     }
 }
 
-/// FNV-1a: a stable 64-bit hash for seeding per-workflow randomness (std's hashers are not
-/// guaranteed stable across Rust versions).
-pub fn stable_hash(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
+pub use proto::hash::stable_hash;

@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Error, serde::Serialize, serde::Deserialize)]
 pub enum Error {
     /// 404: the named thing does not exist.
     #[error("{0}")]

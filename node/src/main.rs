@@ -2,8 +2,12 @@
 //!
 //! `baton server` with no flags runs the embedded default: one node, data in `./baton-data`, the
 //! Conductor-compatible HTTP API on 127.0.0.1:8080, 8 workflow partitions and the meta group.
+//! `baton server --cluster 1=ADDR,2=ADDR,3=ADDR --node-id N --certs DIR` runs node N of a cluster;
+//! `baton certs --nodes 1,2,3` creates the certificates the nodes authenticate each other with.
 
 use clap::{Parser, Subcommand};
+use proto::NodeId;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -20,7 +24,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a node: the HTTP API and the partitions it leads.
+    /// Run a node: the HTTP API and the partitions it hosts.
     Server {
         /// Where the node keeps its data (created if missing).
         #[arg(long, default_value = "baton-data")]
@@ -34,16 +38,63 @@ enum Command {
         /// This node's id.
         #[arg(long, default_value_t = 1)]
         node_id: u64,
+        /// This node's peer (QUIC, UDP) address; needed with --cluster.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// The cluster's initial members, the same on every node: `1=127.0.0.1:9081,2=...`.
+        #[arg(long, value_parser = parse_members)]
+        cluster: Option<BTreeMap<NodeId, SocketAddr>>,
+        /// Directory with the cluster's certificates (`baton certs`); needed with --cluster.
+        #[arg(long, default_value = "baton-certs")]
+        certs: PathBuf,
     },
+    /// Create a cluster CA and a certificate for each node (mutual TLS between nodes).
+    Certs {
+        /// Output directory (must not already hold a ca.pem).
+        #[arg(long, default_value = "baton-certs")]
+        out: PathBuf,
+        /// Node ids, e.g. `1,2,3`.
+        #[arg(long, value_delimiter = ',', required = true)]
+        nodes: Vec<u64>,
+        /// Host names or IP addresses the nodes are reached by (added to every certificate).
+        #[arg(long, value_delimiter = ',', default_value = "127.0.0.1,localhost")]
+        host: Vec<String>,
+    },
+}
+
+/// Parses `1=127.0.0.1:9081,2=127.0.0.1:9082`.
+fn parse_members(s: &str) -> Result<BTreeMap<NodeId, SocketAddr>, String> {
+    let mut out = BTreeMap::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (id, addr) = part
+            .split_once('=')
+            .ok_or_else(|| format!("'{part}' is not ID=HOST:PORT"))?;
+        let id: u64 = id
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{id}' is not a node id"))?;
+        let addr: SocketAddr = addr
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{addr}' is not an IP:PORT address"))?;
+        if out.insert(NodeId(id), addr).is_some() {
+            return Err(format!("node {id} is listed twice"));
+        }
+    }
+    if out.is_empty() {
+        return Err("the member list is empty".into());
+    }
+    Ok(out)
 }
 
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,openraft=warn,sled=warn".into()),
+                .unwrap_or_else(|_| "info,openraft=warn,sled=warn,quinn=warn".into()),
         )
         .init();
+    cluster::tls::install_crypto_provider();
     let cli = Cli::parse();
     match cli.command {
         Command::Server {
@@ -51,7 +102,30 @@ fn main() -> anyhow::Result<()> {
             http,
             partitions,
             node_id,
+            listen,
+            cluster,
+            certs,
         } => {
+            let node = NodeId(node_id);
+            let cluster = match (cluster, listen) {
+                (None, _) => None,
+                (Some(members), Some(listen)) => Some(node::server::ClusterOptions {
+                    listen,
+                    members,
+                    certs,
+                }),
+                (Some(members), None) => {
+                    // The node's own entry in the member list is its peer address.
+                    let listen = *members.get(&node).ok_or_else(|| {
+                        anyhow::anyhow!("--cluster does not list this node ({node})")
+                    })?;
+                    Some(node::server::ClusterOptions {
+                        listen,
+                        members,
+                        certs,
+                    })
+                }
+            };
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
@@ -59,9 +133,21 @@ fn main() -> anyhow::Result<()> {
                 data_dir,
                 http,
                 partitions,
-                node: proto::NodeId(node_id),
+                node,
+                cluster,
             };
             runtime.block_on(node::server::serve(options, shutdown_signal()))
+        }
+        Command::Certs { out, nodes, host } => {
+            let ids: Vec<NodeId> = nodes.into_iter().map(NodeId).collect();
+            cluster::tls::write_cluster_certs(&out, &ids, &host).map_err(|e| {
+                anyhow::anyhow!("cannot write certificates to {}: {e}", out.display())
+            })?;
+            println!(
+                "wrote ca.pem, ca.key and node certificates for {ids:?} to {}",
+                out.display()
+            );
+            Ok(())
         }
     }
 }

@@ -110,6 +110,20 @@ impl TaskQueues {
         }
     }
 
+    /// Forgets the tasks of every workflow of a partition (its leadership moved elsewhere).
+    pub fn forget_partition(&self, partition: proto::PartitionId, partitions: u16) {
+        let mut s = self.lock();
+        let gone: Vec<WorkflowId> = s
+            .by_workflow
+            .keys()
+            .filter(|w| w.partition(partitions) == partition)
+            .cloned()
+            .collect();
+        for w in gone {
+            Self::remove_locked(&mut s, &w);
+        }
+    }
+
     /// Claims up to `count` tasks of `task_type` visible at `now`, from the given domain (tasks of the
     /// domain first, then tasks without a domain, as Conductor polls `domain` then the default queue).
     pub fn claim(

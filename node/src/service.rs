@@ -189,10 +189,22 @@ impl Node {
     pub fn health(&self) -> Health {
         self.inner.health()
     }
+    /// A digest of every hosted group's state with the applied index it was taken at (replicas at
+    /// the same index must agree).
+    pub fn digests(&self) -> Vec<(String, Option<u64>, u64)> {
+        let mut out = Vec::new();
+        let groups = std::iter::once(&self.inner.meta).chain(self.inner.hosted().map(|p| &p.group));
+        for g in groups {
+            if let Ok((applied, digest)) = g.state_digest() {
+                out.push((g.name().to_owned(), applied, digest));
+            }
+        }
+        out
+    }
     /// The Raft status of every group on this node: the meta group, then the partitions in order.
     pub fn groups(&self) -> Vec<cluster::GroupStatus> {
         let mut out = vec![self.inner.meta.status()];
-        out.extend(self.inner.partitions.iter().map(|p| p.ctx.group.status()));
+        out.extend(self.inner.hosted().map(|p| p.group.status()));
         out
     }
 }

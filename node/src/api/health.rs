@@ -47,6 +47,29 @@ pub async fn status(State(node): State<Node>) -> Json<Vec<cluster::GroupStatus>>
     Json(node.groups())
 }
 
+/// One group's digest, for comparing replicas.
+#[derive(Debug, Serialize)]
+pub struct DigestBody {
+    pub name: String,
+    pub applied: Option<u64>,
+    pub digest: String,
+}
+
+/// `GET /api/admin/digest`: a digest of every hosted group's state and the applied index it was
+/// taken at; replicas of a group at the same applied index must show the same digest.
+pub async fn digest(State(node): State<Node>) -> Json<Vec<DigestBody>> {
+    Json(
+        node.digests()
+            .into_iter()
+            .map(|(name, applied, d)| DigestBody {
+                name,
+                applied,
+                digest: format!("{d:016x}"),
+            })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -134,6 +134,7 @@ fn routes() -> axum::Router<Node> {
         .route("/api/health", get(health::health))
         // ---- Baton administration ----
         .route("/api/admin/status", get(health::status))
+        .route("/api/admin/digest", get(health::digest))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
 }

@@ -20,7 +20,7 @@ pub type NowMs = i64;
 pub type Rng<'a> = &'a mut dyn rand::RngCore;
 
 /// Everything needed to create a workflow instance.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StartInput {
     /// Chosen by the caller (it fixes the partition).
     pub workflow_id: WorkflowId,
@@ -39,7 +39,7 @@ pub struct StartInput {
 
 /// One input to a running workflow. Every input is decided against the current state; inputs that no
 /// longer apply (a result for a terminal task, a stale timer) change nothing.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[allow(clippy::large_enum_variant)] // a TaskResult is the common input; boxing it would not save a copy
 pub enum Input {
     /// A worker's update (`POST /api/tasks`).
@@ -72,7 +72,7 @@ pub enum Input {
 }
 
 /// What the runtime must do after the decision's state is committed. Only the leader performs them.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Effect {
     /// The task was leased by the `Lease` input: hand it to the worker that polled.
     Deliver(Box<Task>),
@@ -98,7 +98,7 @@ pub struct Decision {
 }
 
 /// Why an input was refused. Refusals change nothing.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum Error {
     #[error("{0}")]
     NotFound(String),
@@ -109,7 +109,9 @@ pub enum Error {
 }
 
 /// The kinds of timer a workflow may have armed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum TimerKind {
     /// A task stayed SCHEDULED past `pollTimeoutSeconds`.
     PollTimeout,
@@ -124,7 +126,9 @@ pub enum TimerKind {
 }
 
 /// Identifies a timer within its workflow.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct TimerKey {
     pub kind: TimerKind,
     /// The task the timer watches (`None` for workflow timers).

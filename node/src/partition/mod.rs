@@ -1,5 +1,6 @@
-//! A workflow partition on this node: its Raft group (from `cluster`), its state machine, and the
-//! actors that run on its leader — the supervisor, one actor per live workflow, and the timer wheel.
+//! A workflow partition hosted on this node: its Raft group (from `cluster`), its state machine, and
+//! the actors that run while this node leads it — the supervisor, one actor per live workflow, and
+//! the timer wheel. Leadership changes start and stop the actors (`follow_leadership`).
 //! Ready tasks go to the node-wide [`TaskQueues`](crate::queue::TaskQueues).
 
 pub mod keys;
@@ -32,6 +33,8 @@ pub struct PartitionCtx {
     pub queues: Arc<TaskQueues>,
     /// Effects addressed to other workflows (failure workflows), performed by the node.
     pub outbox: mpsc::Sender<Effect>,
+    /// The cluster's partition count.
+    pub partitions: u16,
     timers: OnceLock<ActorRef<TimerMsg>>,
 }
 
@@ -80,54 +83,47 @@ impl PartitionCtx {
     }
 }
 
-/// A partition led by this node.
-pub struct Partition {
-    pub ctx: Arc<PartitionCtx>,
+/// One operation on one workflow, carried to the workflow's actor on the partition's leader (locally
+/// or, from another node, through [`crate::forward`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum WorkflowOp {
+    Start(Box<engine::StartInput>),
+    Input(Box<engine::Input>),
+    AddLog(proto::TaskId, String),
+    Remove,
+}
+
+/// The actors of a partition while this node leads it.
+struct Actors {
+    ctx: Arc<PartitionCtx>,
     supervisor: ActorRef<SupervisorMsg>,
     timers: ActorRef<TimerMsg>,
 }
 
-impl Partition {
-    /// Starts the partition's actors on an opened group and re-publishes every running workflow's ready
-    /// tasks and timers from committed state.
-    pub async fn start(
-        id: PartitionId,
-        group: cluster::Group,
-        clock: Arc<dyn Clock>,
-        queues: Arc<TaskQueues>,
-        outbox: mpsc::Sender<Effect>,
-    ) -> Result<Self> {
-        let ctx = Arc::new(PartitionCtx {
-            id,
-            group,
-            clock: clock.clone(),
-            queues,
-            outbox,
-            timers: OnceLock::new(),
-        });
+impl Actors {
+    async fn start(ctx: Arc<PartitionCtx>) -> Result<Self> {
+        let id = ctx.id;
         let (supervisor, _) = Actor::spawn(None, PartitionSupervisor, ctx.clone())
             .await
             .map_err(|e| Error::Internal(format!("partition {id}: supervisor: {e}")))?;
-        let (timers, _) = Actor::spawn(
-            None,
-            TimerActor,
-            TimerArgs {
-                clock,
-                supervisor: supervisor.clone(),
-            },
-        )
-        .await
-        .map_err(|e| Error::Internal(format!("partition {id}: timers: {e}")))?;
+        let args = TimerArgs {
+            clock: ctx.clock.clone(),
+            supervisor: supervisor.clone(),
+        };
+        let (timers, _) = Actor::spawn(None, TimerActor, args)
+            .await
+            .map_err(|e| Error::Internal(format!("partition {id}: timers: {e}")))?;
         let _ = ctx.timers.set(timers.clone());
-        let partition = Self {
+        let actors = Self {
             ctx,
             supervisor,
             timers,
         };
-        partition.recover()?;
-        Ok(partition)
+        actors.recover()?;
+        Ok(actors)
     }
 
+    /// Re-publishes every running workflow's ready tasks and timers from committed state.
     fn recover(&self) -> Result<()> {
         let mut count = 0usize;
         for kv in self.ctx.group.state().scan_prefix(keys::RUNNING_PREFIX) {
@@ -140,46 +136,156 @@ impl Partition {
             self.ctx.publish(&id, record.as_ref());
             count += 1;
         }
-        tracing::info!(partition = %self.ctx.id, running = count, "partition recovered");
+        tracing::info!(partition = %self.ctx.id, running = count, "partition led here: actors started");
         Ok(())
     }
 
-    /// Sends a message to a workflow's actor and waits for its answer.
-    pub async fn call<T>(
-        &self,
-        id: &WorkflowId,
-        make: impl FnOnce(workflow::Reply<T>) -> WorkflowMsg,
-    ) -> Result<T> {
-        let (tx, rx) = oneshot::channel();
-        self.supervisor
-            .send_message(SupervisorMsg::Route(id.clone(), make(tx)))
-            .map_err(|_| {
-                Error::Unavailable(format!("partition {} is stopping; retry", self.ctx.id))
-            })?;
-        match tokio::time::timeout(std::time::Duration::from_millis(CALL_TIMEOUT_MS), rx).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(Error::Unavailable(format!(
-                "workflow {id}: its actor stopped before answering; retry"
-            ))),
-            Err(_) => Err(Error::Unavailable(format!(
-                "workflow {id}: no answer within {CALL_TIMEOUT_MS} ms; retry"
-            ))),
+    fn stop(&self) {
+        // Stopping the supervisor stops its linked workflow actors; a proposal one of them still
+        // has in flight fails (this node no longer leads) or is fenced by the record version.
+        self.timers.stop(None);
+        self.supervisor.stop(None);
+        self.ctx
+            .queues
+            .forget_partition(self.ctx.id, self.ctx.partitions);
+        tracing::info!(partition = %self.ctx.id, "partition no longer led here: actors stopped");
+    }
+}
+
+/// What every leadership term of a partition is started with.
+#[derive(Clone)]
+pub struct PartitionEnv {
+    pub clock: Arc<dyn Clock>,
+    pub queues: Arc<TaskQueues>,
+    pub outbox: mpsc::Sender<Effect>,
+    /// The cluster's partition count (to recognise this partition's workflow ids).
+    pub partitions: u16,
+}
+
+/// A partition hosted on this node: its Raft group always, and its actors while this node leads it.
+pub struct Partition {
+    pub id: PartitionId,
+    pub group: cluster::Group,
+    actors: Arc<tokio::sync::RwLock<Option<Actors>>>,
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+impl Partition {
+    /// Starts following the group's leadership: actors run exactly while this node leads.
+    pub fn start(id: PartitionId, group: cluster::Group, env: PartitionEnv) -> Self {
+        let actors: Arc<tokio::sync::RwLock<Option<Actors>>> = Arc::default();
+        let watcher = tokio::spawn(follow_leadership(id, group.clone(), env, actors.clone()));
+        Self {
+            id,
+            group,
+            actors,
+            watcher,
         }
     }
 
+    /// Sends an operation to a workflow's actor if this node leads the partition (`None` if not) and
+    /// waits for its answer.
+    pub async fn try_call(&self, wf: &WorkflowId, op: WorkflowOp) -> Option<Result<Vec<Effect>>> {
+        let guard = self.actors.read().await;
+        let actors = guard.as_ref()?;
+        let (tx, rx) = oneshot::channel();
+        let msg = match op {
+            WorkflowOp::Start(s) => WorkflowMsg::Start(s, tx),
+            WorkflowOp::Input(i) => WorkflowMsg::Input(i, tx),
+            WorkflowOp::AddLog(task, line) => WorkflowMsg::AddLog(task, line, tx),
+            WorkflowOp::Remove => WorkflowMsg::Remove(tx),
+        };
+        if actors
+            .supervisor
+            .send_message(SupervisorMsg::Route(wf.clone(), msg))
+            .is_err()
+        {
+            return Some(Err(Error::Unavailable(format!(
+                "partition {} is stopping; retry",
+                self.id
+            ))));
+        }
+        drop(guard);
+        Some(
+            match tokio::time::timeout(std::time::Duration::from_millis(CALL_TIMEOUT_MS), rx).await
+            {
+                Ok(Ok(r)) => r,
+                Ok(Err(_)) => Err(Error::Unavailable(format!(
+                    "workflow {wf}: its actor stopped before answering; retry"
+                ))),
+                Err(_) => Err(Error::Unavailable(format!(
+                    "workflow {wf}: no answer within {CALL_TIMEOUT_MS} ms; retry"
+                ))),
+            },
+        )
+    }
+
+    /// Whether this node leads the partition and runs its actors.
+    pub async fn is_local_leader(&self) -> bool {
+        self.actors.read().await.is_some()
+    }
+
+    /// Reads a workflow's record from this replica (the leader's is current; a follower's may lag).
     pub fn read(&self, id: &WorkflowId) -> Result<Option<WorkflowRecord>> {
-        self.ctx.read(id)
+        workflow::read_record(self.group.state(), id)
     }
 
     pub fn state(&self) -> &sled::Tree {
-        self.ctx.group.state()
+        self.group.state()
     }
 
     pub async fn stop(&self) {
-        self.timers.stop(None);
-        self.supervisor.stop(None);
-        if let Err(e) = self.ctx.group.shutdown().await {
-            tracing::warn!(partition = %self.ctx.id, error = %e, "raft shutdown");
+        self.watcher.abort();
+        if let Some(actors) = self.actors.write().await.take() {
+            actors.stop();
+        }
+        if let Err(e) = self.group.shutdown().await {
+            tracing::warn!(partition = %self.id, error = %e, "raft shutdown");
+        }
+    }
+}
+
+/// Starts the partition's actors when this node becomes leader and stops them when it stops being
+/// leader. The group reports leadership only once the new leader has applied everything of earlier
+/// terms, so the actors start from complete state.
+async fn follow_leadership(
+    id: PartitionId,
+    group: cluster::Group,
+    env: PartitionEnv,
+    actors: Arc<tokio::sync::RwLock<Option<Actors>>>,
+) {
+    let mut leadership = group.leadership();
+    loop {
+        let leading = *leadership.borrow_and_update();
+        let mut slot = actors.write().await;
+        match (leading, slot.is_some()) {
+            (true, false) => {
+                let ctx = Arc::new(PartitionCtx {
+                    id,
+                    group: group.clone(),
+                    clock: env.clock.clone(),
+                    queues: env.queues.clone(),
+                    outbox: env.outbox.clone(),
+                    partitions: env.partitions,
+                    timers: OnceLock::new(),
+                });
+                match Actors::start(ctx).await {
+                    Ok(a) => *slot = Some(a),
+                    Err(e) => {
+                        tracing::error!(partition = %id, error = %e, "could not start the partition's actors")
+                    }
+                }
+            }
+            (false, true) => {
+                if let Some(a) = slot.take() {
+                    a.stop();
+                }
+            }
+            _ => {}
+        }
+        drop(slot);
+        if leadership.changed().await.is_err() {
+            return;
         }
     }
 }

@@ -27,8 +27,8 @@ pub enum WorkflowMsg {
     Input(Box<Input>, Reply<Vec<Effect>>),
     /// A timer came due (no one waits for the answer).
     Fire(TimerKey),
-    AddLog(TaskId, String, Reply<()>),
-    Remove(Reply<()>),
+    AddLog(TaskId, String, Reply<Vec<Effect>>),
+    Remove(Reply<Vec<Effect>>),
     /// Sent to itself: if nothing happened since message `processed`, ask to passivate.
     IdleCheck(u64),
 }
@@ -252,11 +252,11 @@ impl Actor for WorkflowActor {
                 }
             }
             WorkflowMsg::AddLog(task, line, port) => {
-                let r = st.add_log(task, line).await;
+                let r = st.add_log(task, line).await.map(|()| Vec::new());
                 reply(port, r);
             }
             WorkflowMsg::Remove(port) => {
-                let r = st.remove().await;
+                let r = st.remove().await.map(|()| Vec::new());
                 reply(port, r);
             }
             WorkflowMsg::IdleCheck(_) => {}

@@ -4,7 +4,7 @@ use super::Inner;
 use crate::error::{Error, Result};
 use proto::limits::NAME_LEN_MAX;
 use proto::model::{TaskDef, WorkflowDef};
-use proto::record::{self, MetaCommand, MetaOutcome};
+use proto::record::{MetaCommand, MetaOutcome};
 
 fn check_task_def(def: &TaskDef) -> Result<()> {
     if def.name.trim().is_empty() {
@@ -33,14 +33,6 @@ fn check_task_def(def: &TaskDef) -> Result<()> {
 }
 
 impl Inner {
-    async fn propose_meta(&self, cmd: &MetaCommand) -> Result<MetaOutcome> {
-        let bytes =
-            self.meta.propose(record::encode(cmd)).await.map_err(|e| {
-                Error::Unavailable(format!("definitions cannot be written now: {e}"))
-            })?;
-        record::decode(&bytes).map_err(|e| Error::Internal(format!("bad meta outcome: {e}")))
-    }
-
     pub async fn put_task_defs(&self, mut defs: Vec<TaskDef>) -> Result<()> {
         if defs.is_empty() {
             return Err(Error::Invalid(
@@ -56,7 +48,7 @@ impl Inner {
                 .map_or(now, |old| old.create_time);
             def.update_time = now;
         }
-        self.propose_meta(&MetaCommand::PutTaskDefs(defs))
+        self.propose_meta(MetaCommand::PutTaskDefs(defs))
             .await
             .map(|_| ())
     }
@@ -73,7 +65,7 @@ impl Inner {
 
     pub async fn delete_task_def(&self, name: &str) -> Result<()> {
         match self
-            .propose_meta(&MetaCommand::DeleteTaskDef {
+            .propose_meta(MetaCommand::DeleteTaskDef {
                 name: name.to_owned(),
             })
             .await?
@@ -97,7 +89,7 @@ impl Inner {
         let now = self.clock.now_ms();
         def.create_time = existing.map_or(now, |old| old.create_time);
         def.update_time = now;
-        self.propose_meta(&MetaCommand::PutWorkflowDef(Box::new(def)))
+        self.propose_meta(MetaCommand::PutWorkflowDef(Box::new(def)))
             .await
             .map(|_| ())
     }
@@ -119,7 +111,7 @@ impl Inner {
 
     pub async fn delete_workflow_def(&self, name: &str, version: u32) -> Result<()> {
         match self
-            .propose_meta(&MetaCommand::DeleteWorkflowDef {
+            .propose_meta(MetaCommand::DeleteWorkflowDef {
                 name: name.to_owned(),
                 version,
             })

@@ -5,11 +5,15 @@ use super::workflows::{check_payload, parse_workflow_id};
 use super::Inner;
 use crate::engine::{Effect, Input};
 use crate::error::{Error, Result};
-use crate::partition::{keys, workflow::WorkflowMsg};
+use crate::forward::{Forward, Reply};
+use crate::partition::WorkflowOp;
 use crate::service::PollRequest;
 use proto::limits::{POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
 use proto::model::{Json, Task, TaskExecLog, TaskResult, TaskResultStatus, TaskStatus};
-use proto::{TaskId, WorkflowId};
+use proto::{NodeId, TaskId, WorkflowId};
+
+/// How often a waiting poll in a cluster asks the other nodes again.
+const REMOTE_POLL_INTERVAL_MS: u64 = 100;
 use std::time::Duration;
 
 fn parse_task_id(id: &str) -> Result<TaskId> {
@@ -27,34 +31,40 @@ impl Inner {
         let deadline = tokio::time::Instant::now() + wait;
         let domain = request.domain.as_deref().filter(|d| !d.is_empty());
         let notifier = self.queues.notifier(&request.task_type);
+        let mut turn = 0usize;
         loop {
             // Registered before looking, so a publication in between wakes us.
             let published = notifier.notified();
             tokio::pin!(published);
             published.as_mut().enable();
-            let now = self.clock.now_ms();
-            let claims = self.queues.claim(&request.task_type, domain, count, now);
-            let leases = claims.into_iter().map(|c| {
-                let input = Input::Lease {
-                    task_id: c.task_id,
-                    worker_id: request.worker_id.clone(),
-                };
-                async move {
-                    self.partition_of(&c.workflow_id)
-                        .call(&c.workflow_id, |r| WorkflowMsg::Input(Box::new(input), r))
-                        .await
-                }
-            });
-            let mut out = Vec::new();
-            for result in futures::future::join_all(leases).await {
-                match result {
-                    Ok(effects) => out.extend(effects.into_iter().filter_map(|e| match e {
-                        Effect::Deliver(task) => Some(*task),
-                        _ => None,
-                    })),
-                    // A stale claim (already leased, or no longer ready): not an error for the poller.
-                    Err(Error::Conflict(_) | Error::NotFound(_)) => {}
-                    Err(e) => tracing::warn!(error = %e, "lease failed"),
+            let mut out = self
+                .lease_local(&request.task_type, request.worker_id.clone(), domain, count)
+                .await?;
+            // In a cluster, tasks of partitions led elsewhere are leased there.
+            let peers: Vec<NodeId> = self
+                .members
+                .iter()
+                .copied()
+                .filter(|n| *n != self.node)
+                .collect();
+            if !peers.is_empty() {
+                turn += 1;
+                for i in 0..peers.len() {
+                    if out.len() >= count {
+                        break;
+                    }
+                    let peer = peers[(turn + i) % peers.len()];
+                    let ask = Forward::Poll {
+                        task_type: request.task_type.clone(),
+                        worker_id: request.worker_id.clone(),
+                        domain: domain.map(str::to_owned),
+                        count: count - out.len(),
+                    };
+                    match self.forward(peer, 0, ask).await {
+                        Ok(Reply::Tasks(tasks)) => out.extend(tasks),
+                        Ok(_) => tracing::warn!(%peer, "unexpected answer to a poll"),
+                        Err(e) => tracing::debug!(%peer, error = %e, "peer poll failed"),
+                    }
                 }
             }
             let now_i = tokio::time::Instant::now();
@@ -66,6 +76,10 @@ impl Inner {
                 let in_ms = u64::try_from(next.saturating_sub(self.clock.now_ms())).unwrap_or(0);
                 until = until.min(now_i + Duration::from_millis(in_ms.max(1)));
             }
+            if !peers.is_empty() {
+                // Peers' queues do not wake this poller: look again soon.
+                until = until.min(now_i + Duration::from_millis(REMOTE_POLL_INTERVAL_MS));
+            }
             tokio::select! {
                 _ = &mut published => {}
                 _ = tokio::time::sleep_until(until) => {}
@@ -73,20 +87,51 @@ impl Inner {
         }
     }
 
+    /// Leases up to `count` ready tasks from the partitions this node leads, without waiting.
+    pub(crate) async fn lease_local(
+        &self,
+        task_type: &str,
+        worker_id: Option<String>,
+        domain: Option<&str>,
+        count: usize,
+    ) -> Result<Vec<Task>> {
+        let claims = self.queues.claim(
+            task_type,
+            domain,
+            count.min(POLL_BATCH_MAX),
+            self.clock.now_ms(),
+        );
+        let leases = claims.into_iter().map(|c| {
+            let input = Input::Lease {
+                task_id: c.task_id,
+                worker_id: worker_id.clone(),
+            };
+            async move {
+                self.route_op(&c.workflow_id, WorkflowOp::Input(Box::new(input)))
+                    .await
+            }
+        });
+        let mut out = Vec::new();
+        for result in futures::future::join_all(leases).await {
+            match result {
+                Ok(effects) => out.extend(effects.into_iter().filter_map(|e| match e {
+                    Effect::Deliver(task) => Some(*task),
+                    _ => None,
+                })),
+                // A stale claim (already leased, or no longer ready): not an error for the poller.
+                Err(Error::Conflict(_) | Error::NotFound(_)) => {}
+                Err(e) => tracing::warn!(error = %e, "lease failed"),
+            }
+        }
+        Ok(out)
+    }
+
     /// Where a result goes: its workflow id, or (when a client leaves it out) the task's index row.
-    fn owner_of(&self, workflow_id: &str, task_id: &TaskId) -> Result<WorkflowId> {
+    async fn owner_of(&self, workflow_id: &str, task_id: &TaskId) -> Result<WorkflowId> {
         if !workflow_id.is_empty() {
             return parse_workflow_id(workflow_id);
         }
-        let p = self.partition_of_task(task_id);
-        let v = p
-            .state()
-            .get(keys::task(task_id))
-            .map_err(super::storage)?
-            .ok_or_else(|| Error::NotFound(format!("No such task found by id: {task_id}")))?;
-        let s = std::str::from_utf8(&v)
-            .map_err(|_| Error::Internal("task index row is not UTF-8".into()))?;
-        parse_workflow_id(s)
+        self.task_owner(task_id).await
     }
 
     pub async fn update_task(&self, result: TaskResult) -> Result<String> {
@@ -95,11 +140,10 @@ impl Inner {
         }
         let task_id = parse_task_id(&result.task_id)?;
         check_payload("task output", &result.output_data)?;
-        let wf = self.owner_of(&result.workflow_instance_id, &task_id)?;
-        self.partition_of(&wf)
-            .call(&wf, |r| {
-                WorkflowMsg::Input(Box::new(Input::TaskResult(result)), r)
-            })
+        let wf = self
+            .owner_of(&result.workflow_instance_id, &task_id)
+            .await?;
+        self.route_op(&wf, WorkflowOp::Input(Box::new(Input::TaskResult(result))))
             .await?;
         Ok(task_id.to_string())
     }
@@ -107,9 +151,11 @@ impl Inner {
     pub async fn update_task_v2(&self, result: TaskResult) -> Result<Option<Task>> {
         let worker_id = result.worker_id.clone();
         let task_id = parse_task_id(&result.task_id)?;
-        let wf = self.owner_of(&result.workflow_instance_id, &task_id)?;
+        let wf = self
+            .owner_of(&result.workflow_instance_id, &task_id)
+            .await?;
         self.update_task(result).await?;
-        let record = self.record(&wf)?;
+        let record = self.record(&wf).await?;
         let Some(task) = record.workflow.task(&task_id) else {
             return Ok(None);
         };
@@ -144,7 +190,7 @@ impl Inner {
                 )))
             }
         };
-        let record = self.record(&wf)?;
+        let record = self.record(&wf).await?;
         let task = record
             .workflow
             .tasks
@@ -170,8 +216,9 @@ impl Inner {
 
     pub async fn task(&self, task_id: &str) -> Result<Task> {
         let id = parse_task_id(task_id)?;
-        let wf = self.owner_of("", &id)?;
-        self.record(&wf)?
+        let wf = self.owner_of("", &id).await?;
+        self.record(&wf)
+            .await?
             .workflow
             .task(&id)
             .cloned()
@@ -180,9 +227,10 @@ impl Inner {
 
     pub async fn task_logs(&self, task_id: &str) -> Result<Vec<TaskExecLog>> {
         let id = parse_task_id(task_id)?;
-        let wf = self.owner_of("", &id)?;
+        let wf = self.owner_of("", &id).await?;
         Ok(self
-            .record(&wf)?
+            .record(&wf)
+            .await?
             .task_logs
             .remove(id.as_str())
             .unwrap_or_default())
@@ -190,9 +238,9 @@ impl Inner {
 
     pub async fn add_task_log(&self, task_id: &str, line: String) -> Result<()> {
         let id = parse_task_id(task_id)?;
-        let wf = self.owner_of("", &id)?;
-        self.partition_of(&wf)
-            .call(&wf, |r| WorkflowMsg::AddLog(id, line, r))
+        let wf = self.owner_of("", &id).await?;
+        self.route_op(&wf, WorkflowOp::AddLog(id, line))
             .await
+            .map(|_| ())
     }
 }

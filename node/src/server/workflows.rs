@@ -4,7 +4,7 @@
 use super::Inner;
 use crate::engine::{Input, StartInput};
 use crate::error::{Error, Result};
-use crate::partition::{keys, workflow::WorkflowMsg};
+use crate::partition::{keys, WorkflowOp};
 use crate::service::SearchQuery;
 use proto::limits::{PAYLOAD_BYTES_MAX, SEARCH_RESULTS_MAX};
 use proto::model::{Json, SearchResult, StartWorkflowRequest, Workflow, WorkflowSummary};
@@ -27,10 +27,6 @@ pub(crate) fn check_payload(what: &str, value: &Json) -> Result<()> {
     Ok(())
 }
 
-fn not_found(id: &str) -> Error {
-    Error::NotFound(format!("No such workflow found by id: {id}"))
-}
-
 impl Inner {
     pub async fn start_workflow(&self, request: StartWorkflowRequest) -> Result<String> {
         check_payload("workflow input", &request.input)?;
@@ -40,6 +36,7 @@ impl Inner {
                 def
             }
             None => {
+                self.catch_up_meta().await?;
                 if request.name.trim().is_empty() {
                     return Err(Error::Invalid("workflow name cannot be empty".into()));
                 }
@@ -60,8 +57,7 @@ impl Inner {
             re_run_from_workflow_id: None,
             event: None,
         };
-        self.partition_of(&id)
-            .call(&id, |reply| WorkflowMsg::Start(Box::new(start), reply))
+        self.route_op(&id, WorkflowOp::Start(Box::new(start)))
             .await?;
         Ok(id.to_string())
     }
@@ -75,6 +71,7 @@ impl Inner {
         input: Json,
         correlation_id: Option<String>,
     ) -> Result<()> {
+        self.catch_up_meta().await?;
         let mut def = self.workflow_def(name, version)?;
         self.defs.resolve(&mut def);
         let start = StartInput {
@@ -89,21 +86,14 @@ impl Inner {
             re_run_from_workflow_id: None,
             event: None,
         };
-        self.partition_of(&id)
-            .call(&id, |reply| WorkflowMsg::Start(Box::new(start), reply))
+        self.route_op(&id, WorkflowOp::Start(Box::new(start)))
             .await
             .map(|_| ())
     }
 
-    pub(crate) fn record(&self, id: &WorkflowId) -> Result<WorkflowRecord> {
-        self.partition_of(id)
-            .read(id)?
-            .ok_or_else(|| not_found(id.as_str()))
-    }
-
     pub async fn workflow(&self, id: &str, include_tasks: bool) -> Result<Workflow> {
         let id = parse_workflow_id(id)?;
-        let mut wf = self.record(&id)?.workflow;
+        let mut wf = self.record(&id).await?.workflow;
         if !include_tasks {
             wf.tasks.clear();
         }
@@ -112,8 +102,7 @@ impl Inner {
 
     pub async fn command(&self, id: &str, input: Input) -> Result<()> {
         let id = parse_workflow_id(id)?;
-        self.partition_of(&id)
-            .call(&id, |reply| WorkflowMsg::Input(Box::new(input), reply))
+        self.route_op(&id, WorkflowOp::Input(Box::new(input)))
             .await
             .map(|_| ())
     }
@@ -121,7 +110,8 @@ impl Inner {
     pub async fn restart(&self, id: &str, use_latest: bool) -> Result<()> {
         let wid = parse_workflow_id(id)?;
         let def = if use_latest {
-            let current = self.record(&wid)?.workflow;
+            let current = self.record(&wid).await?.workflow;
+            self.catch_up_meta().await?;
             let mut def = self.workflow_def(&current.workflow_name, None)?;
             self.defs.resolve(&mut def);
             Some(def)
@@ -133,12 +123,12 @@ impl Inner {
 
     pub async fn remove(&self, id: &str) -> Result<()> {
         let id = parse_workflow_id(id)?;
-        self.partition_of(&id).call(&id, WorkflowMsg::Remove).await
+        self.route_op(&id, WorkflowOp::Remove).await.map(|_| ())
     }
 
     pub async fn running(&self, name: &str, version: Option<u32>) -> Result<Vec<String>> {
         let mut out = Vec::new();
-        for p in &self.partitions {
+        for p in self.hosted() {
             for kv in p.state().scan_prefix(keys::running_prefix(name)) {
                 let (k, v) = kv.map_err(super::storage)?;
                 let wf_version =
@@ -158,7 +148,7 @@ impl Inner {
     /// deliberately kept off the commit path (DESIGN §11).
     pub async fn search(&self, query: SearchQuery) -> Result<SearchResult<WorkflowSummary>> {
         let mut hits: Vec<Workflow> = Vec::new();
-        for p in &self.partitions {
+        for p in self.hosted() {
             let records: Box<dyn Iterator<Item = WorkflowRecord>> = match &query.correlation_id {
                 Some(c) => Box::new(
                     p.state()

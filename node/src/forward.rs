@@ -1,0 +1,79 @@
+//! Requests one node forwards to another over the peer transport (`Service::Forward`): operations
+//! for a workflow go to its partition's leader, reads that must see the latest committed state go
+//! there too, and polls gather tasks from the partitions other nodes lead.
+//!
+//! A forwarded request carries a hop count and is never forwarded more than once more, so a
+//! leadership change in flight cannot bounce a request around the cluster.
+
+use crate::engine::Effect;
+use crate::error::{Error, Result};
+use crate::partition::WorkflowOp;
+use proto::model::Task;
+use proto::record::{self, MetaCommand, MetaOutcome, WorkflowRecord};
+use proto::{TaskId, WorkflowId};
+use serde::{Deserialize, Serialize};
+
+/// Longest a forwarded request may take (a workflow operation waits for a Raft commit).
+pub const FORWARD_TIMEOUT_MS: u64 = 35_000;
+/// Most hops a request travels.
+pub const HOPS_MAX: u8 = 1;
+
+/// What one node asks another.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Forward {
+    /// An operation for a workflow's actor.
+    Workflow { id: WorkflowId, op: WorkflowOp },
+    /// A workflow's record as its partition's leader has it.
+    Read { id: WorkflowId },
+    /// The workflow a task belongs to.
+    TaskOwner { task: TaskId },
+    /// Lease up to `count` ready tasks from the partitions the receiver leads, without waiting.
+    Poll {
+        task_type: String,
+        worker_id: Option<String>,
+        domain: Option<String>,
+        count: usize,
+    },
+    /// A definition change, for the meta group's leader.
+    Meta(MetaCommand),
+    /// The meta group's applied index on its leader: a reader waits until its replica has applied
+    /// as much, so definitions written through any node are visible to the next request anywhere.
+    MetaReadIndex,
+}
+
+/// The answer to a [`Forward`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Reply {
+    Effects(Vec<Effect>),
+    Record(Option<Box<WorkflowRecord>>),
+    Owner(WorkflowId),
+    Tasks(Vec<Task>),
+    Meta(MetaOutcome),
+    Index(u64),
+}
+
+/// The request as it travels: hops so far, and the request.
+#[derive(Debug, Serialize, Deserialize)]
+struct Envelope {
+    hops: u8,
+    request: Forward,
+}
+
+pub fn encode_request(hops: u8, request: Forward) -> Vec<u8> {
+    record::encode(&Envelope { hops, request })
+}
+
+pub fn decode_request(bytes: &[u8]) -> Result<(u8, Forward)> {
+    let e: Envelope =
+        record::decode(bytes).map_err(|e| Error::Invalid(format!("forwarded request: {e}")))?;
+    Ok((e.hops, e.request))
+}
+
+pub fn encode_reply(reply: &Result<Reply>) -> Vec<u8> {
+    record::encode(reply)
+}
+
+pub fn decode_reply(bytes: &[u8]) -> Result<Reply> {
+    record::decode::<Result<Reply>>(bytes)
+        .map_err(|e| Error::Internal(format!("forwarded reply: {e}")))?
+}

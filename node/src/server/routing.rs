@@ -1,0 +1,309 @@
+//! Routing: every operation on a workflow runs on its partition's leader. A node that leads the
+//! partition calls the workflow's actor; any other node forwards the request over the peer
+//! transport ([`crate::forward`]). Reads that must see the latest committed state go to the leader
+//! too; definition writes go to the meta group's leader, and definition reads first catch the local
+//! replica up with the leader's applied index.
+
+use super::Inner;
+use crate::engine::Effect;
+use crate::error::{Error, Result};
+use crate::forward::{self, Forward, Reply, FORWARD_TIMEOUT_MS, HOPS_MAX};
+use crate::partition::WorkflowOp;
+use crate::placement;
+use proto::record::{self, MetaCommand, MetaOutcome, WorkflowRecord};
+use proto::{NodeId, PartitionId, TaskId, WorkflowId};
+use std::time::Duration;
+
+/// Longest a request waits for a partition to have a leader (an election in progress).
+const LEADER_WAIT_MS: u64 = 5_000;
+/// How often the wait re-checks.
+const LEADER_POLL_MS: u64 = 20;
+/// Longest a definition read waits for the local meta replica to catch up.
+const META_CATCH_UP_MS: u64 = 5_000;
+
+enum Target {
+    Local,
+    Peer(NodeId),
+}
+
+impl Inner {
+    /// Where `partition`'s leader is, waiting a little through an election.
+    async fn target(&self, partition: PartitionId) -> Result<Target> {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(LEADER_WAIT_MS);
+        loop {
+            match self
+                .partitions
+                .get(usize::from(partition.0))
+                .and_then(Option::as_ref)
+            {
+                Some(p) => match p.group.leader() {
+                    Some(n) if n == self.node && p.is_local_leader().await => {
+                        return Ok(Target::Local);
+                    }
+                    // Leads, but its actors are still starting: wait for them.
+                    Some(n) if n == self.node => {}
+                    Some(n) => return Ok(Target::Peer(n)),
+                    None => {}
+                },
+                None => {
+                    // Not hosted here: ask the partition's first voter; it forwards once if needed.
+                    if let Some(v) = placement::partition_voters(partition, &self.members).first() {
+                        return Ok(Target::Peer(*v));
+                    }
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::Unavailable(format!(
+                    "partition {partition} has no leader (an election is in progress); retry"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(LEADER_POLL_MS)).await;
+        }
+    }
+
+    /// Sends a request to a peer and decodes its answer.
+    pub(crate) async fn forward(&self, peer: NodeId, hops: u8, request: Forward) -> Result<Reply> {
+        let Some(transport) = &self.transport else {
+            return Err(Error::Internal(
+                "a single node has no peers to forward to".into(),
+            ));
+        };
+        let bytes = forward::encode_request(hops + 1, request);
+        let answer = transport
+            .call(
+                peer,
+                cluster::Service::Forward,
+                bytes,
+                Duration::from_millis(FORWARD_TIMEOUT_MS),
+            )
+            .await
+            .map_err(|e| {
+                Error::Unavailable(format!("node {peer} could not be reached: {e}; retry"))
+            })?;
+        forward::decode_reply(&answer)
+    }
+
+    /// Runs an operation on a workflow's actor, wherever its partition is led.
+    pub(crate) async fn route_op(&self, id: &WorkflowId, op: WorkflowOp) -> Result<Vec<Effect>> {
+        self.route_op_hops(id, op, 0).await
+    }
+
+    async fn route_op_hops(
+        &self,
+        id: &WorkflowId,
+        op: WorkflowOp,
+        hops: u8,
+    ) -> Result<Vec<Effect>> {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(LEADER_WAIT_MS);
+        loop {
+            if let Some(p) = self.partition_of(id) {
+                if let Some(answer) = p.try_call(id, op.clone()).await {
+                    return answer;
+                }
+            }
+            match self.target(self.partition_id_of(id)).await? {
+                // Leadership arrived between the two checks: go round again.
+                Target::Local if tokio::time::Instant::now() < deadline => continue,
+                Target::Local => {
+                    return Err(Error::Unavailable(format!(
+                        "workflow {id}: leadership is moving; retry"
+                    )))
+                }
+                Target::Peer(_) if hops >= HOPS_MAX => {
+                    return Err(Error::Unavailable(format!(
+                        "workflow {id}: its partition's leader moved; retry"
+                    )))
+                }
+                Target::Peer(peer) => {
+                    return match self
+                        .forward(peer, hops, Forward::Workflow { id: id.clone(), op })
+                        .await?
+                    {
+                        Reply::Effects(e) => Ok(e),
+                        other => Err(unexpected(&other)),
+                    }
+                }
+            }
+        }
+    }
+
+    /// A workflow's record as its partition's leader has it (404 when it does not exist).
+    pub(crate) async fn record(&self, id: &WorkflowId) -> Result<WorkflowRecord> {
+        self.record_hops(id, 0)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("No such workflow found by id: {id}")))
+    }
+
+    async fn record_hops(&self, id: &WorkflowId, hops: u8) -> Result<Option<WorkflowRecord>> {
+        match self.target(self.partition_id_of(id)).await? {
+            Target::Local => match self.partition_of(id) {
+                Some(p) => p.read(id),
+                None => Err(Error::Internal(format!(
+                    "partition of {id} is led here but not hosted"
+                ))),
+            },
+            Target::Peer(_) if hops >= HOPS_MAX => Err(Error::Unavailable(format!(
+                "workflow {id}: its partition's leader moved; retry"
+            ))),
+            Target::Peer(peer) => match self
+                .forward(peer, hops, Forward::Read { id: id.clone() })
+                .await?
+            {
+                Reply::Record(r) => Ok(r.map(|b| *b)),
+                other => Err(unexpected(&other)),
+            },
+        }
+    }
+
+    /// The workflow that owns a task, from the task index on the partition's leader.
+    pub(crate) async fn task_owner(&self, task: &TaskId) -> Result<WorkflowId> {
+        self.task_owner_hops(task, 0).await
+    }
+
+    async fn task_owner_hops(&self, task: &TaskId, hops: u8) -> Result<WorkflowId> {
+        let partition = task.partition(self.partition_count());
+        match self.target(partition).await? {
+            Target::Local => {
+                let p = self.partition_of_task(task).ok_or_else(|| {
+                    Error::Internal(format!(
+                        "partition of task {task} is led here but not hosted"
+                    ))
+                })?;
+                let v = p
+                    .state()
+                    .get(crate::partition::keys::task(task))
+                    .map_err(super::storage)?
+                    .ok_or_else(|| Error::NotFound(format!("No such task found by id: {task}")))?;
+                let s = std::str::from_utf8(&v)
+                    .map_err(|_| Error::Internal("task index row is not UTF-8".into()))?;
+                WorkflowId::parse(s).map_err(|e| Error::Internal(format!("task index row: {e}")))
+            }
+            Target::Peer(_) if hops >= HOPS_MAX => Err(Error::Unavailable(format!(
+                "task {task}: leader moved; retry"
+            ))),
+            Target::Peer(peer) => match self
+                .forward(peer, hops, Forward::TaskOwner { task: task.clone() })
+                .await?
+            {
+                Reply::Owner(w) => Ok(w),
+                other => Err(unexpected(&other)),
+            },
+        }
+    }
+
+    /// Writes a definition change through the meta group's leader.
+    pub(crate) async fn propose_meta(&self, cmd: MetaCommand) -> Result<MetaOutcome> {
+        self.propose_meta_hops(cmd, 0).await
+    }
+
+    async fn propose_meta_hops(&self, cmd: MetaCommand, hops: u8) -> Result<MetaOutcome> {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(LEADER_WAIT_MS);
+        loop {
+            match self.meta.propose(record::encode(&cmd)).await {
+                Ok(bytes) => {
+                    return record::decode(&bytes)
+                        .map_err(|e| Error::Internal(format!("bad meta outcome: {e}")))
+                }
+                Err(cluster::Error::NotLeader { leader: Some(peer) })
+                    if peer != self.node && hops < HOPS_MAX =>
+                {
+                    return match self.forward(peer, hops, Forward::Meta(cmd)).await? {
+                        Reply::Meta(o) => Ok(o),
+                        other => Err(unexpected(&other)),
+                    };
+                }
+                Err(e @ (cluster::Error::NotLeader { .. } | cluster::Error::NoLeader { .. }))
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    tracing::debug!(error = %e, "meta group has no leader yet; waiting");
+                    tokio::time::sleep(Duration::from_millis(LEADER_POLL_MS)).await;
+                }
+                Err(e) => {
+                    return Err(Error::Unavailable(format!(
+                        "definitions cannot be written now: {e}; retry"
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Makes the local meta replica at least as current as the meta leader was when asked, so a
+    /// definition written through any node is visible here. Free on the leader and on one node.
+    pub(crate) async fn catch_up_meta(&self) -> Result<()> {
+        if self.transport.is_none() || self.meta.is_leader() {
+            return Ok(());
+        }
+        let leader = match self.meta.leader() {
+            Some(l) if l != self.node => l,
+            _ => return Ok(()),
+        };
+        // Asked as a request that may not travel further (hops = HOPS_MAX - 1 + 1).
+        let index = match self
+            .forward(leader, HOPS_MAX - 1, Forward::MetaReadIndex)
+            .await?
+        {
+            Reply::Index(i) => i,
+            other => return Err(unexpected(&other)),
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(META_CATCH_UP_MS);
+        while self.meta.status().last_applied_index.unwrap_or(0) < index {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::Unavailable(
+                    "definitions are still replicating to this node; retry".into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        Ok(())
+    }
+
+    /// Answers a request forwarded by a peer.
+    pub(crate) async fn serve_forward(&self, peer: NodeId, bytes: Vec<u8>) -> Vec<u8> {
+        let reply = match forward::decode_request(&bytes) {
+            Err(e) => Err(e),
+            Ok((hops, request)) => {
+                tracing::trace!(%peer, hops, "forwarded request");
+                self.answer(hops, request).await
+            }
+        };
+        forward::encode_reply(&reply)
+    }
+
+    async fn answer(&self, hops: u8, request: Forward) -> Result<Reply> {
+        match request {
+            Forward::Workflow { id, op } => {
+                self.route_op_hops(&id, op, hops).await.map(Reply::Effects)
+            }
+            Forward::Read { id } => self
+                .record_hops(&id, hops)
+                .await
+                .map(|r| Reply::Record(r.map(Box::new))),
+            Forward::TaskOwner { task } => {
+                self.task_owner_hops(&task, hops).await.map(Reply::Owner)
+            }
+            Forward::Poll {
+                task_type,
+                worker_id,
+                domain,
+                count,
+            } => self
+                .lease_local(&task_type, worker_id, domain.as_deref(), count)
+                .await
+                .map(Reply::Tasks),
+            Forward::Meta(cmd) => self.propose_meta_hops(cmd, hops).await.map(Reply::Meta),
+            Forward::MetaReadIndex => {
+                // The leader's committed index covers every acknowledged definition write.
+                let read = self.meta.raft().ensure_linearizable().await.map_err(|e| {
+                    Error::Unavailable(format!("not the meta leader any more ({e}); retry"))
+                })?;
+                Ok(Reply::Index(read.map_or(0, |l| l.index)))
+            }
+        }
+    }
+}
+
+fn unexpected(reply: &Reply) -> Error {
+    Error::Internal(format!(
+        "a peer answered with an unexpected reply: {reply:?}"
+    ))
+}
