@@ -31,7 +31,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 /// Largest hello payload (a node id); anything larger is not a hello.
-pub(crate) const HELLO_BYTES_MAX: usize = 8;
+/// A hello carries the dialling node's id and its boot id (8 bytes each; older peers send only the id).
+pub(crate) const HELLO_BYTES_MAX: usize = 16;
 /// Application close code: the transport shut down.
 pub(crate) const CLOSE_SHUTDOWN: u32 = 0;
 /// Application close code: the peer was refused (bad hello or identity).
@@ -67,9 +68,31 @@ pub(crate) struct Shared {
     pub(crate) inbound: Mutex<BTreeMap<NodeId, usize>>,
     /// Set by shutdown: no new calls.
     closed: AtomicBool,
+    /// Random per process start, sent in every hello: a peer that sees a new boot id knows this
+    /// node restarted and that its cached connection here is dead.
+    pub(crate) boot: u64,
+    /// The boot id each peer last said hello with.
+    pub(crate) peer_boots: Mutex<BTreeMap<NodeId, u64>>,
 }
 
 impl Shared {
+    /// A peer said hello with boot id `boot`. If it restarted since its last hello, the cached
+    /// connection to it points at the dead process (QUIC would notice only at the idle timeout):
+    /// drop it, so the next call dials the new process.
+    pub(crate) fn peer_booted(&self, peer: NodeId, boot: u64) {
+        let previous = lock(&self.peer_boots).insert(peer, boot);
+        if previous.is_some_and(|b| b != boot) {
+            if let Some(slot) = lock(&self.slots).remove(&peer) {
+                if let Ok(mut cached) = slot.try_lock() {
+                    if let Some(conn) = cached.take() {
+                        conn.close(0u32.into(), b"peer restarted");
+                    }
+                }
+            }
+            tracing::info!(node = %self.node, %peer, "peer restarted; its old connection is dropped");
+        }
+    }
+
     /// The handler registered for `service`, if any.
     pub(crate) fn handler(&self, service: Service) -> Option<Arc<dyn Handler>> {
         read(&self.handlers).get(&service).cloned()
@@ -163,12 +186,31 @@ impl Transport {
             connects: Mutex::new(BTreeMap::new()),
             inbound: Mutex::new(BTreeMap::new()),
             closed: AtomicBool::new(false),
+            boot: rand::random::<u64>(),
+            peer_boots: Mutex::new(BTreeMap::new()),
         });
         let listener = tokio::spawn(listener::run(shared.clone())).abort_handle();
         tracing::info!(node = %shared.node, listen = ?shared.endpoint.local_addr().ok(), "peer transport listening");
-        Ok(Transport {
+        let transport = Transport {
             owner: Arc::new(Owner { shared, listener }),
-        })
+        };
+        transport.greet_peers();
+        Ok(transport)
+    }
+
+    /// Dials every known peer in the background. Each hello carries this process's boot id, so
+    /// peers that cached a connection to a previous run of this node drop it at once instead of
+    /// waiting for QUIC's idle timeout.
+    fn greet_peers(&self) {
+        let peers: Vec<NodeId> = read(&self.shared().peers).keys().copied().collect();
+        for peer in peers {
+            let this = self.clone();
+            tokio::spawn(async move {
+                if let Err(e) = this.connection(peer).await {
+                    tracing::debug!(node = %this.node(), %peer, error = %e, "peer not reachable yet");
+                }
+            });
+        }
     }
 
     fn shared(&self) -> &Shared {
@@ -306,34 +348,43 @@ impl Transport {
         }
     }
 
-    /// The cached connection to `peer`, dialing it if there is none or it closed.
+    /// The cached connection to `peer`, dialing it if there is none or it closed. The dial runs in
+    /// its own task: a caller whose deadline is shorter than a handshake (a Raft heartbeat) may give
+    /// up, but the dial completes and the next call finds the connection.
     async fn connection(&self, peer: NodeId) -> Result<quinn::Connection, Error> {
         let slot = lock(&self.shared().slots).entry(peer).or_default().clone();
-        let mut cached = slot.lock().await;
-        if let Some(conn) = cached.as_ref() {
-            if conn.close_reason().is_none() {
-                return Ok(conn.clone());
+        let this = self.clone();
+        let dial = tokio::spawn(async move {
+            let mut cached = slot.lock_owned().await;
+            if let Some(conn) = cached.as_ref() {
+                if conn.close_reason().is_none() {
+                    return Ok(conn.clone());
+                }
             }
-        }
-        *cached = None;
-        let addr = self.peer_addr(peer).ok_or_else(|| Error::Unreachable {
+            *cached = None;
+            let addr = this.peer_addr(peer).ok_or_else(|| Error::Unreachable {
+                peer,
+                reason: "no address known for this node".into(),
+            })?;
+            let wait = this.shared().connect_timeout;
+            let conn = match tokio::time::timeout(wait, this.dial(peer, addr)).await {
+                Ok(result) => result?,
+                Err(_) => {
+                    return Err(Error::Unreachable {
+                        peer,
+                        reason: format!("connecting to {addr} took over {} ms", wait.as_millis()),
+                    })
+                }
+            };
+            *lock(&this.shared().connects).entry(peer).or_default() += 1;
+            *cached = Some(conn.clone());
+            tracing::debug!(node = %this.node(), %peer, %addr, "connected to peer");
+            Ok(conn)
+        });
+        dial.await.map_err(|e| Error::Unreachable {
             peer,
-            reason: "no address known for this node".into(),
-        })?;
-        let wait = self.shared().connect_timeout;
-        let conn = match tokio::time::timeout(wait, self.dial(peer, addr)).await {
-            Ok(result) => result?,
-            Err(_) => {
-                return Err(Error::Unreachable {
-                    peer,
-                    reason: format!("connecting to {addr} took over {} ms", wait.as_millis()),
-                })
-            }
-        };
-        *lock(&self.shared().connects).entry(peer).or_default() += 1;
-        *cached = Some(conn.clone());
-        tracing::debug!(node = %self.node(), %peer, %addr, "connected to peer");
-        Ok(conn)
+            reason: format!("dial task: {e}"),
+        })?
     }
 
     /// Dials `peer` at `addr`: QUIC + mutual TLS (the server must hold `node-<peer>.baton`),
@@ -348,7 +399,9 @@ impl Transport {
         let conn = connecting.await.map_err(|e| unreachable(e.to_string()))?;
         let hello = async {
             let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
-            frame::write(&mut send, CODE_HELLO, &shared.node.0.to_be_bytes())
+            let mut hello = shared.node.0.to_be_bytes().to_vec();
+            hello.extend_from_slice(&shared.boot.to_be_bytes());
+            frame::write(&mut send, CODE_HELLO, &hello)
                 .await
                 .map_err(|e| e.to_string())?;
             frame::read(&mut recv, HELLO_BYTES_MAX)
