@@ -159,6 +159,50 @@ async fn form_cluster(
     }
 }
 
+/// Keeps the leadership watch true exactly while this node leads the group, has applied everything
+/// of earlier terms, and has heard from a quorum in its current term. The last condition matters
+/// after a restart: openraft resumes leadership of a term saved in its vote before it has heard from
+/// anyone, and a node cut off from its peers must not act as leader (start actors, answer reads) on
+/// that stale term.
+async fn follow_leadership(
+    raft: Raft<TypeConfig>,
+    tx: Arc<watch::Sender<bool>>,
+    confirm_wait: Duration,
+) {
+    let mut metrics = raft.metrics();
+    let mut confirmed_term: Option<u64> = None;
+    loop {
+        let (caught_up, term) = {
+            let m = metrics.borrow_and_update();
+            (leads_caught_up(&m), m.current_term)
+        };
+        let mut leads = caught_up && confirmed_term == Some(term);
+        let mut retry = false;
+        if caught_up && !leads {
+            // A read index round trip proves a quorum accepts this node as leader of `term`.
+            match tokio::time::timeout(confirm_wait, raft.ensure_linearizable()).await {
+                Ok(Ok(_)) if raft.metrics().borrow().current_term == term => {
+                    confirmed_term = Some(term);
+                    leads = true;
+                }
+                _ => retry = true,
+            }
+        }
+        tx.send_if_modified(|v| std::mem::replace(v, leads) != leads);
+        if retry {
+            // Not confirmed (cut off, or the quorum moved on): look again soon even if nothing
+            // in the metrics changes.
+            tokio::select! {
+                changed = metrics.changed() => if changed.is_err() { tx.send_replace(false); return; },
+                _ = tokio::time::sleep(confirm_wait) => {}
+            }
+        } else if metrics.changed().await.is_err() {
+            tx.send_replace(false);
+            return;
+        }
+    }
+}
+
 impl Group {
     /// Opens (or creates) the group's trees in `db` and starts openraft.
     ///
@@ -205,18 +249,9 @@ impl Group {
         let leadership_tx = Arc::new(leadership_tx);
         let follower = {
             let tx = leadership_tx.clone();
-            let mut metrics = raft.metrics();
-            tokio::spawn(async move {
-                loop {
-                    let leads = leads_caught_up(&metrics.borrow_and_update());
-                    tx.send_if_modified(|v| std::mem::replace(v, leads) != leads);
-                    if metrics.changed().await.is_err() {
-                        tx.send_replace(false);
-                        break;
-                    }
-                }
-            })
-            .abort_handle()
+            let raft = raft.clone();
+            let confirm_wait = Duration::from_millis(options.election_timeout_max_ms);
+            tokio::spawn(follow_leadership(raft, tx, confirm_wait)).abort_handle()
         };
 
         let group = Group {

@@ -179,9 +179,12 @@ impl Default for GroupOptions {
             name: String::new(),
             node: NodeId(0),
             cluster: None,
-            heartbeat_ms: 100,
-            election_timeout_min_ms: 300,
-            election_timeout_max_ms: 600,
+            // openraft bounds an AppendEntries RPC by the heartbeat interval: 150 ms leaves room for a
+            // flush and a busy 2-core machine without spurious elections; the election timeout
+            // (500-1000 ms) keeps a leader's failure to about a second of unavailability.
+            heartbeat_ms: 150,
+            election_timeout_min_ms: 500,
+            election_timeout_max_ms: 1_000,
             snapshot_logs_since_last: 10_000,
             logs_to_keep_after_snapshot: 1_000,
             append_entries_max: 300,

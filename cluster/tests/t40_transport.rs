@@ -56,7 +56,12 @@ async fn calls_reach_handlers_over_one_connection() {
         expected.extend_from_slice(&(i as u32).to_be_bytes());
         assert_eq!(answer.expect("call"), expected);
     }
-    assert_eq!(a.stats().connects.get(&NodeId(2)), Some(&1));
+    assert_eq!(
+        a.stats()
+            .connects_by_service
+            .get(&(NodeId(2), Service::Forward)),
+        Some(&1)
+    );
     assert_eq!(b.stats().inbound.get(&NodeId(1)), Some(&1));
 
     // A service without a handler answers with an error, and the connection stays usable.
@@ -125,7 +130,12 @@ async fn calls_reach_handlers_over_one_connection() {
             waited_ms: 200
         }
     );
-    assert_eq!(a.stats().connects.get(&NodeId(2)), Some(&1));
+    assert_eq!(
+        a.stats()
+            .connects_by_service
+            .get(&(NodeId(2), Service::Forward)),
+        Some(&1)
+    );
 
     a.shutdown().await;
     assert_eq!(
@@ -170,7 +180,12 @@ async fn a_restarted_peer_is_redialled() {
             Err(e) => assert!(tokio::time::Instant::now() < end, "never reconnected: {e}"),
         }
     }
-    assert_eq!(a.stats().connects.get(&NodeId(2)), Some(&2));
+    assert_eq!(
+        a.stats()
+            .connects_by_service
+            .get(&(NodeId(2), Service::Forward)),
+        Some(&2)
+    );
     a.shutdown().await;
     b.shutdown().await;
 }

@@ -14,7 +14,9 @@ use proto::{TaskId, WorkflowId};
 use serde::{Deserialize, Serialize};
 
 /// Longest a forwarded request may take (a workflow operation waits for a Raft commit).
-pub const FORWARD_TIMEOUT_MS: u64 = 35_000;
+pub const FORWARD_TIMEOUT_MS: u64 = 8_000;
+/// Longest a peer may take to answer a poll (it leases what it has without waiting).
+pub const POLL_PEER_TIMEOUT_MS: u64 = 1_500;
 /// Most hops a request travels.
 pub const HOPS_MAX: u8 = 1;
 

@@ -186,8 +186,8 @@ impl Node {
     pub fn queue_sizes(&self, types: &[String]) -> BTreeMap<String, u64> {
         self.inner.queue_sizes(types)
     }
-    pub fn health(&self) -> Health {
-        self.inner.health()
+    pub async fn health(&self) -> Health {
+        self.inner.health().await
     }
     /// A digest of every hosted group's state with the applied index it was taken at (replicas at
     /// the same index must agree).

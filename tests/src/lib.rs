@@ -8,6 +8,8 @@
 //! What this is not: a Conductor SDK. Helpers return `serde_json::Value` so tests assert on the exact
 //! JSON the server produced, field names included.
 
+pub mod cluster;
+
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::net::TcpListener;

@@ -58,12 +58,13 @@ pub(crate) struct Shared {
     pub(crate) connections_max: usize,
     /// Where peers are; seeded by the options, updated from Raft membership.
     peers: RwLock<BTreeMap<NodeId, SocketAddr>>,
-    /// Cached outbound connection per peer.
-    slots: Mutex<BTreeMap<NodeId, Slot>>,
+    /// Cached outbound connection per peer and service: Raft heartbeats never wait for stream
+    /// credit behind forwarded requests that may take seconds (an election in progress).
+    slots: Mutex<BTreeMap<(NodeId, Service), Slot>>,
     /// Registered handlers per service.
     handlers: RwLock<BTreeMap<Service, Arc<dyn Handler>>>,
     /// Outbound connections established per peer since start (for tests and status).
-    connects: Mutex<BTreeMap<NodeId, u64>>,
+    connects: Mutex<BTreeMap<(NodeId, Service), u64>>,
     /// Authenticated inbound connections open per peer.
     pub(crate) inbound: Mutex<BTreeMap<NodeId, usize>>,
     /// Set by shutdown: no new calls.
@@ -82,10 +83,13 @@ impl Shared {
     pub(crate) fn peer_booted(&self, peer: NodeId, boot: u64) {
         let previous = lock(&self.peer_boots).insert(peer, boot);
         if previous.is_some_and(|b| b != boot) {
-            if let Some(slot) = lock(&self.slots).remove(&peer) {
-                if let Ok(mut cached) = slot.try_lock() {
-                    if let Some(conn) = cached.take() {
-                        conn.close(0u32.into(), b"peer restarted");
+            let mut slots = lock(&self.slots);
+            for service in Service::ALL {
+                if let Some(slot) = slots.remove(&(peer, service)) {
+                    if let Ok(mut cached) = slot.try_lock() {
+                        if let Some(conn) = cached.take() {
+                            conn.close(0u32.into(), b"peer restarted");
+                        }
                     }
                 }
             }
@@ -133,6 +137,8 @@ pub struct TransportStats {
     /// Outbound connections established per peer since start (1 per peer means every call
     /// shared one connection).
     pub connects: BTreeMap<NodeId, u64>,
+    /// The same, per peer and service (each service has its own connection).
+    pub connects_by_service: BTreeMap<(NodeId, Service), u64>,
     /// Authenticated inbound connections open per peer right now.
     pub inbound: BTreeMap<NodeId, usize>,
 }
@@ -206,7 +212,7 @@ impl Transport {
         for peer in peers {
             let this = self.clone();
             tokio::spawn(async move {
-                if let Err(e) = this.connection(peer).await {
+                if let Err(e) = this.connection(peer, Service::Raft).await {
                     tracing::debug!(node = %this.node(), %peer, error = %e, "peer not reachable yet");
                 }
             });
@@ -243,9 +249,11 @@ impl Transport {
     pub fn set_peer(&self, peer: NodeId, addr: SocketAddr) {
         let changed = write(&self.shared().peers).insert(peer, addr) != Some(addr);
         if changed {
-            if let Some(slot) = lock(&self.shared().slots).get(&peer).cloned() {
-                if let Ok(mut cached) = slot.try_lock() {
-                    *cached = None;
+            for service in Service::ALL {
+                if let Some(slot) = lock(&self.shared().slots).get(&(peer, service)).cloned() {
+                    if let Ok(mut cached) = slot.try_lock() {
+                        *cached = None;
+                    }
                 }
             }
         }
@@ -269,7 +277,14 @@ impl Transport {
     /// Connection counters.
     pub fn stats(&self) -> TransportStats {
         TransportStats {
-            connects: lock(&self.shared().connects).clone(),
+            connects: {
+                let mut per_peer = BTreeMap::new();
+                for ((peer, _), n) in lock(&self.shared().connects).iter() {
+                    *per_peer.entry(*peer).or_default() += n;
+                }
+                per_peer
+            },
+            connects_by_service: lock(&self.shared().connects).clone(),
             inbound: lock(&self.shared().inbound).clone(),
         }
     }
@@ -308,11 +323,11 @@ impl Transport {
         service: Service,
         payload: &[u8],
     ) -> Result<Vec<u8>, Error> {
-        let conn = self.connection(peer).await?;
+        let conn = self.connection(peer, service).await?;
         let (mut send, mut recv) = match conn.open_bi().await {
             Ok(stream) => stream,
             Err(e) => {
-                self.forget(peer, &conn).await;
+                self.forget(peer, service, &conn).await;
                 return Err(Error::Unreachable {
                     peer,
                     reason: e.to_string(),
@@ -333,7 +348,7 @@ impl Transport {
             Err(FrameError::TooLarge { bytes, max }) => Err(Error::FrameTooLarge { bytes, max }),
             Err(e) => {
                 if conn.close_reason().is_some() {
-                    self.forget(peer, &conn).await;
+                    self.forget(peer, service, &conn).await;
                     Err(Error::Unreachable {
                         peer,
                         reason: e.to_string(),
@@ -351,8 +366,11 @@ impl Transport {
     /// The cached connection to `peer`, dialing it if there is none or it closed. The dial runs in
     /// its own task: a caller whose deadline is shorter than a handshake (a Raft heartbeat) may give
     /// up, but the dial completes and the next call finds the connection.
-    async fn connection(&self, peer: NodeId) -> Result<quinn::Connection, Error> {
-        let slot = lock(&self.shared().slots).entry(peer).or_default().clone();
+    async fn connection(&self, peer: NodeId, service: Service) -> Result<quinn::Connection, Error> {
+        let slot = lock(&self.shared().slots)
+            .entry((peer, service))
+            .or_default()
+            .clone();
         let this = self.clone();
         let dial = tokio::spawn(async move {
             let mut cached = slot.lock_owned().await;
@@ -376,7 +394,9 @@ impl Transport {
                     })
                 }
             };
-            *lock(&this.shared().connects).entry(peer).or_default() += 1;
+            *lock(&this.shared().connects)
+                .entry((peer, service))
+                .or_default() += 1;
             *cached = Some(conn.clone());
             tracing::debug!(node = %this.node(), %peer, %addr, "connected to peer");
             Ok(conn)
@@ -423,8 +443,8 @@ impl Transport {
     }
 
     /// Drops the cached connection to `peer` if it is still `conn`.
-    async fn forget(&self, peer: NodeId, conn: &quinn::Connection) {
-        let slot = lock(&self.shared().slots).get(&peer).cloned();
+    async fn forget(&self, peer: NodeId, service: Service, conn: &quinn::Connection) {
+        let slot = lock(&self.shared().slots).get(&(peer, service)).cloned();
         if let Some(slot) = slot {
             let mut cached = slot.lock().await;
             if cached.as_ref().map(|c| c.stable_id()) == Some(conn.stable_id()) {

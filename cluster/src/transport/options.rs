@@ -47,8 +47,8 @@ impl TransportOptions {
             streams_per_connection_max: 256,
             connections_max: 256,
             connect_timeout_ms: 3_000,
-            idle_timeout_ms: 10_000,
-            keep_alive_ms: 2_000,
+            idle_timeout_ms: 4_000,
+            keep_alive_ms: 1_000,
         }
     }
 

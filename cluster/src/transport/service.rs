@@ -1,5 +1,6 @@
-//! `Service`: which handler a request frame is for. One connection per peer carries every
-//! service; the code in the frame header routes the request on the receiving node. Not here: the
+//! `Service`: which handler a request frame is for. Each service has its own connection per peer
+//! (so Raft never queues behind slow forwarded requests); the code in the frame header routes the
+//! request on the receiving node. Not here: the
 //! handlers themselves ([`super::Handler`]) or the payload formats (each service owns its own).
 
 /// A service reachable over the peer transport.

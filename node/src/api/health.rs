@@ -35,7 +35,7 @@ impl IntoResponse for HealthBody {
 
 pub async fn health(State(node): State<Node>) -> HealthBody {
     HealthBody {
-        health: node.health(),
+        health: node.health().await,
         health_results: Vec::new(),
         suppressed_health_results: Vec::new(),
     }

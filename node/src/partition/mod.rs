@@ -24,6 +24,8 @@ use workflow::WorkflowMsg;
 
 /// Longest a caller waits for a workflow actor's answer.
 const CALL_TIMEOUT_MS: u64 = 30_000;
+/// Longest a leader waits for a quorum to confirm its leadership before answering a no-op.
+const CONFIRM_TIMEOUT_MS: u64 = 2_000;
 
 /// What the actors of one partition share.
 pub struct PartitionCtx {
@@ -56,6 +58,26 @@ impl PartitionCtx {
 
     pub fn read(&self, id: &WorkflowId) -> Result<Option<WorkflowRecord>> {
         workflow::read_record(self.group.state(), id)
+    }
+
+    /// Confirms with a quorum that this node still leads the partition (a read index round).
+    pub async fn confirm_leadership(&self) -> Result<()> {
+        match tokio::time::timeout(
+            std::time::Duration::from_millis(CONFIRM_TIMEOUT_MS),
+            self.group.raft().ensure_linearizable(),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(Error::Unavailable(format!(
+                "partition {} is not led here any more ({e}); retry",
+                self.id
+            ))),
+            Err(_) => Err(Error::Unavailable(format!(
+                "partition {}: leadership could not be confirmed; retry",
+                self.id
+            ))),
+        }
     }
 
     pub async fn outbox(&self, effect: Effect) {

@@ -87,8 +87,12 @@ impl WorkflowState {
 
     /// Runs a decision through Raft and performs its effects. Returns the effects for the caller.
     async fn adopt(&mut self, decision: Decision) -> Result<Vec<Effect>> {
-        if let Some(next) = decision.record {
-            self.commit(next).await?;
+        match decision.record {
+            Some(next) => self.commit(next).await?,
+            // Nothing to write (a late result, a no-op command): the answer still claims to reflect
+            // the latest state, so confirm that this node still leads — a deposed leader's state
+            // may be stale, and "ignored" from it would acknowledge a result that was not recorded.
+            None => self.ctx.confirm_leadership().await?,
         }
         for effect in &decision.effects {
             if let Effect::StartWorkflow { .. } = effect {

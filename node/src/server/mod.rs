@@ -28,6 +28,8 @@ use tokio::sync::mpsc;
 
 /// Most effects waiting for the node to perform them (failure-workflow starts).
 const OUTBOX_LEN_MAX: usize = 1_024;
+/// Longest the health check waits for the meta leader to confirm a quorum.
+const HEALTH_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 /// Where the partition count is recorded in the data directory, so a restart cannot change it.
 const PARTITIONS_KEY: &[u8] = b"baton/partitions";
 
@@ -78,6 +80,8 @@ pub struct Inner {
     pub(crate) partitions: Vec<Option<Partition>>,
     pub(crate) queues: Arc<TaskQueues>,
     pub(crate) transport: Option<cluster::Transport>,
+    /// Peers that failed to answer, until when they are skipped.
+    pub(crate) peers_down: Mutex<BTreeMap<NodeId, tokio::time::Instant>>,
     /// Randomness for new workflow ids (at the edge: it picks the partition and the id).
     rng: Mutex<rand_chacha::ChaCha8Rng>,
     db: sled::Db,
@@ -120,13 +124,33 @@ impl Inner {
         WorkflowId::new(partition, random)
     }
 
-    pub fn health(&self) -> Health {
+    /// Healthy when this node can serve: a quorum of the meta group answers (it is the confirmed
+    /// meta leader, or the meta leader confirms its leadership within a second), and every hosted
+    /// partition has a leader — a confirmed one where that leader is this node. A node restarted
+    /// without a quorum reachable is therefore not healthy, whatever its saved votes say.
+    pub async fn health(&self) -> Health {
         let hosted: Vec<&Partition> = self.hosted().collect();
         let led = hosted.iter().filter(|p| p.group.is_leader()).count();
-        let all_have_leaders =
-            self.meta.leader().is_some() && hosted.iter().all(|p| p.group.leader().is_some());
+        let partitions_ok = hosted.iter().all(|p| match p.group.leader() {
+            Some(n) if n == self.node => p.group.is_leader(),
+            Some(_) => true,
+            None => false,
+        });
+        let meta_ok = match self.meta.leader() {
+            Some(n) if n == self.node => self.meta.is_leader(),
+            Some(n) => {
+                let ask = self.forward_within(
+                    n,
+                    0,
+                    crate::forward::Forward::MetaReadIndex,
+                    HEALTH_PROBE_TIMEOUT,
+                );
+                matches!(ask.await, Ok(crate::forward::Reply::Index(_)))
+            }
+            None => false,
+        };
         Health {
-            healthy: all_have_leaders,
+            healthy: meta_ok && partitions_ok,
             partitions: self.partitions.len(),
             partitions_led: led,
         }
@@ -311,6 +335,7 @@ pub async fn open(options: &Options) -> Result<Node> {
         partitions: parts,
         queues,
         transport: transport.clone(),
+        peers_down: Mutex::new(BTreeMap::new()),
         rng: Mutex::new(rand_chacha::ChaCha8Rng::from_entropy()),
         db,
     });

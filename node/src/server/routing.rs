@@ -18,6 +18,10 @@ use std::time::Duration;
 const LEADER_WAIT_MS: u64 = 5_000;
 /// How often the wait re-checks.
 const LEADER_POLL_MS: u64 = 20;
+/// Longest an operation keeps trying to reach its partition's leader (through failovers).
+const ROUTE_DEADLINE_MS: u64 = 15_000;
+/// How long a peer that failed to answer is skipped.
+const PEER_DOWN_MS: u64 = 1_000;
 /// Longest a definition read waits for the local meta replica to catch up.
 const META_CATCH_UP_MS: u64 = 5_000;
 
@@ -42,6 +46,8 @@ impl Inner {
                     }
                     // Leads, but its actors are still starting: wait for them.
                     Some(n) if n == self.node => {}
+                    // A leader that just failed to answer is probably gone: wait for the election.
+                    Some(n) if self.peer_is_down(n) => {}
                     Some(n) => return Ok(Target::Peer(n)),
                     None => {}
                 },
@@ -63,24 +69,64 @@ impl Inner {
 
     /// Sends a request to a peer and decodes its answer.
     pub(crate) async fn forward(&self, peer: NodeId, hops: u8, request: Forward) -> Result<Reply> {
+        self.forward_within(
+            peer,
+            hops,
+            request,
+            Duration::from_millis(FORWARD_TIMEOUT_MS),
+        )
+        .await
+    }
+
+    /// Like [`Inner::forward`] with a deadline. A peer that cannot be reached is marked down for a
+    /// moment, so requests stop queueing behind it while the cluster elects around it.
+    pub(crate) async fn forward_within(
+        &self,
+        peer: NodeId,
+        hops: u8,
+        request: Forward,
+        within: Duration,
+    ) -> Result<Reply> {
         let Some(transport) = &self.transport else {
             return Err(Error::Internal(
                 "a single node has no peers to forward to".into(),
             ));
         };
         let bytes = forward::encode_request(hops + 1, request);
-        let answer = transport
-            .call(
-                peer,
-                cluster::Service::Forward,
-                bytes,
-                Duration::from_millis(FORWARD_TIMEOUT_MS),
-            )
+        match transport
+            .call(peer, cluster::Service::Forward, bytes, within)
             .await
-            .map_err(|e| {
-                Error::Unavailable(format!("node {peer} could not be reached: {e}; retry"))
-            })?;
-        forward::decode_reply(&answer)
+        {
+            Ok(answer) => {
+                self.peers_down
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&peer);
+                forward::decode_reply(&answer)
+            }
+            Err(e) => {
+                if matches!(
+                    e,
+                    cluster::Error::Unreachable { .. } | cluster::Error::Timeout { .. }
+                ) {
+                    let until = tokio::time::Instant::now() + Duration::from_millis(PEER_DOWN_MS);
+                    self.peers_down
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(peer, until);
+                }
+                Err(Error::Unavailable(format!(
+                    "node {peer} could not be reached: {e}; retry"
+                )))
+            }
+        }
+    }
+
+    /// Whether `peer` failed to answer a moment ago.
+    pub(crate) fn peer_is_down(&self, peer: NodeId) -> bool {
+        let down = self.peers_down.lock().unwrap_or_else(|e| e.into_inner());
+        down.get(&peer)
+            .is_some_and(|until| *until > tokio::time::Instant::now())
     }
 
     /// Runs an operation on a workflow's actor, wherever its partition is led.
@@ -94,16 +140,19 @@ impl Inner {
         op: WorkflowOp,
         hops: u8,
     ) -> Result<Vec<Effect>> {
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(LEADER_WAIT_MS);
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(ROUTE_DEADLINE_MS);
+        let mut forwarded = false;
         loop {
             if let Some(p) = self.partition_of(id) {
                 if let Some(answer) = p.try_call(id, op.clone()).await {
                     return answer;
                 }
             }
-            match self.target(self.partition_id_of(id)).await? {
+            let now = tokio::time::Instant::now();
+            let target = self.target(self.partition_id_of(id)).await?;
+            match target {
                 // Leadership arrived between the two checks: go round again.
-                Target::Local if tokio::time::Instant::now() < deadline => continue,
+                Target::Local if now < deadline => continue,
                 Target::Local => {
                     return Err(Error::Unavailable(format!(
                         "workflow {id}: leadership is moving; retry"
@@ -115,12 +164,29 @@ impl Inner {
                     )))
                 }
                 Target::Peer(peer) => {
-                    return match self
-                        .forward(peer, hops, Forward::Workflow { id: id.clone(), op })
-                        .await?
-                    {
-                        Reply::Effects(e) => Ok(e),
-                        other => Err(unexpected(&other)),
+                    let within = deadline
+                        .saturating_duration_since(now)
+                        .min(Duration::from_millis(FORWARD_TIMEOUT_MS));
+                    let request = Forward::Workflow {
+                        id: id.clone(),
+                        op: op.clone(),
+                    };
+                    match self.forward_within(peer, hops, request, within).await {
+                        Ok(Reply::Effects(e)) => return Ok(e),
+                        Ok(other) => return Err(unexpected(&other)),
+                        // A repeated start finds the workflow its first attempt created.
+                        Err(Error::Conflict(_))
+                            if forwarded && matches!(op, WorkflowOp::Start(_)) =>
+                        {
+                            return Ok(Vec::new())
+                        }
+                        // The leader died or moved, or is electing: try again where it is now.
+                        Err(Error::Unavailable(m)) if tokio::time::Instant::now() < deadline => {
+                            tracing::debug!(workflow = %id, %peer, reason = %m, "forward failed; retrying");
+                            forwarded = true;
+                            tokio::time::sleep(Duration::from_millis(LEADER_POLL_MS)).await;
+                        }
+                        Err(e) => return Err(e),
                     }
                 }
             }

@@ -5,7 +5,7 @@ use super::workflows::{check_payload, parse_workflow_id};
 use super::Inner;
 use crate::engine::{Effect, Input};
 use crate::error::{Error, Result};
-use crate::forward::{Forward, Reply};
+use crate::forward::{Forward, Reply, POLL_PEER_TIMEOUT_MS};
 use crate::partition::WorkflowOp;
 use crate::service::PollRequest;
 use proto::limits::{POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
@@ -47,25 +47,42 @@ impl Inner {
                 .copied()
                 .filter(|n| *n != self.node)
                 .collect();
-            if !peers.is_empty() {
+            if !peers.is_empty() && out.len() < count {
+                // Ask every live peer at once, each for what is still missing; a frozen or dead peer
+                // costs at most the poll timeout and is then skipped for a moment.
                 turn += 1;
-                for i in 0..peers.len() {
-                    if out.len() >= count {
-                        break;
-                    }
-                    let peer = peers[(turn + i) % peers.len()];
-                    let ask = Forward::Poll {
-                        task_type: request.task_type.clone(),
-                        worker_id: request.worker_id.clone(),
-                        domain: domain.map(str::to_owned),
-                        count: count - out.len(),
-                    };
-                    match self.forward(peer, 0, ask).await {
+                let missing = count - out.len();
+                let asks = peers
+                    .iter()
+                    .filter(|p| !self.peer_is_down(**p))
+                    .map(|peer| {
+                        let ask = Forward::Poll {
+                            task_type: request.task_type.clone(),
+                            worker_id: request.worker_id.clone(),
+                            domain: domain.map(str::to_owned),
+                            count: missing,
+                        };
+                        async move {
+                            (
+                                *peer,
+                                self.forward_within(
+                                    *peer,
+                                    0,
+                                    ask,
+                                    Duration::from_millis(POLL_PEER_TIMEOUT_MS),
+                                )
+                                .await,
+                            )
+                        }
+                    });
+                for (peer, answer) in futures::future::join_all(asks).await {
+                    match answer {
                         Ok(Reply::Tasks(tasks)) => out.extend(tasks),
                         Ok(_) => tracing::warn!(%peer, "unexpected answer to a poll"),
                         Err(e) => tracing::debug!(%peer, error = %e, "peer poll failed"),
                     }
                 }
+                let _ = turn;
             }
             let now_i = tokio::time::Instant::now();
             if !out.is_empty() || now_i >= deadline {
