@@ -49,6 +49,8 @@ pub struct WorkflowState {
     record: Option<WorkflowRecord>,
     /// Messages handled that the supervisor forwarded (for passivation handshakes).
     processed: u64,
+    /// Whether an idle check is scheduled: at most one per actor, not one per message.
+    idle_check_armed: bool,
 }
 
 impl WorkflowState {
@@ -189,6 +191,15 @@ impl WorkflowState {
         self.ctx.publish(&self.id, self.record.as_ref());
     }
 
+    /// Schedules one idle check: if no message arrives within `IDLE_MS`, ask to be passivated.
+    fn arm_idle_check(&mut self, myself: &ActorRef<WorkflowMsg>) {
+        let seen = self.processed;
+        myself.send_after(Duration::from_millis(IDLE_MS), move || {
+            WorkflowMsg::IdleCheck(seen)
+        });
+        self.idle_check_armed = true;
+    }
+
     fn is_finished(&self) -> bool {
         self.record
             .as_ref()
@@ -221,6 +232,7 @@ impl Actor for WorkflowActor {
             supervisor: args.supervisor,
             record,
             processed: 0,
+            idle_check_armed: false,
         })
     }
 
@@ -231,10 +243,13 @@ impl Actor for WorkflowActor {
         st: &mut WorkflowState,
     ) -> Result<(), ActorProcessingErr> {
         if let WorkflowMsg::IdleCheck(seen) = msg {
+            st.idle_check_armed = false;
             if seen == st.processed {
                 let _ = st
                     .supervisor
                     .send_message(SupervisorMsg::Idle(st.id.clone(), st.processed));
+            } else if !st.is_finished() {
+                st.arm_idle_check(&myself);
             }
             return Ok(());
         }
@@ -270,11 +285,8 @@ impl Actor for WorkflowActor {
             let _ = st
                 .supervisor
                 .send_message(SupervisorMsg::Idle(st.id.clone(), st.processed));
-        } else {
-            let seen = st.processed;
-            myself.send_after(Duration::from_millis(IDLE_MS), move || {
-                WorkflowMsg::IdleCheck(seen)
-            });
+        } else if !st.idle_check_armed {
+            st.arm_idle_check(&myself);
         }
         Ok(())
     }
