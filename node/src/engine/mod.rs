@@ -6,7 +6,9 @@
 //! performs the effects. `timers` and `ready_tasks` derive, from a state, the timers that must be armed
 //! and the tasks that workers may poll, so nothing about them is stored twice.
 //!
-//! Not here: storage, Raft, actors, HTTP. Nothing in this module may depend on them.
+//! Not here: storage, Raft, actors, HTTP. Nothing in this module may depend on them; clippy enforces
+//! the clock, randomness, spawning and hash-order rules (clippy.toml).
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use proto::model::{Json, RerunWorkflowRequest, SkipTaskRequest, Task, TaskResult, WorkflowDef};
 use proto::record::WorkflowRecord;
