@@ -11,7 +11,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde_json::Value;
 
-use crate::{baton_bin, free_port, Api, PARTITIONS};
+use crate::{file_tail, free_port, require_bin, Api, PARTITIONS};
 
 /// How long a cluster (or a restarted node) may take until every node is healthy and every group
 /// has an agreed leader. Generous: three debug binaries on a 2-core box.
@@ -113,30 +112,6 @@ pub fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-fn require_bin() -> PathBuf {
-    let bin = baton_bin();
-    if !bin.is_file() {
-        panic!(
-            "baton binary not found at {}: run `cargo build -p baton-node --bin baton` first \
-             (or set BATON_BIN to the binary to test)",
-            bin.display()
-        );
-    }
-    bin
-}
-
-/// The last `max` bytes of a file, lossily decoded.
-fn file_tail(path: &Path, max: u64) -> String {
-    let Ok(mut file) = File::open(path) else {
-        return format!("(no log at {})", path.display());
-    };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = file.seek(SeekFrom::Start(len.saturating_sub(max)));
-    let mut bytes = Vec::new();
-    let _ = file.read_to_end(&mut bytes);
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Sends a signal with the `kill` command (`STOP`, `CONT`).

@@ -9,6 +9,7 @@
 //! JSON the server produced, field names included.
 
 pub mod cluster;
+pub mod load;
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -70,6 +71,32 @@ pub fn baton_bin() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target"));
     target.join("debug").join("baton")
+}
+
+/// [`baton_bin`], or a panic saying how to build it: every process the harness spawns goes through
+/// here so a missing binary fails with the fix rather than with a spawn error.
+pub(crate) fn require_bin() -> PathBuf {
+    let bin = baton_bin();
+    if !bin.is_file() {
+        panic!(
+            "baton binary not found at {}: run `cargo build -p baton-node --bin baton` first \
+             (or set BATON_BIN to the binary to test)",
+            bin.display()
+        );
+    }
+    bin
+}
+
+/// The last `max` bytes of a file, lossily decoded (a log tail printed when a test fails).
+pub(crate) fn file_tail(path: &Path, max: u64) -> String {
+    let Ok(mut file) = File::open(path) else {
+        return format!("(no log at {})", path.display());
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(max)));
+    let mut bytes = Vec::new();
+    let _ = file.read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Picks a free loopback port by binding port 0 and releasing it.
@@ -153,14 +180,7 @@ impl Server {
     }
 
     fn spawn(&mut self) {
-        let bin = baton_bin();
-        if !bin.is_file() {
-            panic!(
-                "baton binary not found at {}: run `cargo build -p baton-node --bin baton` first \
-                 (or set BATON_BIN to the binary to test)",
-                bin.display()
-            );
-        }
+        let bin = require_bin();
         self.generation += 1;
         let log_path = self.log_path(self.generation);
         let log = File::create(&log_path).expect("create the server log file");
@@ -218,15 +238,7 @@ impl Server {
 
     /// The last bytes of the current process's log.
     pub fn log_tail(&self) -> String {
-        let path = self.log_path(self.generation);
-        let Ok(mut file) = File::open(&path) else {
-            return format!("(no log at {})", path.display());
-        };
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let _ = file.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL_BYTES)));
-        let mut bytes = Vec::new();
-        let _ = file.read_to_end(&mut bytes);
-        String::from_utf8_lossy(&bytes).into_owned()
+        file_tail(&self.log_path(self.generation), LOG_TAIL_BYTES)
     }
 }
 

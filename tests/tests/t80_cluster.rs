@@ -15,23 +15,20 @@
 //! failure instead of a hang.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use harness::cluster::{copy_dir, partition_group, partition_of, write_certs, Cluster};
+use harness::load::{
+    fork_join_defs, read_workflow, transient, wall_ms, Config, Load, Nodes, Reader, BACKOFF,
+};
 use harness::{
-    attempts, status_of, task_by_ref, task_def, task_result, tasks, wait_for, wait_until, Api,
-    Reply,
+    attempts, status_of, task_def, task_result, tasks, wait_for, wait_until, Api, Reply,
 };
 use serde_json::{json, Value};
 
 const NODES: usize = 3;
 const WAIT: Duration = Duration::from_secs(30);
-/// Pause after a failed request before trying (another node) again; a retry interval, not
-/// synchronisation.
-const BACKOFF: Duration = Duration::from_millis(50);
 /// Request timeout of load clients: what a hanging node (or a partition between leaders) costs a
 /// client before it tries again elsewhere.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -39,102 +36,6 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 // ---------------------------------------------------------------------------------------------
 // Shared pieces
 // ---------------------------------------------------------------------------------------------
-
-/// The nodes a load client talks to: one client per node, and whether the test considers the node
-/// live (clients skip a node the test killed, and move on to the next one after any failure).
-struct Nodes {
-    ids: Vec<u64>,
-    apis: Vec<Api>,
-    live: Vec<AtomicBool>,
-    next: AtomicUsize,
-}
-
-impl Nodes {
-    fn new(c: &Cluster) -> Arc<Nodes> {
-        let ids = c.ids();
-        Arc::new(Nodes {
-            apis: ids
-                .iter()
-                .map(|id| c.api_with_timeout(*id, CLIENT_TIMEOUT))
-                .collect(),
-            live: ids.iter().map(|_| AtomicBool::new(true)).collect(),
-            ids,
-            next: AtomicUsize::new(0),
-        })
-    }
-
-    fn set_live(&self, id: u64, live: bool) {
-        let i = self
-            .ids
-            .iter()
-            .position(|x| *x == id)
-            .expect("a node of the cluster");
-        self.live[i].store(live, Ordering::SeqCst);
-    }
-
-    /// The next live node in round-robin order.
-    fn pick(&self) -> (u64, &Api) {
-        for _ in 0..self.ids.len() {
-            let i = self.next.fetch_add(1, Ordering::Relaxed) % self.ids.len();
-            if self.live[i].load(Ordering::SeqCst) {
-                return (self.ids[i], &self.apis[i]);
-            }
-        }
-        (self.ids[0], &self.apis[0])
-    }
-}
-
-/// `GET /api/workflow/{id}?includeTasks=true`, retrying a 503 (a leadership change) for up to
-/// [`WAIT`]; panics on any other non-200 answer.
-fn read_workflow(api: &Api, id: &str) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let reply = api.get(&format!("/api/workflow/{id}?includeTasks=true"));
-        if reply.status == 503 && Instant::now() < deadline {
-            thread::sleep(BACKOFF);
-            continue;
-        }
-        return reply
-            .expect_status(200, &format!("read {id} through {}", api.base_url()))
-            .json();
-    }
-}
-
-/// Whether an HTTP status means "try again" rather than "refused".
-fn transient(status: u16) -> bool {
-    status >= 500 || status == 408 || status == 429
-}
-
-/// Registers `{prefix}_a`, `{prefix}_b` and the workflow `{prefix}_wf` (a FORK of a and b, then a
-/// JOIN on both) on `api`; returns the workflow name.
-fn fork_join_defs(api: &Api, prefix: &str, response_timeout_s: u64) -> String {
-    let def = |name: &str| {
-        task_def(
-            name,
-            json!({ "retryCount": 3, "retryDelaySeconds": 0, "responseTimeoutSeconds": response_timeout_s }),
-        )
-    };
-    let (a, b, wf) = (
-        format!("{prefix}_a"),
-        format!("{prefix}_b"),
-        format!("{prefix}_wf"),
-    );
-    api.register_task_defs(&[def(&a), def(&b)]);
-    api.register_workflow_def(&json!({
-        "name": wf,
-        "version": 1,
-        "schemaVersion": 2,
-        "ownerEmail": "test@harness.com",
-        "tasks": [
-            { "name": "fork", "taskReferenceName": "fork", "type": "FORK_JOIN", "forkTasks": [
-                [{ "name": a, "taskReferenceName": "a", "type": "SIMPLE", "inputParameters": { "n": "${workflow.input.n}" } }],
-                [{ "name": b, "taskReferenceName": "b", "type": "SIMPLE", "inputParameters": { "n": "${workflow.input.n}" } }]
-            ]},
-            { "name": "join", "taskReferenceName": "join", "type": "JOIN", "joinOn": ["a", "b"] }
-        ],
-    }));
-    wf
-}
 
 /// Definitions live in the meta group and every node reads them locally (DESIGN §3): a node may
 /// learn a registration a heartbeat after the registering node acknowledged it. Waits until every
@@ -260,7 +161,7 @@ fn assert_digests_converge(c: &Cluster) {
 /// `survivors_keep_handing_out_tasks_while_a_peer_is_frozen`); this helper feeds the replication
 /// tests, which are about state, not task delivery.
 fn run_batch(c: &Cluster, via: &[u64], wf: &str, count: usize, tag: &str) -> Vec<String> {
-    let nodes = Nodes::new(c);
+    let nodes = Nodes::new(c, CLIENT_TIMEOUT);
     for id in c.ids() {
         nodes.set_live(id, via.contains(&id));
     }
@@ -435,13 +336,17 @@ fn three_nodes_serve_any_request_anywhere() {
 mod kill {
     use super::*;
 
-    pub const WORKFLOWS: usize = 240;
-    pub const STARTERS: usize = 2;
-    pub const WORKERS_PER_TYPE: usize = 2;
-    pub const BATCH: usize = 10;
-    /// Started but not finished workflows at most: keeps starts flowing around the kill.
-    pub const IN_FLIGHT_MAX: usize = 40;
-    /// Completions acknowledged before the kill (of 2 x WORKFLOWS).
+    pub const LOAD: Config = Config {
+        prefix: "kill",
+        workflows: 240,
+        starters: 2,
+        workers_per_type: 2,
+        batch: 10,
+        poll_timeout_ms: 200,
+        in_flight_max: Some(40),
+        run_deadline: Duration::from_secs(120),
+    };
+    /// Completions acknowledged before the kill (of 2 x workflows).
     pub const COMPLETIONS_BEFORE_KILL: usize = 120;
     /// Completions acknowledged with the node down before it is restarted.
     pub const COMPLETIONS_WHILE_DOWN: usize = 120;
@@ -449,177 +354,8 @@ mod kill {
     /// retried update lands (it must then be reflected); short enough that a task whose poll answer
     /// died with the killed node is offered again within the test.
     pub const RESPONSE_TIMEOUT_S: u64 = 10;
-    pub const RUN_DEADLINE: Duration = Duration::from_secs(120);
     /// A partition that accepts no write for this long after the kill counts as stuck.
     pub const UNAVAILABILITY_BOUND: Duration = Duration::from_secs(20);
-
-    #[derive(Default)]
-    pub struct Record {
-        /// Acknowledged starts: logical index -> workflow id.
-        pub started: Mutex<BTreeMap<usize, String>>,
-        /// Acknowledged updates: task id -> (workflow id, output sent, acknowledging node, wall ms).
-        pub acked: Mutex<BTreeMap<String, (String, Value, u64, u64)>>,
-        /// How many times each task id was handed out.
-        pub deliveries: Mutex<BTreeMap<String, usize>>,
-        /// Task id -> (node that handed it out, wall ms) of its first delivery.
-        pub delivered_by: Mutex<BTreeMap<String, (u64, u64)>>,
-        /// Updates refused with a 4xx (none expected).
-        pub refused: Mutex<Vec<String>>,
-        /// (partition, when) of every acknowledged write (start or update).
-        pub writes: Mutex<Vec<(usize, Instant)>>,
-        pub completions: AtomicUsize,
-        pub stop: AtomicBool,
-    }
-
-    impl Record {
-        pub fn wrote(&self, workflow_id: &str) {
-            let p = partition_of(workflow_id, harness::PARTITIONS);
-            self.writes.lock().expect("lock").push((p, Instant::now()));
-        }
-
-        pub fn progress(&self) -> String {
-            format!(
-                "{} starts and {} completions acknowledged, {} task deliveries",
-                self.started.lock().expect("lock").len(),
-                self.completions.load(Ordering::Relaxed),
-                self.deliveries.lock().expect("lock").len()
-            )
-        }
-    }
-
-    pub fn starter(
-        nodes: Arc<Nodes>,
-        record: Arc<Record>,
-        wf: String,
-        indexes: Vec<usize>,
-    ) -> thread::JoinHandle<()> {
-        thread::spawn(move || {
-            let deadline = Instant::now() + RUN_DEADLINE;
-            for n in indexes {
-                // Pace: keep a bounded number of workflows open so starts continue through the kill.
-                while record.started.lock().expect("lock").len()
-                    > record.completions.load(Ordering::Relaxed) / 2 + IN_FLIGHT_MAX
-                {
-                    assert!(
-                        Instant::now() < deadline,
-                        "starter stalled: {}",
-                        record.progress()
-                    );
-                    thread::sleep(Duration::from_millis(10));
-                }
-                let request = json!({
-                    "name": wf, "version": 1, "correlationId": format!("kill-{n}"), "input": { "n": n },
-                });
-                let mut last_failure = String::from("none");
-                loop {
-                    assert!(
-                        Instant::now() < deadline,
-                        "start {n} not acknowledged before the deadline; last failure: {last_failure}"
-                    );
-                    let (node, api) = nodes.pick();
-                    match api.try_post_json("/api/workflow", &request) {
-                        Ok(reply) if reply.is_success() => {
-                            let id = reply.id();
-                            assert!(!id.is_empty(), "start {n} via node {node}: empty id");
-                            record.wrote(&id);
-                            record.started.lock().expect("lock").insert(n, id);
-                            break;
-                        }
-                        Ok(reply) if !transient(reply.status) => {
-                            panic!("start {n} refused by node {node}: {reply:?}")
-                        }
-                        Ok(reply) => last_failure = format!("node {node}: {reply:?}"),
-                        Err(e) => last_failure = format!("node {node}: {e:#}"),
-                    }
-                    thread::sleep(BACKOFF);
-                }
-            }
-        })
-    }
-
-    pub fn worker(
-        nodes: Arc<Nodes>,
-        record: Arc<Record>,
-        task_type: String,
-        name: String,
-    ) -> thread::JoinHandle<()> {
-        thread::spawn(move || {
-            while !record.stop.load(Ordering::Relaxed) {
-                let (poll_node, api) = nodes.pick();
-                let polled = match api.try_batch_poll(&task_type, &name, BATCH, 200) {
-                    Ok(tasks) => tasks,
-                    Err(_) => {
-                        thread::sleep(BACKOFF);
-                        continue;
-                    }
-                };
-                if polled.is_empty() {
-                    thread::sleep(Duration::from_millis(10));
-                    continue;
-                }
-                for task in polled {
-                    let task_id = task["taskId"]
-                        .as_str()
-                        .expect("polled task has an id")
-                        .to_string();
-                    let wf = task["workflowInstanceId"]
-                        .as_str()
-                        .expect("workflowInstanceId")
-                        .to_string();
-                    *record
-                        .deliveries
-                        .lock()
-                        .expect("lock")
-                        .entry(task_id.clone())
-                        .or_default() += 1;
-                    record
-                        .delivered_by
-                        .lock()
-                        .expect("lock")
-                        .entry(task_id.clone())
-                        .or_insert((poll_node, wall_ms()));
-                    let output =
-                        json!({ "task": task_id, "worker": name, "n": task["inputData"]["n"] });
-                    let result = task_result(&task, "COMPLETED", output.clone(), None, None);
-                    // Retry (on the next live node) until acknowledged.
-                    loop {
-                        if record.stop.load(Ordering::Relaxed) {
-                            return;
-                        }
-                        let (node, api) = nodes.pick();
-                        match api.try_update_task(&result) {
-                            Ok(reply) if reply.is_success() => {
-                                record.wrote(&wf);
-                                record.acked.lock().expect("lock").insert(
-                                    task_id.clone(),
-                                    (wf.clone(), output.clone(), node, wall_ms()),
-                                );
-                                record.completions.fetch_add(1, Ordering::Relaxed);
-                                break;
-                            }
-                            Ok(reply) if !transient(reply.status) => {
-                                record
-                                    .refused
-                                    .lock()
-                                    .expect("lock")
-                                    .push(format!("{task_id} via node {node}: {reply:?}"));
-                                break;
-                            }
-                            _ => thread::sleep(BACKOFF),
-                        }
-                    }
-                }
-            }
-        })
-    }
-
-    /// Wall-clock milliseconds, comparable with the servers' task timestamps.
-    pub fn wall_ms() -> u64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or_default()
-    }
 
     /// Per partition: (last write before the kill, first write after it), as offsets from the kill.
     pub fn unavailability(
@@ -667,40 +403,14 @@ fn killing_the_busiest_leader_loses_nothing() {
     use kill::*;
 
     let mut c = Cluster::start(NODES);
-    let wf = fork_join_defs(&c.api(1), "kill", RESPONSE_TIMEOUT_S);
+    let wf = fork_join_defs(&c.api(1), LOAD.prefix, RESPONSE_TIMEOUT_S);
     wait_defs_everywhere(&c, &wf);
 
-    let nodes = Nodes::new(&c);
-    let record = Arc::new(Record::default());
-    let mut starters = Vec::new();
-    for s in 0..STARTERS {
-        let indexes: Vec<usize> = (0..WORKFLOWS).filter(|n| n % STARTERS == s).collect();
-        starters.push(starter(nodes.clone(), record.clone(), wf.clone(), indexes));
-    }
-    let mut workers = Vec::new();
-    for suffix in ["a", "b"] {
-        for w in 0..WORKERS_PER_TYPE {
-            workers.push(worker(
-                nodes.clone(),
-                record.clone(),
-                format!("kill_{suffix}"),
-                format!("kill-{suffix}-worker-{w}"),
-            ));
-        }
-    }
-    let wait_completions = |target: usize, what: &str| {
-        let deadline = Instant::now() + RUN_DEADLINE;
-        while record.completions.load(Ordering::Relaxed) < target {
-            assert!(
-                Instant::now() < deadline,
-                "{what}: {target} completions not reached within {RUN_DEADLINE:?}: {}",
-                record.progress()
-            );
-            thread::sleep(harness::WAIT_POLL_INTERVAL);
-        }
-    };
+    let nodes = Nodes::new(&c, CLIENT_TIMEOUT);
+    let mut load = Load::start(nodes.clone(), LOAD);
+    let record = load.record.clone();
 
-    wait_completions(COMPLETIONS_BEFORE_KILL, "before the kill");
+    load.wait_completions(COMPLETIONS_BEFORE_KILL, "before the kill");
     let counts = c.leader_counts();
     let leaders_before = c.leaders();
     let victim = *counts
@@ -712,7 +422,7 @@ fn killing_the_busiest_leader_loses_nothing() {
     let kill_at = Instant::now();
     let kill_wall = wall_ms();
     c.kill9(victim);
-    let at_kill = record.completions.load(Ordering::Relaxed);
+    let at_kill = record.completions();
     eprintln!(
         "killed node {victim} (leader of {} partitions; leaders {leaders_before:?}) after {at_kill} completions",
         counts[&victim]
@@ -726,7 +436,7 @@ fn killing_the_busiest_leader_loses_nothing() {
         "the killed node is still named leader: {leaders_after:?}"
     );
 
-    wait_completions(at_kill + COMPLETIONS_WHILE_DOWN, "with a node down");
+    load.wait_completions(at_kill + COMPLETIONS_WHILE_DOWN, "with a node down");
     let restart_at = Instant::now();
     let restart_wall = wall_ms();
     c.restart(victim);
@@ -740,60 +450,11 @@ fn killing_the_busiest_leader_loses_nothing() {
         record.progress()
     );
 
-    for t in starters {
-        if t.join().is_err() {
-            panic!(
-                "a starter gave up (its message is above): {}",
-                record.progress()
-            );
-        }
-    }
-    let started = record.started.lock().expect("lock").clone();
-    assert_eq!(started.len(), WORKFLOWS, "every logical start acknowledged");
-    let distinct: BTreeSet<&String> = started.values().collect();
-    assert_eq!(
-        distinct.len(),
-        WORKFLOWS,
-        "acknowledged starts have distinct ids"
-    );
-
+    let started = load.join_starters();
     // Every acknowledged start finishes; read through the restarted node.
-    let reader = c.api(victim);
-    let deadline = Instant::now() + RUN_DEADLINE;
-    let mut unavailable_reads = 0;
-    for (n, id) in &started {
-        loop {
-            let reply = reader.get(&format!("/api/workflow/{id}?includeTasks=false"));
-            if reply.status == 503 && Instant::now() < deadline {
-                // Retryable (a leadership change); counted and printed below.
-                unavailable_reads += 1;
-                thread::sleep(BACKOFF);
-                continue;
-            }
-            assert_eq!(
-                reply.status, 200,
-                "acknowledged start {n} ({id}) not readable through node {victim}: {reply:?}"
-            );
-            let status = reply.json()["status"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            if status == "COMPLETED" {
-                break;
-            }
-            assert_eq!(status, "RUNNING", "workflow {id} ended {status}");
-            assert!(
-                Instant::now() < deadline,
-                "workflow {n} ({id}) still {status} at the deadline: {}",
-                record.progress()
-            );
-            thread::sleep(harness::WAIT_POLL_INTERVAL);
-        }
-    }
-    record.stop.store(true, Ordering::Relaxed);
-    for w in workers {
-        w.join().expect("worker thread");
-    }
+    let reader = Reader::node(&c, victim);
+    let unavailable_reads = load.wait_all_completed(&reader, &started);
+    load.stop_workers();
     let leaders_end = c.leaders();
     eprintln!(
         "reads through node {victim} answered 503 {unavailable_reads} times after the restart; \
@@ -834,95 +495,14 @@ fn killing_the_busiest_leader_loses_nothing() {
         "a partition accepted no write for {worst:?} after the kill (bound {UNAVAILABILITY_BOUND:?})"
     );
 
-    let refused = record.refused.lock().expect("lock").clone();
-    assert!(refused.is_empty(), "updates refused: {refused:#?}");
-    let deliveries = record.deliveries.lock().expect("lock").clone();
-    let twice: Vec<_> = deliveries.iter().filter(|(_, k)| **k > 1).collect();
-    assert!(
-        twice.is_empty(),
-        "task attempts handed out more than once: {twice:?}"
+    load.check(
+        &reader,
+        &started,
+        &format!(
+            "node {victim} killed at {kill_wall}, restarted at {restart_wall}, cluster ready at \
+             {ready_wall}"
+        ),
     );
-
-    // Per workflow: distinct task ids, one COMPLETED attempt per branch, join output from it.
-    let mut workflows: BTreeMap<String, Value> = BTreeMap::new();
-    let mut timed_out = 0;
-    for (n, id) in &started {
-        let wf = read_workflow(&reader, id);
-        assert_eq!(wf["status"], "COMPLETED");
-        assert_eq!(
-            wf["input"]["n"],
-            json!(n),
-            "workflow {id} has the input of start {n}"
-        );
-        let all_ids: Vec<&str> = tasks(&wf)
-            .iter()
-            .filter_map(|t| t["taskId"].as_str())
-            .collect();
-        let unique: BTreeSet<&str> = all_ids.iter().copied().collect();
-        assert_eq!(
-            all_ids.len(),
-            unique.len(),
-            "a task id appears twice in {id}: {wf:#}"
-        );
-        for reference in ["a", "b"] {
-            let all = attempts(&wf, reference);
-            timed_out += all.iter().filter(|t| t["status"] == "TIMED_OUT").count();
-            let completed: Vec<&Value> = all
-                .into_iter()
-                .filter(|t| t["status"] == "COMPLETED")
-                .collect();
-            assert_eq!(
-                completed.len(),
-                1,
-                "{id}: {reference} must have exactly one COMPLETED attempt: {wf:#}"
-            );
-            let task = completed[0];
-            assert_eq!(
-                task["outputData"]["task"], task["taskId"],
-                "{id}: output of another attempt: {task:#}"
-            );
-            assert_eq!(task["outputData"]["n"], json!(n));
-            let join = task_by_ref(&wf, "join").expect("join");
-            assert_eq!(
-                join["outputData"][reference], task["outputData"],
-                "{id}: join output of {reference}"
-            );
-        }
-        workflows.insert(id.clone(), wf);
-    }
-
-    // Every acknowledged update is reflected in the attempt it was for.
-    let acked = record.acked.lock().expect("lock").clone();
-    let delivered_by = record.delivered_by.lock().expect("lock").clone();
-    for (task_id, (wf_id, output, node, at)) in &acked {
-        let context = format!(
-            "handed out by node {:?}, acknowledged by node {node} at {at} (wall ms); node {victim} \
-             killed at {kill_wall}, restarted at {restart_wall}, cluster ready at {ready_wall}",
-            delivered_by.get(task_id)
-        );
-        let wf = match workflows.get(wf_id) {
-            Some(wf) => wf.clone(),
-            None => read_workflow(&reader, wf_id),
-        };
-        let row = tasks(&wf)
-            .iter()
-            .find(|t| t["taskId"] == task_id.as_str())
-            .unwrap_or_else(|| panic!("acknowledged task {task_id} missing from {wf_id}"));
-        assert_eq!(
-            row["status"], "COMPLETED",
-            "acknowledged completion of {task_id} lost ({context}): {row:#}"
-        );
-        assert_eq!(
-            &row["outputData"], output,
-            "acknowledged output of {task_id} lost ({context})"
-        );
-    }
-    eprintln!(
-        "{} workflows completed; {} acknowledged updates; {timed_out} attempts timed out (poll answers lost with the node)",
-        started.len(),
-        acked.len()
-    );
-    assert!(acked.len() >= 2 * WORKFLOWS);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -985,7 +565,7 @@ fn an_isolated_leader_accepts_no_surviving_write() {
 
     c.sigstop(isolated);
     let frozen_at = Instant::now();
-    let frozen_wall = kill::wall_ms();
+    let frozen_wall = wall_ms();
     eprintln!("froze node {isolated}, leader of {group} at term {term_before}");
 
     // A write with a short timeout against the frozen node cannot be acknowledged.
@@ -1037,7 +617,7 @@ fn an_isolated_leader_accepts_no_surviving_write() {
     c.wait_ready();
 
     // The survivors accept writes meanwhile.
-    let survivor_nodes = Nodes::new(&c);
+    let survivor_nodes = Nodes::new(&c, CLIENT_TIMEOUT);
     survivor_nodes.set_live(isolated, false);
     let bg_survivor = start_anywhere(
         &survivor_nodes,
@@ -1472,7 +1052,7 @@ fn survivors_keep_handing_out_tasks_while_a_peer_is_frozen() {
     // The survivors lead every group (readiness ignores the frozen node).
     c.wait_ready();
     let survivors: Vec<u64> = c.ids().into_iter().filter(|id| *id != FROZEN).collect();
-    let nodes = Nodes::new(&c);
+    let nodes = Nodes::new(&c, CLIENT_TIMEOUT);
     nodes.set_live(FROZEN, false);
     let mut open: BTreeSet<String> = BTreeSet::new();
     for n in 0..WORKFLOWS {
