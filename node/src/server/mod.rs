@@ -80,6 +80,8 @@ pub struct Inner {
     pub(crate) partitions: Vec<Option<Partition>>,
     pub(crate) queues: Arc<TaskQueues>,
     pub(crate) transport: Option<cluster::Transport>,
+    /// Rotates which peers a poll asks first (see `poll`).
+    pub(crate) poll_turn: std::sync::atomic::AtomicUsize,
     /// Peers that failed to answer, until when they are skipped.
     pub(crate) peers_down: Mutex<BTreeMap<NodeId, tokio::time::Instant>>,
     /// Randomness for new workflow ids (at the edge: it picks the partition and the id).
@@ -336,6 +338,7 @@ pub async fn open(options: &Options) -> Result<Node> {
         queues,
         transport: transport.clone(),
         peers_down: Mutex::new(BTreeMap::new()),
+        poll_turn: std::sync::atomic::AtomicUsize::new(0),
         rng: Mutex::new(rand_chacha::ChaCha8Rng::from_entropy()),
         db,
     });

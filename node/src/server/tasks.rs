@@ -31,7 +31,6 @@ impl Inner {
         let deadline = tokio::time::Instant::now() + wait;
         let domain = request.domain.as_deref().filter(|d| !d.is_empty());
         let notifier = self.queues.notifier(&request.task_type);
-        let mut turn = 0usize;
         loop {
             // Registered before looking, so a publication in between wakes us.
             let published = notifier.notified();
@@ -48,33 +47,36 @@ impl Inner {
                 .filter(|n| *n != self.node)
                 .collect();
             if !peers.is_empty() && out.len() < count {
-                // Ask every live peer at once, each for what is still missing; a frozen or dead peer
+                // Ask every live peer at once for a share of what is still missing (the shares add
+                // up to it, so a poll never hands out more than its count); a frozen or dead peer
                 // costs at most the poll timeout and is then skipped for a moment.
-                turn += 1;
-                let missing = count - out.len();
-                let asks = peers
+                let live: Vec<NodeId> = peers
                     .iter()
-                    .filter(|p| !self.peer_is_down(**p))
-                    .map(|peer| {
+                    .copied()
+                    .filter(|p| !self.peer_is_down(*p))
+                    .collect();
+                let missing = count - out.len();
+                // The remainder goes to different peers on successive polls, so a one-task poll
+                // reaches every peer in turn.
+                let turn = self
+                    .poll_turn
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let asks = live.iter().enumerate().filter_map(|(i, peer)| {
+                    let n = live.len();
+                    let share = missing / n + usize::from((i + turn) % n < missing % n);
+                    (share > 0).then(|| {
                         let ask = Forward::Poll {
                             task_type: request.task_type.clone(),
                             worker_id: request.worker_id.clone(),
                             domain: domain.map(str::to_owned),
-                            count: missing,
+                            count: share,
                         };
                         async move {
-                            (
-                                *peer,
-                                self.forward_within(
-                                    *peer,
-                                    0,
-                                    ask,
-                                    Duration::from_millis(POLL_PEER_TIMEOUT_MS),
-                                )
-                                .await,
-                            )
+                            let within = Duration::from_millis(POLL_PEER_TIMEOUT_MS);
+                            (*peer, self.forward_within(*peer, 0, ask, within).await)
                         }
-                    });
+                    })
+                });
                 for (peer, answer) in futures::future::join_all(asks).await {
                     match answer {
                         Ok(Reply::Tasks(tasks)) => out.extend(tasks),
@@ -82,7 +84,6 @@ impl Inner {
                         Err(e) => tracing::debug!(%peer, error = %e, "peer poll failed"),
                     }
                 }
-                let _ = turn;
             }
             let now_i = tokio::time::Instant::now();
             if !out.is_empty() || now_i >= deadline {
