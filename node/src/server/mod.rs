@@ -290,6 +290,21 @@ pub async fn open(options: &Options) -> Result<Node> {
         router.as_ref().map(|r| (r, &addrs, voters, former))
     };
 
+    // Create every group's sled trees here, one after another, before any group starts: creating a
+    // tree while other groups already flush the same database is where a start-up once hung (see
+    // the session notes on sled), and opening an existing tree again later is only a lookup.
+    let hosts =
+        |p: u16| placement::partition_voters(PartitionId(p), &members).contains(&options.node);
+    let names = std::iter::once("meta".to_owned()).chain(
+        (0..partitions)
+            .filter(|p| hosts(*p))
+            .map(|p| format!("p{p}")),
+    );
+    for name in names {
+        for tree in ["log", "raft", "state"] {
+            db.open_tree(format!("{name}/{tree}")).map_err(storage)?;
+        }
+    }
     // Groups wait for a quorum as they open: open them all at once, not one after another.
     let meta_open = open_group(
         &db,
