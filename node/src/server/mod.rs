@@ -290,9 +290,10 @@ pub async fn open(options: &Options) -> Result<Node> {
         router.as_ref().map(|r| (r, &addrs, voters, former))
     };
 
-    // Create every group's sled trees here, one after another, before any group starts: creating a
-    // tree while other groups already flush the same database is where a start-up once hung (see
-    // the session notes on sled), and opening an existing tree again later is only a lookup.
+    // Create every hosted group's sled trees here, one after another, before any group starts:
+    // creating a tree while other groups already flush the same database is the suspect of a start-up
+    // hang seen once in the cluster tests (sled 0.34 has known flush and lock deadlocks), and opening
+    // an existing tree again inside `Group::open` is only a lookup.
     let hosts =
         |p: u16| placement::partition_voters(PartitionId(p), &members).contains(&options.node);
     let names = std::iter::once("meta".to_owned()).chain(
