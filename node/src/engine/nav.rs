@@ -95,17 +95,11 @@ pub(crate) const SYSTEM_TYPES: &[&str] = &[
     task_type::WAIT,
 ];
 
-/// Task types the engine accepts in a definition.
-pub(crate) const KNOWN_TYPES: &[&str] = &[
-    task_type::SIMPLE,
-    task_type::FORK_JOIN,
-    task_type::JOIN,
-    task_type::SWITCH,
-    task_type::DECISION,
-    task_type::TERMINATE,
-    task_type::SET_VARIABLE,
-    task_type::WAIT,
-];
+/// Whether the engine accepts this task type in a definition: SIMPLE (worker) tasks and the system
+/// tasks it executes itself.
+pub(crate) fn is_known_type(ty: &str) -> bool {
+    ty == task_type::SIMPLE || SYSTEM_TYPES.contains(&ty)
+}
 
 /// True for tasks that workers poll for.
 pub(crate) fn is_worker_type(workflow_task_type: &str) -> bool {

@@ -1,7 +1,7 @@
 //! Checks a workflow definition before it is stored or started: names, unique reference names, known
 //! task types and the shape each system task needs. Every message names the offending task.
 
-use super::nav::KNOWN_TYPES;
+use super::nav::is_known_type;
 use super::*;
 use proto::limits::{DEF_TASKS_MAX, NAME_LEN_MAX};
 use proto::model::{task_type, WorkflowTask};
@@ -56,7 +56,7 @@ pub fn validate_workflow_def(def: &WorkflowDef) -> Result<(), Error> {
 fn check_task(t: &WorkflowTask, refs: &BTreeSet<&str>) -> Result<(), Error> {
     let r = &t.task_reference_name;
     let bad = |m: String| Err(Error::Invalid(m));
-    if !KNOWN_TYPES.contains(&t.task_type.as_str()) {
+    if !is_known_type(&t.task_type) {
         return bad(format!(
             "task '{r}' has type '{}', which Baton does not support",
             t.task_type
