@@ -145,7 +145,16 @@ impl Inner {
         loop {
             if let Some(p) = self.partition_of(id) {
                 if let Some(answer) = p.try_call(id, op.clone()).await {
-                    return answer;
+                    // Leadership may have moved here after a forwarded start whose answer was lost:
+                    // the workflow it finds is the one that attempt created.
+                    return match answer {
+                        Err(Error::Conflict(_))
+                            if forwarded && matches!(op, WorkflowOp::Start(_)) =>
+                        {
+                            Ok(Vec::new())
+                        }
+                        other => other,
+                    };
                 }
             }
             let now = tokio::time::Instant::now();
