@@ -283,13 +283,22 @@ impl Group {
         };
 
         let wait = Duration::from_millis(options.leader_wait_ms);
+        if options
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.initial_voters.is_empty())
+        {
+            // A replica placed on this node later: it waits, empty, for the leader to add it.
+            return Ok(group);
+        }
         if options.cluster.is_some() {
             let mut metrics = raft.metrics();
             let known = tokio::time::timeout(
                 wait,
                 metrics.wait_for(|m| m.current_leader.is_some() || m.running_state.is_err()),
             )
-            .await;
+            .await
+            .map(|r| r.is_ok());
             let status = group.status();
             if let Some(stopped) = status.stopped {
                 let _ = group.shutdown().await;
@@ -307,7 +316,9 @@ impl Group {
         }
 
         let mut rx = group.leadership();
-        let outcome = tokio::time::timeout(wait, rx.wait_for(|leads| *leads)).await;
+        let outcome = tokio::time::timeout(wait, rx.wait_for(|leads| *leads))
+            .await
+            .map(|r| r.map(drop));
         match outcome {
             Ok(Ok(_)) => {
                 tracing::info!(group = %options.name, node = %node, "group open, local node leads");
@@ -405,6 +416,57 @@ impl Group {
         Ok(())
     }
 
+    /// Like [`Group::add_learner`], then waits (up to `wait`) until the learner has caught up with
+    /// the leader's log (by replication or a snapshot install), so promoting it to voter does not
+    /// stall commits.
+    pub async fn add_learner_caught_up(
+        &self,
+        node: NodeId,
+        addr: SocketAddr,
+        wait: Duration,
+    ) -> Result<(), Error> {
+        if let Some(transport) = &self.inner.transport {
+            transport.set_peer(node, addr);
+        }
+        let add = self
+            .inner
+            .raft
+            .add_learner(node.0, BasicNode::new(addr.to_string()), true);
+        match tokio::time::timeout(wait, add).await {
+            Ok(done) => done.map(|_| ()).map_err(Error::from),
+            Err(_) => Err(Error::Raft(format!(
+                "learner {node} of group {} did not catch up within {} ms",
+                self.inner.name,
+                wait.as_millis()
+            ))),
+        }
+    }
+
+    /// Removes `nodes` from the membership; they must not be voters (demote them first with
+    /// [`Group::change_voters`]). Must run on the leader.
+    pub async fn remove_learners(&self, nodes: BTreeSet<NodeId>) -> Result<(), Error> {
+        let ids: BTreeSet<u64> = nodes.iter().map(|n| n.0).collect();
+        self.inner
+            .raft
+            .change_membership(openraft::ChangeMembers::RemoveNodes(ids), false)
+            .await?;
+        Ok(())
+    }
+
+    /// Removes voter `node` from the membership altogether (committed before it returns). When
+    /// `node` is the leader itself, it steps down once the change is applied and the remaining
+    /// voters elect a new leader; in openraft a leader that stays a learner would keep leading.
+    /// The removed node keeps its copy of the log, so adding it back later is a short catch-up.
+    /// Must run on the leader.
+    pub async fn remove_voter(&self, node: NodeId) -> Result<(), Error> {
+        let ids = BTreeSet::from([node.0]);
+        self.inner
+            .raft
+            .change_membership(openraft::ChangeMembers::RemoveVoters(ids), false)
+            .await?;
+        Ok(())
+    }
+
     /// Makes `voters` the group's voters (joint consensus, committed before it returns). New
     /// voters must have been added as learners first; removed voters are dropped from the
     /// membership (not kept as learners). Must run on the leader (else `NotLeader`).
@@ -441,6 +503,13 @@ impl Group {
                 .membership()
                 .learner_ids()
                 .map(NodeId)
+                .collect(),
+            matched: m
+                .replication
+                .iter()
+                .flatten()
+                .filter(|(id, _)| **id != m.id)
+                .map(|(id, log)| (NodeId(*id), log.index()))
                 .collect(),
             stopped: m.running_state.as_ref().err().map(|e| e.to_string()),
         }

@@ -2,10 +2,11 @@
 //! (who leads, how far the log and the state machine are). Read from openraft's metrics; never blocks.
 
 use proto::NodeId;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// What one group looks like from this node right now.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupStatus {
     /// Group name (`"meta"`, `"p0"`...).
     pub name: String,
@@ -29,6 +30,10 @@ pub struct GroupStatus {
     pub voters: Vec<NodeId>,
     /// Learners of the current membership (replicated to, not voting), ascending.
     pub learners: Vec<NodeId>,
+    /// On the leader: the last log index each other member has (`None`: nothing yet). Empty
+    /// elsewhere. The leader's `last_log_index` minus this is the member's lag.
+    #[serde(default)]
+    pub matched: BTreeMap<NodeId, Option<u64>>,
     /// Why the group stopped, if it did (a storage error stops it; it recovers on reopen).
     pub stopped: Option<String>,
 }

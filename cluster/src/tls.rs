@@ -7,6 +7,9 @@
 //! `node-N.baton` (the client dials with that server name); a client proves it is node N the same
 //! way, checked by [`verify_node_certificate`] against the id it claims in its hello. Both chains
 //! must end at the cluster CA, so a certificate from another CA is refused at the handshake.
+//! The one exception is [`Identity::member_client_config`], for dialing a member known only by
+//! address: it checks the chain but not the server name, and its caller checks the certificate
+//! against the id the member then states.
 //!
 //! Not here: certificate rotation, revocation lists, or worker certificates (DESIGN §6 gives
 //! workers their own identities; that is the worker gateway's business).
@@ -365,6 +368,104 @@ impl Identity {
         config.enable_early_data = false;
         Ok(config)
     }
+
+    /// rustls client configuration for dialing *some* cluster member whose node id is not known
+    /// yet (a joining node knows only an address): like [`Identity::client_config`] (the server's
+    /// chain must end at the cluster CA, this node's certificate is presented, TLS 1.3, ALPN
+    /// [`ALPN_PEER`], no 0-RTT), except that the server name is not checked, since the dialer
+    /// cannot know which `node-<id>.baton` answers. Dial with [`MEMBER_SERVER_NAME`]. The caller
+    /// must then learn the member's id (its hello answer) and check the server's certificate
+    /// names it with [`verify_node_certificate`]; until then the peer is only "a member".
+    pub fn member_client_config(&self) -> Result<rustls::ClientConfig, Error> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(self.root_store()?),
+            provider.clone(),
+        )
+        .build()
+        .map_err(|e| tls_error("server verifier", e))?;
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| tls_error("client config", e))?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyMemberVerifier { inner: verifier }))
+            .with_client_auth_cert(self.chain.clone(), self.key.clone_key())
+            .map_err(|e| tls_error("client certificate", e))?;
+        config.alpn_protocols = vec![ALPN_PEER.to_vec()];
+        config.enable_early_data = false;
+        Ok(config)
+    }
+}
+
+/// Server name dialed with [`Identity::member_client_config`]; never checked against the
+/// certificate (any member may answer), only sent as SNI.
+pub const MEMBER_SERVER_NAME: &str = "member.baton";
+
+/// Server-certificate verifier of [`Identity::member_client_config`]: webpki's, with one error
+/// tolerated, the certificate not naming the dialed server name. Everything else (chain to the
+/// cluster CA, validity period, key usage, handshake signatures) is webpki's verdict unchanged.
+/// webpki checks the name last, after the chain, so a tolerated name error means the chain was
+/// accepted.
+#[derive(Debug)]
+struct AnyMemberVerifier {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for AnyMemberVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        use rustls::CertificateError::{NotValidForName, NotValidForNameContext};
+        match self.inner.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        ) {
+            // rustls 0.23 reports a name mismatch as `NotValidForNameContext`; older releases
+            // used `NotValidForName`.
+            Err(rustls::Error::InvalidCertificate(
+                NotValidForName | NotValidForNameContext { .. },
+            )) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+
+    fn requires_raw_public_keys(&self) -> bool {
+        self.inner.requires_raw_public_keys()
+    }
+
+    fn root_hint_subjects(&self) -> Option<&[rustls::DistinguishedName]> {
+        self.inner.root_hint_subjects()
+    }
 }
 
 /// Checks that `cert` (already verified as chained to the cluster CA by the handshake) names
@@ -407,6 +508,49 @@ mod tests {
         assert!(identity.server_config().is_ok());
         assert!(identity.client_config().is_ok());
         assert!(!format!("{cert:?}{identity:?}").contains("PRIVATE"));
+    }
+
+    #[test]
+    fn the_member_verifier_checks_the_chain_but_not_the_name() {
+        use rustls::client::danger::ServerCertVerifier;
+        let ca = generate_ca().expect("ca");
+        let cert = generate_node_cert(&ca, NodeId(2), &[]).expect("cert");
+        let identity = Identity::from_node_cert(ca.cert_pem(), &cert).expect("identity");
+        assert!(identity.member_client_config().is_ok());
+        let verifier = AnyMemberVerifier {
+            inner: rustls::client::WebPkiServerVerifier::builder_with_provider(
+                Arc::new(identity.root_store().expect("roots")),
+                Arc::new(rustls::crypto::ring::default_provider()),
+            )
+            .build()
+            .expect("verifier"),
+        };
+        let verify = |cert: &CertificateDer<'_>, name: &str| {
+            verifier.verify_server_cert(
+                cert,
+                &[],
+                &ServerName::try_from(name.to_string()).expect("name"),
+                &[],
+                rustls::pki_types::UnixTime::now(),
+            )
+        };
+        // Node 2's certificate passes whatever name was dialed.
+        assert!(verify(&identity.chain[0], MEMBER_SERVER_NAME).is_ok());
+        assert!(verify(&identity.chain[0], &node_server_name(NodeId(7))).is_ok());
+        // A certificate from another CA does not, whatever its name. (Both CAs share their
+        // common name, so webpki finds the "issuer" and rejects the signature.)
+        let foreign_ca = generate_ca().expect("ca");
+        let foreign = generate_node_cert(&foreign_ca, NodeId(2), &[]).expect("cert");
+        let foreign = CertificateDer::from_pem_slice(foreign.cert_pem.as_bytes()).expect("der");
+        for name in [MEMBER_SERVER_NAME.to_string(), node_server_name(NodeId(2))] {
+            match verify(&foreign, &name) {
+                Err(rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::BadSignature
+                    | rustls::CertificateError::UnknownIssuer,
+                )) => {}
+                other => panic!("a foreign certificate passed or failed oddly: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -9,8 +9,8 @@ use crate::engine::Effect;
 use crate::error::{Error, Result};
 use crate::partition::WorkflowOp;
 use proto::model::Task;
-use proto::record::{self, MetaCommand, MetaOutcome, WorkflowRecord};
-use proto::{TaskId, WorkflowId};
+use proto::record::{self, MetaCommand, MetaOutcome, NodeEntry, WorkflowRecord};
+use proto::{NodeId, PartitionId, TaskId, WorkflowId};
 use serde::{Deserialize, Serialize};
 
 /// Longest a forwarded request may take (a workflow operation waits for a Raft commit).
@@ -41,6 +41,32 @@ pub enum Forward {
     /// The meta group's applied index on its leader: a reader waits until its replica has applied
     /// as much, so definitions written through any node are visible to the next request anywhere.
     MetaReadIndex,
+    /// A node asks to join the cluster (sent to any member; carried on to the meta leader).
+    Join(NodeEntry),
+    /// The Raft status of every group the receiver hosts.
+    Groups,
+    /// The leader of a partition, as a node hosting a replica of it knows it.
+    Locate { partition: PartitionId },
+    /// Start hosting an empty replica of a partition, to be added to its membership.
+    Host { partition: PartitionId },
+    /// Stop hosting a partition's replica (it left the membership) and delete it.
+    Unhost { partition: PartitionId },
+    /// For the partition's leader: add `node` (peer address `addr`) as a learner, wait for it to
+    /// catch up, then make it a voter.
+    AddReplica {
+        partition: PartitionId,
+        node: NodeId,
+        addr: String,
+    },
+    /// For the partition's leader: remove `node` (not the leader) from the membership.
+    RemoveReplica {
+        partition: PartitionId,
+        node: NodeId,
+    },
+    /// For the partition's leader: become a learner, so the other voters elect a new leader.
+    StepDown { partition: PartitionId },
+    /// Do not start elections for the partition for `ms` (so that another voter is elected).
+    HoldElections { partition: PartitionId, ms: u64 },
 }
 
 /// The answer to a [`Forward`].
@@ -52,6 +78,14 @@ pub enum Reply {
     Tasks(Vec<Task>),
     Meta(MetaOutcome),
     Index(u64),
+    /// The cluster a joining node joins: its partition count and members.
+    Joined {
+        partitions: u16,
+        members: Vec<NodeEntry>,
+    },
+    Groups(Vec<cluster::GroupStatus>),
+    Leader(Option<NodeId>),
+    Done,
 }
 
 /// The request as it travels: hops so far, and the request.

@@ -44,6 +44,11 @@ enum Command {
         /// The cluster's initial members, the same on every node: `1=127.0.0.1:9081,2=...`.
         #[arg(long, value_parser = parse_members)]
         cluster: Option<BTreeMap<NodeId, SocketAddr>>,
+        /// Join a running cluster through the member listening at this peer address (a node
+        /// added later; needs --listen). Only the first start of a data directory joins; later
+        /// starts find the cluster in the data directory.
+        #[arg(long, conflicts_with = "cluster", requires = "listen")]
+        join: Option<SocketAddr>,
         /// Directory with the cluster's certificates (`baton certs`); needed with --cluster.
         #[arg(long, default_value = "baton-certs")]
         certs: PathBuf,
@@ -104,14 +109,22 @@ fn main() -> anyhow::Result<()> {
             node_id,
             listen,
             cluster,
+            join,
             certs,
         } => {
             let node = NodeId(node_id);
             let cluster = match (cluster, listen) {
+                (None, Some(listen)) if join.is_some() => Some(node::server::ClusterOptions {
+                    listen,
+                    members: BTreeMap::new(),
+                    join,
+                    certs,
+                }),
                 (None, _) => None,
                 (Some(members), Some(listen)) => Some(node::server::ClusterOptions {
                     listen,
                     members,
+                    join: None,
                     certs,
                 }),
                 (Some(members), None) => {
@@ -122,6 +135,7 @@ fn main() -> anyhow::Result<()> {
                     Some(node::server::ClusterOptions {
                         listen,
                         members,
+                        join: None,
                         certs,
                     })
                 }

@@ -193,7 +193,8 @@ impl Node {
     /// the same index must agree).
     pub fn digests(&self) -> Vec<(String, Option<u64>, u64)> {
         let mut out = Vec::new();
-        let groups = std::iter::once(&self.inner.meta).chain(self.inner.hosted().map(|p| &p.group));
+        let hosted = self.inner.hosted();
+        let groups = std::iter::once(&self.inner.meta).chain(hosted.iter().map(|p| &p.group));
         for g in groups {
             if let Ok((applied, digest)) = g.state_digest() {
                 out.push((g.name().to_owned(), applied, digest));
@@ -201,10 +202,38 @@ impl Node {
         }
         out
     }
+    // ---- cluster administration ----
+    /// Members and every group's leader, term, membership and replicas (asks every member).
+    pub async fn cluster(&self) -> crate::server::ClusterStatus {
+        self.inner.cluster_status().await
+    }
+    /// Adds a node (reachable at its peer address) to the cluster, as `--join` does.
+    pub async fn add_node(&self, id: proto::NodeId, addr: std::net::SocketAddr) -> Result<()> {
+        self.inner.add_node(id, addr).await
+    }
+    /// Drains a member (its replicas and leaderships move off), or makes it active again.
+    pub async fn drain(&self, id: proto::NodeId, draining: bool) -> Result<()> {
+        self.inner.set_draining(id, draining).await
+    }
+    /// Forgets a drained member that holds nothing any more.
+    pub async fn remove_node(&self, id: proto::NodeId) -> Result<()> {
+        self.inner.remove_node(id).await
+    }
+    /// Moves a partition's leadership to voter `to` (or the voter leading the fewest partitions);
+    /// answers the new leader.
+    pub async fn transfer(
+        &self,
+        partition: u16,
+        to: Option<proto::NodeId>,
+    ) -> Result<proto::NodeId> {
+        self.inner.transfer(proto::PartitionId(partition), to).await
+    }
+    /// Snapshots every group hosted on this node (and compacts their logs).
+    pub async fn snapshot(&self) -> Result<()> {
+        self.inner.snapshot_all().await
+    }
     /// The Raft status of every group on this node: the meta group, then the partitions in order.
     pub fn groups(&self) -> Vec<cluster::GroupStatus> {
-        let mut out = vec![self.inner.meta.status()];
-        out.extend(self.inner.hosted().map(|p| p.group.status()));
-        out
+        self.inner.group_statuses()
     }
 }

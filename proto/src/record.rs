@@ -5,7 +5,7 @@
 //! non-self-describing formats such as bincode cannot carry through serde. A denser body is a later
 //! format version, not a silent change.
 
-use crate::ids::WorkflowId;
+use crate::ids::{NodeId, WorkflowId};
 use crate::model::{TaskDef, TaskExecLog, Workflow, WorkflowDef};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -85,9 +85,35 @@ pub enum PartitionOutcome {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum MetaCommand {
     PutTaskDefs(Vec<TaskDef>),
-    DeleteTaskDef { name: String },
+    DeleteTaskDef {
+        name: String,
+    },
     PutWorkflowDef(Box<WorkflowDef>),
-    DeleteWorkflowDef { name: String, version: u32 },
+    DeleteWorkflowDef {
+        name: String,
+        version: u32,
+    },
+    /// Records a cluster member (or its new address); keeps a recorded member's draining flag.
+    PutNode(NodeEntry),
+    /// Marks a member as draining (its replicas and leaderships move off) or active again.
+    SetDraining {
+        id: NodeId,
+        draining: bool,
+    },
+    /// Forgets a member that holds nothing any more.
+    RemoveNode {
+        id: NodeId,
+    },
+}
+
+/// A cluster member as the meta group records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeEntry {
+    pub id: NodeId,
+    /// Its peer (QUIC) address, `ip:port`.
+    pub addr: String,
+    /// Being drained: nothing new is placed on it and what it holds moves off.
+    pub draining: bool,
 }
 
 /// The result of applying a [`MetaCommand`].

@@ -11,7 +11,10 @@
 //! connection opens with a hello naming the dialing node, which the server checks against the
 //! client certificate; the client checks the server by dialing `node-<id>.baton`. Inbound
 //! connections are served, not reused for outbound calls, so two nodes that call each other hold
-//! one connection in each direction.
+//! one connection in each direction. [`Transport::introduce`] is the exception to addressing by
+//! id: it dials an address whose node is not known yet on a fresh, uncached connection, learns the
+//! member's id from its hello answer (checked against its certificate), records the address, and
+//! closes the connection after one request.
 //!
 //! Not here: what payloads mean (services), retries (callers such as openraft retry by design).
 
@@ -24,11 +27,13 @@ use crate::error::Error;
 use crate::tls;
 use proto::NodeId;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use rustls::pki_types::CertificateDer;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// Largest hello payload (a node id); anything larger is not a hello.
 /// A hello carries the dialling node's id and its boot id (8 bytes each; older peers send only the id).
@@ -37,6 +42,10 @@ pub(crate) const HELLO_BYTES_MAX: usize = 16;
 pub(crate) const CLOSE_SHUTDOWN: u32 = 0;
 /// Application close code: the peer was refused (bad hello or identity).
 pub(crate) const CLOSE_REFUSED: u32 = 1;
+/// Application close code: the dialer is done with a one-off connection ([`Transport::introduce`]).
+const CLOSE_DONE: u32 = 2;
+/// The `peer` of errors of [`Transport::introduce`] raised before the member stated its id.
+const UNKNOWN_MEMBER: NodeId = NodeId(0);
 /// How long shutdown waits for connections to close cleanly.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(1);
 
@@ -50,6 +59,8 @@ pub(crate) struct Shared {
     pub(crate) endpoint: quinn::Endpoint,
     /// Client side of mutual TLS (with this node's certificate).
     client: quinn::ClientConfig,
+    /// The same without the server-name check, for [`Transport::introduce`].
+    member_client: quinn::ClientConfig,
     /// Largest payload either way.
     pub(crate) frame_bytes_max: usize,
     /// Bound of a dial (handshake + hello), and of an inbound handshake + hello.
@@ -173,7 +184,11 @@ impl Transport {
         let client_tls = QuicClientConfig::try_from(options.identity.client_config()?)
             .map_err(|e| Error::Tls(format!("client config for QUIC: {e}")))?;
         let mut client = quinn::ClientConfig::new(Arc::new(client_tls));
-        client.transport_config(quic);
+        client.transport_config(quic.clone());
+        let member_tls = QuicClientConfig::try_from(options.identity.member_client_config()?)
+            .map_err(|e| Error::Tls(format!("member client config for QUIC: {e}")))?;
+        let mut member_client = quinn::ClientConfig::new(Arc::new(member_tls));
+        member_client.transport_config(quic);
         let endpoint =
             quinn::Endpoint::server(server, options.listen).map_err(|e| Error::Listen {
                 addr: options.listen.to_string(),
@@ -183,6 +198,7 @@ impl Transport {
             node: options.node(),
             endpoint,
             client,
+            member_client,
             frame_bytes_max: options.frame_bytes_max,
             connect_timeout: Duration::from_millis(options.connect_timeout_ms),
             connections_max: options.connections_max,
@@ -324,43 +340,135 @@ impl Transport {
         payload: &[u8],
     ) -> Result<Vec<u8>, Error> {
         let conn = self.connection(peer, service).await?;
-        let (mut send, mut recv) = match conn.open_bi().await {
-            Ok(stream) => stream,
-            Err(e) => {
-                self.forget(peer, service, &conn).await;
-                return Err(Error::Unreachable {
-                    peer,
-                    reason: e.to_string(),
-                });
-            }
-        };
-        let max = self.shared().frame_bytes_max;
-        let answer = match frame::write(&mut send, service.code(), payload).await {
-            Ok(()) => frame::read(&mut recv, max).await,
-            Err(e) => Err(e),
-        };
-        match answer {
-            Ok((STATUS_OK, body)) => Ok(body),
-            Ok((_, body)) => Err(Error::Remote {
-                peer,
-                message: String::from_utf8_lossy(&body).into_owned(),
-            }),
-            Err(FrameError::TooLarge { bytes, max }) => Err(Error::FrameTooLarge { bytes, max }),
-            Err(e) => {
-                if conn.close_reason().is_some() {
-                    self.forget(peer, service, &conn).await;
-                    Err(Error::Unreachable {
-                        peer,
-                        reason: e.to_string(),
-                    })
-                } else {
-                    Err(Error::Remote {
-                        peer,
-                        message: e.to_string(),
-                    })
-                }
-            }
+        let result = request(&conn, peer, service, payload, self.shared().frame_bytes_max).await;
+        if matches!(result, Err(Error::Unreachable { .. })) {
+            self.forget(peer, service, &conn).await;
         }
+        result
+    }
+
+    /// Sends one request to whichever cluster member listens at `addr` (its node id is not known
+    /// yet) and returns that member's id and its answer. This is how a node joining a running
+    /// cluster reaches its first peer: it knows an address (`--join`), not who listens there.
+    ///
+    /// The connection is fresh (never cached, closed after the answer). The member's certificate
+    /// must chain to the cluster CA like any peer's, but the dial names no node
+    /// ([`tls::Identity::member_client_config`]); after the usual hello the member states its id,
+    /// and its certificate must name that id ([`tls::verify_node_certificate`]) or nothing is
+    /// sent and the call fails with [`Error::Tls`]. The member's address is then recorded
+    /// ([`Transport::set_peer`]) and the request sent on the same connection. Everything, the
+    /// dial included, runs within `timeout`; on timeout after the request was sent it may or may
+    /// not have run on the member.
+    ///
+    /// Errors before the member stated its id (nothing answers at `addr`, either side refused the
+    /// other's certificate, the hello was refused, no answer in time) are [`Error::Unreachable`]
+    /// with `peer` `NodeId(0)` (unknown) and `addr` in the reason; later errors name the member.
+    /// An `addr` where this very node answers is refused with [`Error::Unreachable`] naming this
+    /// node.
+    pub async fn introduce(
+        &self,
+        addr: SocketAddr,
+        service: Service,
+        payload: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<(NodeId, Vec<u8>), Error> {
+        if self.shared().closed.load(Ordering::Acquire) {
+            return Err(Error::TransportClosed);
+        }
+        let max = self.shared().frame_bytes_max;
+        if payload.len() > max {
+            return Err(Error::FrameTooLarge {
+                bytes: payload.len(),
+                max,
+            });
+        }
+        let waited_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let start = Instant::now();
+        let deadline = start + timeout;
+        // The dial is also bounded by the connect timeout, as every dial is.
+        let dial_wait = timeout.min(self.shared().connect_timeout);
+        let (conn, member) = match tokio::time::timeout_at(start + dial_wait, self.meet(addr)).await
+        {
+            Ok(result) => result?,
+            Err(_) => {
+                return Err(Error::Unreachable {
+                    peer: UNKNOWN_MEMBER,
+                    reason: format!(
+                        "no cluster member at {addr} answered within {} ms",
+                        dial_wait.as_millis()
+                    ),
+                })
+            }
+        };
+        self.set_peer(member, addr);
+        tracing::debug!(node = %self.node(), peer = %member, %addr, "introduced to a cluster member");
+        let answer =
+            match tokio::time::timeout_at(deadline, request(&conn, member, service, &payload, max))
+                .await
+            {
+                Ok(result) => result,
+                Err(_) => Err(Error::Timeout {
+                    peer: member,
+                    waited_ms,
+                }),
+            };
+        conn.close(CLOSE_DONE.into(), b"introduced");
+        answer.map(|body| (member, body))
+    }
+
+    /// The dialing half of [`Transport::introduce`]: connects to `addr` without naming a node,
+    /// says hello, and returns the connection and the member's id once its certificate is known
+    /// to name that id. Closes the connection on any refusal.
+    async fn meet(&self, addr: SocketAddr) -> Result<(quinn::Connection, NodeId), Error> {
+        let unreachable = |reason: String| Error::Unreachable {
+            peer: UNKNOWN_MEMBER,
+            reason: format!("no cluster member reachable at {addr}: {reason}"),
+        };
+        let shared = self.shared();
+        let connecting = shared
+            .endpoint
+            .connect_with(shared.member_client.clone(), addr, tls::MEMBER_SERVER_NAME)
+            .map_err(|e| unreachable(e.to_string()))?;
+        let conn = connecting.await.map_err(|e| unreachable(e.to_string()))?;
+        let refuse = |reason: &str| conn.close(CLOSE_REFUSED.into(), reason.as_bytes());
+        let body = self.hello(&conn).await.map_err(|reason| {
+            refuse("hello failed");
+            unreachable(reason)
+        })?;
+        let Ok(id) = <[u8; 8]>::try_from(body.as_slice()) else {
+            refuse("hello answer is not a node id");
+            return Err(unreachable(format!(
+                "its hello answer ({} bytes) is not a node id",
+                body.len()
+            )));
+        };
+        let member = NodeId(u64::from_be_bytes(id));
+        let leaf = conn
+            .peer_identity()
+            .and_then(|identity| identity.downcast::<Vec<CertificateDer<'static>>>().ok())
+            .and_then(|certs| certs.first().cloned());
+        let named = match leaf {
+            None => Err("it presented no certificate".to_string()),
+            Some(leaf) => tls::verify_node_certificate(member, &leaf).map_err(|e| match e {
+                Error::Tls(message) => message,
+                other => other.to_string(),
+            }),
+        };
+        if let Err(reason) = named {
+            refuse("the certificate does not name the node id stated in the hello");
+            return Err(Error::Tls(format!(
+                "the member at {addr} says it is node {}, but {reason}",
+                member.0
+            )));
+        }
+        if member == shared.node {
+            conn.close(CLOSE_DONE.into(), b"introduced to itself");
+            return Err(Error::Unreachable {
+                peer: member,
+                reason: format!("{addr} is this node's own address, not another member's"),
+            });
+        }
+        Ok((conn, member))
     }
 
     /// The cached connection to `peer`, dialing it if there is none or it closed. The dial runs in
@@ -417,6 +525,14 @@ impl Transport {
             .connect_with(shared.client.clone(), addr, &tls::node_server_name(peer))
             .map_err(|e| unreachable(e.to_string()))?;
         let conn = connecting.await.map_err(|e| unreachable(e.to_string()))?;
+        self.hello(&conn).await.map_err(unreachable)?;
+        Ok(conn)
+    }
+
+    /// Says hello on a new connection (this node's id and boot id) and returns the server's
+    /// answer (its node id), or why the hello failed.
+    async fn hello(&self, conn: &quinn::Connection) -> Result<Vec<u8>, String> {
+        let shared = self.shared();
         let hello = async {
             let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
             let mut hello = shared.node.0.to_be_bytes().to_vec();
@@ -429,16 +545,13 @@ impl Transport {
                 .map_err(|e| e.to_string())
         };
         match hello.await {
-            Ok((STATUS_OK, _)) => Ok(conn),
-            Ok((_, body)) => Err(unreachable(format!(
-                "hello refused: {}",
-                String::from_utf8_lossy(&body)
-            ))),
+            Ok((STATUS_OK, body)) => Ok(body),
+            Ok((_, body)) => Err(format!("hello refused: {}", String::from_utf8_lossy(&body))),
             // A refusal closes the connection with the reason: report that, not the stream error.
-            Err(e) => Err(unreachable(match conn.close_reason() {
+            Err(e) => Err(match conn.close_reason() {
                 Some(reason) => reason.to_string(),
                 None => e,
-            })),
+            }),
         }
     }
 
@@ -466,5 +579,42 @@ impl Transport {
         lock(&shared.slots).clear();
         let _ = tokio::time::timeout(SHUTDOWN_WAIT, shared.endpoint.wait_idle()).await;
         tracing::info!(node = %shared.node, "peer transport stopped");
+    }
+}
+
+/// One request on a new bidirectional stream of `conn` to `peer`, and its answer. An error that
+/// leaves the connection unusable is [`Error::Unreachable`] (the caller drops a cached
+/// connection then); an error answer or a broken stream of a live connection is
+/// [`Error::Remote`].
+async fn request(
+    conn: &quinn::Connection,
+    peer: NodeId,
+    service: Service,
+    payload: &[u8],
+    max: usize,
+) -> Result<Vec<u8>, Error> {
+    let (mut send, mut recv) = conn.open_bi().await.map_err(|e| Error::Unreachable {
+        peer,
+        reason: e.to_string(),
+    })?;
+    let answer = match frame::write(&mut send, service.code(), payload).await {
+        Ok(()) => frame::read(&mut recv, max).await,
+        Err(e) => Err(e),
+    };
+    match answer {
+        Ok((STATUS_OK, body)) => Ok(body),
+        Ok((_, body)) => Err(Error::Remote {
+            peer,
+            message: String::from_utf8_lossy(&body).into_owned(),
+        }),
+        Err(FrameError::TooLarge { bytes, max }) => Err(Error::FrameTooLarge { bytes, max }),
+        Err(e) if conn.close_reason().is_some() => Err(Error::Unreachable {
+            peer,
+            reason: e.to_string(),
+        }),
+        Err(e) => Err(Error::Remote {
+            peer,
+            message: e.to_string(),
+        }),
     }
 }

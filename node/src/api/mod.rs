@@ -11,6 +11,7 @@
 //! body, query-string and id extractors, the boolean parser), [`search`] (the workflow search query
 //! language), and one file per Conductor resource: [`metadata`], [`workflow`], [`task`], [`health`].
 
+pub mod admin;
 pub mod error;
 pub mod extract;
 pub mod health;
@@ -135,6 +136,15 @@ fn routes() -> axum::Router<Node> {
         // ---- Baton administration ----
         .route("/api/admin/status", get(health::status))
         .route("/api/admin/digest", get(health::digest))
+        .route("/api/admin/cluster", get(admin::cluster))
+        .route("/api/admin/nodes", post(admin::add_node))
+        .route("/api/admin/nodes/{id}", delete(admin::remove_node))
+        .route("/api/admin/nodes/{id}/drain", post(admin::drain))
+        .route(
+            "/api/admin/partitions/{partition}/transfer",
+            post(admin::transfer),
+        )
+        .route("/api/admin/snapshot", post(admin::snapshot))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
 }

@@ -1,8 +1,10 @@
-//! The meta group: task definitions and workflow definitions, replicated through their own Raft group
-//! and read locally by every node. `MetaMachine` applies [`MetaCommand`]s; `Definitions` reads them.
+//! The meta group: task definitions, workflow definitions and the cluster's members, replicated
+//! through their own Raft group and read locally by every node. `MetaMachine` applies
+//! [`MetaCommand`]s; `Definitions` reads them.
 
 use proto::model::{TaskDef, WorkflowDef};
-use proto::record::{self, MetaCommand, MetaOutcome};
+use proto::record::{self, MetaCommand, MetaOutcome, NodeEntry};
+use proto::NodeId;
 
 fn task_key(name: &str) -> Vec<u8> {
     [b"td/".as_slice(), name.as_bytes()].concat()
@@ -17,6 +19,12 @@ fn workflow_prefix(name: &str) -> Vec<u8> {
     format!("wd/{name}\0").into_bytes()
 }
 const WORKFLOW_PREFIX: &[u8] = b"wd/";
+
+/// Members sort by id: zero-padded to twenty digits.
+fn node_key(id: NodeId) -> Vec<u8> {
+    format!("nd/{:020}", id.0).into_bytes()
+}
+const NODE_PREFIX: &[u8] = b"nd/";
 
 /// The meta group's state machine.
 #[derive(Debug, Default)]
@@ -52,6 +60,34 @@ impl cluster::StateMachine for MetaMachine {
                     MetaOutcome::NotFound
                 }
             }
+            Ok(MetaCommand::PutNode(mut entry)) => {
+                let key = node_key(entry.id);
+                if let Some(old) = read::<NodeEntry>(state, &key) {
+                    entry.draining = old.draining;
+                }
+                batch.insert(key, record::encode(&entry));
+                MetaOutcome::Applied
+            }
+            Ok(MetaCommand::SetDraining { id, draining }) => {
+                let key = node_key(id);
+                match read::<NodeEntry>(state, &key) {
+                    Some(mut entry) => {
+                        entry.draining = draining;
+                        batch.insert(key, record::encode(&entry));
+                        MetaOutcome::Applied
+                    }
+                    None => MetaOutcome::NotFound,
+                }
+            }
+            Ok(MetaCommand::RemoveNode { id }) => {
+                let key = node_key(id);
+                if matches!(state.contains_key(&key), Ok(true)) {
+                    batch.remove(key);
+                    MetaOutcome::Applied
+                } else {
+                    MetaOutcome::NotFound
+                }
+            }
             Err(e) => {
                 tracing::error!(error = %e, "undecodable meta command; skipped");
                 MetaOutcome::NotFound
@@ -61,7 +97,11 @@ impl cluster::StateMachine for MetaMachine {
     }
 }
 
-/// Reads definitions from the local replica of the meta group.
+fn read<T: serde::de::DeserializeOwned>(state: &sled::Tree, key: &[u8]) -> Option<T> {
+    record::decode(&state.get(key).ok()??).ok()
+}
+
+/// Reads definitions and members from the local replica of the meta group.
 #[derive(Clone)]
 pub struct Definitions {
     state: sled::Tree,
@@ -105,6 +145,19 @@ impl Definitions {
             .filter_map(|kv| kv.ok())
             .filter_map(|(_, v)| record::decode(&v).ok())
             .collect()
+    }
+
+    /// The cluster's recorded members, by id.
+    pub fn nodes(&self) -> Vec<NodeEntry> {
+        self.state
+            .scan_prefix(NODE_PREFIX)
+            .filter_map(|kv| kv.ok())
+            .filter_map(|(_, v)| record::decode(&v).ok())
+            .collect()
+    }
+
+    pub fn node(&self, id: NodeId) -> Option<NodeEntry> {
+        read(&self.state, &node_key(id))
     }
 
     /// Fills in each task's `taskDefinition` from the registered task definitions (Conductor's

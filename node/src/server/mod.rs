@@ -3,6 +3,8 @@
 //! [`Node`](crate::Node). One node on one machine is the embedded default: every group then has one
 //! voter and no network, the same code path a cluster runs.
 
+mod membership;
+pub use membership::{ClusterStatus, GroupSummary, NodeStatus, ReplicaStatus};
 mod metadata;
 mod routing;
 mod tasks;
@@ -23,7 +25,7 @@ use rand::SeedableRng;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::mpsc;
 
 /// Most effects waiting for the node to perform them (failure-workflow starts).
@@ -39,7 +41,11 @@ pub struct ClusterOptions {
     /// This node's peer (QUIC) address.
     pub listen: SocketAddr,
     /// Every initial member with its peer address, this node included; identical on every node.
+    /// Empty for a node that joins a running cluster.
     pub members: BTreeMap<NodeId, SocketAddr>,
+    /// A member's peer address to join the cluster through (a node added to a running cluster;
+    /// only used on the first start of its data directory).
+    pub join: Option<SocketAddr>,
     /// Directory with `ca.pem` and this node's `node-<id>.pem` / `node-<id>.key` (`baton certs`).
     pub certs: PathBuf,
 }
@@ -71,15 +77,27 @@ impl Default for Options {
 /// The node's shared state behind every [`Node`] handle.
 pub struct Inner {
     pub(crate) node: NodeId,
-    /// Every member, sorted (just this node when embedded).
-    pub(crate) members: Vec<NodeId>,
+    /// Every known member with its peer address, this node included (just this node when
+    /// embedded): the initial members, then the meta group's record (`membership::sync_members`).
+    pub(crate) members: RwLock<BTreeMap<NodeId, SocketAddr>>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) meta: cluster::Group,
     pub(crate) defs: Definitions,
-    /// Indexed by partition number; `None` where this node holds no replica.
-    pub(crate) partitions: Vec<Option<Partition>>,
+    /// The cluster's partition count (fixed when the cluster is created).
+    partition_count: u16,
+    /// The partitions this node hosts a replica of; changes as replicas move.
+    pub(crate) partitions: RwLock<BTreeMap<u16, Arc<Partition>>>,
+    /// What a partition started here later needs.
+    env: PartitionEnv,
+    /// Serialises hosting and unhosting partitions.
+    hosting: tokio::sync::Mutex<()>,
+    /// The leader last found for partitions this node does not host.
+    pub(crate) leader_hints: Mutex<BTreeMap<u16, NodeId>>,
+    /// This node's peer address (cluster).
+    listen: Option<SocketAddr>,
     pub(crate) queues: Arc<TaskQueues>,
     pub(crate) transport: Option<cluster::Transport>,
+    router: Option<cluster::RaftRouter>,
     /// Rotates which peers a poll asks first (see `poll`).
     pub(crate) poll_turn: std::sync::atomic::AtomicUsize,
     /// Peers that failed to answer, until when they are skipped.
@@ -91,30 +109,46 @@ pub struct Inner {
 
 impl Inner {
     pub(crate) fn partition_count(&self) -> u16 {
-        // At most u16::MAX by construction (Options::partitions is a u16).
-        u16::try_from(self.partitions.len()).unwrap_or(u16::MAX)
+        self.partition_count
     }
 
     pub(crate) fn partition_id_of(&self, id: &WorkflowId) -> PartitionId {
         id.partition(self.partition_count())
     }
 
+    /// The local replica of a partition, if this node hosts one.
+    pub(crate) fn partition(&self, p: PartitionId) -> Option<Arc<Partition>> {
+        read(&self.partitions).get(&p.0).cloned()
+    }
+
     /// The local replica of a workflow's partition, if this node hosts one.
-    pub(crate) fn partition_of(&self, id: &WorkflowId) -> Option<&Partition> {
-        self.partitions
-            .get(usize::from(self.partition_id_of(id).0))
-            .and_then(Option::as_ref)
+    pub(crate) fn partition_of(&self, id: &WorkflowId) -> Option<Arc<Partition>> {
+        self.partition(self.partition_id_of(id))
     }
 
-    pub(crate) fn partition_of_task(&self, id: &TaskId) -> Option<&Partition> {
-        self.partitions
-            .get(usize::from(id.partition(self.partition_count()).0))
-            .and_then(Option::as_ref)
+    pub(crate) fn partition_of_task(&self, id: &TaskId) -> Option<Arc<Partition>> {
+        self.partition(id.partition(self.partition_count()))
     }
 
-    /// The partitions hosted here.
-    pub(crate) fn hosted(&self) -> impl Iterator<Item = &Partition> {
-        self.partitions.iter().flatten()
+    /// The partitions hosted here, in order.
+    pub(crate) fn hosted(&self) -> Vec<Arc<Partition>> {
+        read(&self.partitions).values().cloned().collect()
+    }
+
+    /// The Raft status of every group here: the meta group, then the partitions in order.
+    pub(crate) fn group_statuses(&self) -> Vec<cluster::GroupStatus> {
+        let mut out = vec![self.meta.status()];
+        out.extend(self.hosted().iter().map(|p| p.group.status()));
+        out
+    }
+
+    /// The other known members.
+    pub(crate) fn peers(&self) -> Vec<NodeId> {
+        read(&self.members)
+            .keys()
+            .copied()
+            .filter(|n| *n != self.node)
+            .collect()
     }
 
     pub(crate) fn new_workflow_id(&self) -> WorkflowId {
@@ -131,7 +165,7 @@ impl Inner {
     /// partition has a leader — a confirmed one where that leader is this node. A node restarted
     /// without a quorum reachable is therefore not healthy, whatever its saved votes say.
     pub async fn health(&self) -> Health {
-        let hosted: Vec<&Partition> = self.hosted().collect();
+        let hosted = self.hosted();
         let led = hosted.iter().filter(|p| p.group.is_leader()).count();
         let partitions_ok = hosted.iter().all(|p| match p.group.leader() {
             Some(n) if n == self.node => p.group.is_leader(),
@@ -153,7 +187,7 @@ impl Inner {
         };
         Health {
             healthy: meta_ok && partitions_ok,
-            partitions: self.partitions.len(),
+            partitions: hosted.len(),
             partitions_led: led,
         }
     }
@@ -187,6 +221,28 @@ impl Inner {
 
 pub(crate) fn storage(e: impl std::fmt::Display) -> Error {
     Error::Internal(format!("storage: {e}"))
+}
+
+/// A poisoned lock only means a panic elsewhere; the maps stay valid (single inserts and removes).
+pub(crate) fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+pub(crate) fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The sled trees of group `name`.
+const GROUP_TREES: [&str; 3] = ["log", "raft", "state"];
+
+/// Partitions with a replica in this database (their trees exist).
+fn stored_partitions(db: &sled::Db, partitions: u16) -> Vec<u16> {
+    let names = db.tree_names();
+    (0..partitions)
+        .filter(|p| {
+            let raft = format!("p{p}/raft");
+            names.iter().any(|n| n.as_ref() == raft.as_bytes())
+        })
+        .collect()
 }
 
 /// How a group joins the cluster: the node's Raft router, every member's peer address, the group's
@@ -232,31 +288,17 @@ pub async fn open(options: &Options) -> Result<Node> {
         .path(&options.data_dir)
         .open()
         .map_err(storage)?;
-    let partitions = match db.get(PARTITIONS_KEY).map_err(storage)? {
-        Some(v) if v.len() == 2 => {
-            let stored = u16::from_be_bytes([v[0], v[1]]);
-            if stored != options.partitions {
-                tracing::warn!(
-                    stored,
-                    requested = options.partitions,
-                    "data directory was created with another partition count; keeping it"
-                );
-            }
-            stored
-        }
-        _ => {
-            db.insert(PARTITIONS_KEY, &options.partitions.to_be_bytes())
-                .map_err(storage)?;
-            cluster::log_store::flush(&db).await.map_err(storage)?;
-            options.partitions
-        }
+    let stored = match db.get(PARTITIONS_KEY).map_err(storage)? {
+        Some(v) if v.len() == 2 => Some(u16::from_be_bytes([v[0], v[1]])),
+        _ => None,
     };
-    let (members, transport, router) = match &options.cluster {
-        None => (vec![options.node], None, None),
+    let fresh = stored.is_none();
+    let (transport, router) = match &options.cluster {
+        None => (None, None),
         Some(c) => {
-            if !c.members.contains_key(&options.node) {
+            if c.join.is_none() && !c.members.contains_key(&options.node) {
                 return Err(Error::Invalid(format!(
-                    "--cluster must list this node ({})",
+                    "--cluster must list this node ({}), or use --join to add it to a running cluster",
                     options.node
                 )));
             }
@@ -274,13 +316,78 @@ pub async fn open(options: &Options) -> Result<Node> {
             )
             .map_err(|e| Error::Internal(format!("peer transport on {}: {e}", c.listen)))?;
             let router = cluster::RaftRouter::new(transport.clone());
-            (
-                c.members.keys().copied().collect(),
-                Some(transport),
-                Some(router),
-            )
+            (Some(transport), Some(router))
         }
     };
+    let joining = options
+        .cluster
+        .as_ref()
+        .and_then(|c| c.join)
+        .filter(|_| fresh);
+    let partitions = match (stored, joining, &options.cluster, &transport) {
+        (Some(stored), _, _, _) => {
+            if stored != options.partitions
+                && options.cluster.as_ref().is_none_or(|c| c.join.is_none())
+            {
+                tracing::warn!(
+                    stored,
+                    requested = options.partitions,
+                    "data directory was created with another partition count; keeping it"
+                );
+            }
+            stored
+        }
+        (None, Some(seed), Some(c), Some(t)) => {
+            membership::join(t, seed, options.node, c.listen).await?
+        }
+        _ => options.partitions,
+    };
+    let meta_state = db.open_tree("meta/state").map_err(storage)?;
+    let mut members: BTreeMap<NodeId, SocketAddr> = match &options.cluster {
+        None => BTreeMap::from([(options.node, SocketAddr::from(([127, 0, 0, 1], 0)))]),
+        Some(c) => {
+            let mut m = c.members.clone();
+            m.insert(options.node, c.listen);
+            m
+        }
+    };
+    for entry in Definitions::new(meta_state).nodes() {
+        if let Ok(addr) = entry.addr.parse() {
+            members.entry(entry.id).or_insert(addr);
+        }
+    }
+    if let Some(t) = &transport {
+        for (id, addr) in members.iter().filter(|(id, _)| **id != options.node) {
+            t.set_peer(*id, *addr);
+        }
+    }
+    // The initial placement is computed from the initial members only (the same on every node).
+    let initial: Vec<NodeId> = match &options.cluster {
+        None => vec![options.node],
+        Some(c) => c.members.keys().copied().collect(),
+    };
+    let initially_hosts =
+        |p: u16| placement::partition_voters(PartitionId(p), &initial).contains(&options.node);
+    let hosted: Vec<u16> = if fresh {
+        (0..partitions).filter(|p| initially_hosts(*p)).collect()
+    } else {
+        stored_partitions(&db, partitions)
+    };
+    // Create every hosted group's sled trees here, one after another, before any group starts:
+    // creating a tree while other groups already flush the same database is the suspect of a start-up
+    // hang seen once in the cluster tests (sled 0.34 has known flush and lock deadlocks), and opening
+    // an existing tree again inside `Group::open` is only a lookup.
+    let names = std::iter::once("meta".to_owned()).chain(hosted.iter().map(|p| format!("p{p}")));
+    for name in names {
+        for tree in GROUP_TREES {
+            db.open_tree(format!("{name}/{tree}")).map_err(storage)?;
+        }
+    }
+    if fresh {
+        db.insert(PARTITIONS_KEY, &partitions.to_be_bytes())
+            .map_err(storage)?;
+        cluster::log_store::flush(&db).await.map_err(storage)?;
+    }
     let addrs = options
         .cluster
         .as_ref()
@@ -289,42 +396,28 @@ pub async fn open(options: &Options) -> Result<Node> {
     let link = |voters: Vec<NodeId>, former: Option<NodeId>| {
         router.as_ref().map(|r| (r, &addrs, voters, former))
     };
-
-    // Create every hosted group's sled trees here, one after another, before any group starts:
-    // creating a tree while other groups already flush the same database is the suspect of a start-up
-    // hang seen once in the cluster tests (sled 0.34 has known flush and lock deadlocks), and opening
-    // an existing tree again inside `Group::open` is only a lookup.
-    let hosts =
-        |p: u16| placement::partition_voters(PartitionId(p), &members).contains(&options.node);
-    let names = std::iter::once("meta".to_owned()).chain(
-        (0..partitions)
-            .filter(|p| hosts(*p))
-            .map(|p| format!("p{p}")),
-    );
-    for name in names {
-        for tree in ["log", "raft", "state"] {
-            db.open_tree(format!("{name}/{tree}")).map_err(storage)?;
-        }
-    }
-    // Groups wait for a quorum as they open: open them all at once, not one after another.
+    // Groups wait for a quorum as they open: open them all at once, not one after another. A group
+    // not in the initial placement (a replica placed here later, or the meta group of a node that
+    // joined) has no initial voters: it waits for its leader to reach it.
     let meta_open = open_group(
         &db,
         "meta".into(),
         options.node,
-        link(placement::meta_voters(&members), members.first().copied()),
+        link(placement::meta_voters(&initial), initial.first().copied()),
         Arc::new(MetaMachine),
     );
-    let hosted: Vec<u16> = (0..partitions)
-        .filter(|p| placement::partition_voters(PartitionId(*p), &members).contains(&options.node))
-        .collect();
     let partition_opens = hosted.iter().map(|p| {
         let id = PartitionId(*p);
-        let voters = placement::partition_voters(id, &members);
+        let voters = if initially_hosts(*p) {
+            placement::partition_voters(id, &initial)
+        } else {
+            Vec::new()
+        };
         open_group(
             &db,
             format!("p{p}"),
             options.node,
-            link(voters, placement::partition_former(id, &members)),
+            link(voters, placement::partition_former(id, &initial)),
             Arc::new(WorkflowMachine),
         )
     });
@@ -340,19 +433,26 @@ pub async fn open(options: &Options) -> Result<Node> {
         outbox: outbox_tx,
         partitions,
     };
-    let mut parts: Vec<Option<Partition>> = (0..partitions).map(|_| None).collect();
+    let mut parts = BTreeMap::new();
     for (p, group) in hosted.iter().zip(groups) {
-        parts[usize::from(*p)] = Some(Partition::start(PartitionId(*p), group?, env.clone()));
+        let partition = Partition::start(PartitionId(*p), group?, env.clone());
+        parts.insert(*p, Arc::new(partition));
     }
     let inner = Arc::new(Inner {
         node: options.node,
-        members,
+        members: RwLock::new(members),
         clock,
         defs: Definitions::new(meta.state().clone()),
         meta,
-        partitions: parts,
+        partition_count: partitions,
+        partitions: RwLock::new(parts),
+        env,
+        hosting: tokio::sync::Mutex::new(()),
+        leader_hints: Mutex::new(BTreeMap::new()),
+        listen: options.cluster.as_ref().map(|c| c.listen),
         queues,
         transport: transport.clone(),
+        router,
         peers_down: Mutex::new(BTreeMap::new()),
         poll_turn: std::sync::atomic::AtomicUsize::new(0),
         rng: Mutex::new(rand_chacha::ChaCha8Rng::from_entropy()),
@@ -372,6 +472,7 @@ pub async fn open(options: &Options) -> Result<Node> {
                 }
             },
         );
+        tokio::spawn(membership::run(Arc::downgrade(&inner)));
     }
     tokio::spawn(perform_outbox(Arc::downgrade(&inner), outbox_rx));
     Ok(Node { inner })
@@ -412,7 +513,7 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(options.http)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", options.http))?;
-    tracing::info!(node = %options.node, http = %options.http, data_dir = %options.data_dir.display(), partitions = node.inner.partitions.len(), members = node.inner.members.len(), "baton node serving");
+    tracing::info!(node = %options.node, http = %options.http, data_dir = %options.data_dir.display(), partitions = node.inner.partition_count, hosted = node.inner.hosted().len(), members = read(&node.inner.members).len(), "baton node serving");
     let app = crate::api::router(node.clone());
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)

@@ -9,7 +9,6 @@ use crate::engine::Effect;
 use crate::error::{Error, Result};
 use crate::forward::{self, Forward, Reply, FORWARD_TIMEOUT_MS, HOPS_MAX};
 use crate::partition::WorkflowOp;
-use crate::placement;
 use proto::record::{self, MetaCommand, MetaOutcome, WorkflowRecord};
 use proto::{NodeId, PartitionId, TaskId, WorkflowId};
 use std::time::Duration;
@@ -22,6 +21,8 @@ const LEADER_POLL_MS: u64 = 20;
 const ROUTE_DEADLINE_MS: u64 = 15_000;
 /// How long a peer that failed to answer is skipped.
 const PEER_DOWN_MS: u64 = 1_000;
+/// Longest a peer may take to say where a partition is led.
+const LOCATE_TIMEOUT_MS: u64 = 1_000;
 /// Longest a definition read waits for the local meta replica to catch up.
 const META_CATCH_UP_MS: u64 = 5_000;
 
@@ -35,11 +36,7 @@ impl Inner {
     async fn target(&self, partition: PartitionId) -> Result<Target> {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(LEADER_WAIT_MS);
         loop {
-            match self
-                .partitions
-                .get(usize::from(partition.0))
-                .and_then(Option::as_ref)
-            {
+            match self.partition(partition) {
                 Some(p) => match p.group.leader() {
                     Some(n) if n == self.node && p.is_local_leader().await => {
                         return Ok(Target::Local);
@@ -52,9 +49,9 @@ impl Inner {
                     None => {}
                 },
                 None => {
-                    // Not hosted here: ask the partition's first voter; it forwards once if needed.
-                    if let Some(v) = placement::partition_voters(partition, &self.members).first() {
-                        return Ok(Target::Peer(*v));
+                    // Not hosted here: ask where it is led (remembered until a request fails).
+                    if let Some(l) = self.locate(partition).await {
+                        return Ok(Target::Peer(l));
                     }
                 }
             }
@@ -65,6 +62,36 @@ impl Inner {
             }
             tokio::time::sleep(Duration::from_millis(LEADER_POLL_MS)).await;
         }
+    }
+
+    /// The leader of a partition this node does not host: remembered, else asked of every peer.
+    async fn locate(&self, partition: PartitionId) -> Option<NodeId> {
+        let hint = lock(&self.leader_hints).get(&partition.0).copied();
+        if let Some(l) = hint.filter(|l| !self.peer_is_down(*l)) {
+            return Some(l);
+        }
+        let within = Duration::from_millis(LOCATE_TIMEOUT_MS);
+        let asks = self.peers().into_iter().map(|peer| async move {
+            match self
+                .forward_within(peer, HOPS_MAX - 1, Forward::Locate { partition }, within)
+                .await
+            {
+                Ok(Reply::Leader(l)) => l,
+                _ => None,
+            }
+        });
+        let found = futures::future::join_all(asks)
+            .await
+            .into_iter()
+            .flatten()
+            .find(|l| !self.peer_is_down(*l))?;
+        lock(&self.leader_hints).insert(partition.0, found);
+        Some(found)
+    }
+
+    /// Forgets where a partition not hosted here was led (a request there failed).
+    fn forget_leader(&self, partition: PartitionId) {
+        lock(&self.leader_hints).remove(&partition.0);
     }
 
     /// Sends a request to a peer and decodes its answer.
@@ -192,6 +219,7 @@ impl Inner {
                         // The leader died or moved, or is electing: try again where it is now.
                         Err(Error::Unavailable(m)) if tokio::time::Instant::now() < deadline => {
                             tracing::debug!(workflow = %id, %peer, reason = %m, "forward failed; retrying");
+                            self.forget_leader(self.partition_id_of(id));
                             forwarded = true;
                             tokio::time::sleep(Duration::from_millis(LEADER_POLL_MS)).await;
                         }
@@ -344,7 +372,7 @@ impl Inner {
         forward::encode_reply(&reply)
     }
 
-    async fn answer(&self, hops: u8, request: Forward) -> Result<Reply> {
+    pub(super) async fn answer(&self, hops: u8, request: Forward) -> Result<Reply> {
         match request {
             Forward::Workflow { id, op } => {
                 self.route_op_hops(&id, op, hops).await.map(Reply::Effects)
@@ -366,6 +394,29 @@ impl Inner {
                 .await
                 .map(Reply::Tasks),
             Forward::Meta(cmd) => self.propose_meta_hops(cmd, hops).await.map(Reply::Meta),
+            Forward::Join(entry) => self.route_join(entry).await,
+            Forward::Groups => Ok(Reply::Groups(self.group_statuses())),
+            Forward::Locate { partition } => Ok(Reply::Leader(self.local_leader(partition))),
+            Forward::Host { partition } => self.host(partition).await.map(|()| Reply::Done),
+            Forward::Unhost { partition } => self.unhost(partition).await.map(|()| Reply::Done),
+            Forward::AddReplica {
+                partition,
+                node,
+                addr,
+            } => self
+                .add_replica(partition, node, &addr)
+                .await
+                .map(|()| Reply::Done),
+            Forward::RemoveReplica { partition, node } => self
+                .remove_replica(partition, node)
+                .await
+                .map(|()| Reply::Done),
+            Forward::StepDown { partition } => {
+                self.step_down(partition).await.map(|()| Reply::Done)
+            }
+            Forward::HoldElections { partition, ms } => {
+                self.hold_elections(partition, ms).map(|()| Reply::Done)
+            }
             Forward::MetaReadIndex => {
                 // The leader's committed index covers every acknowledged definition write.
                 let read = self.meta.raft().ensure_linearizable().await.map_err(|e| {
@@ -375,6 +426,10 @@ impl Inner {
             }
         }
     }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn unexpected(reply: &Reply) -> Error {

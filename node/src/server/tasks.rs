@@ -40,12 +40,7 @@ impl Inner {
                 .lease_local(&request.task_type, request.worker_id.clone(), domain, count)
                 .await?;
             // In a cluster, tasks of partitions led elsewhere are leased there.
-            let peers: Vec<NodeId> = self
-                .members
-                .iter()
-                .copied()
-                .filter(|n| *n != self.node)
-                .collect();
+            let peers: Vec<NodeId> = self.peers();
             if !peers.is_empty() && out.len() < count {
                 // Ask every live peer at once for a share of what is still missing (the shares add
                 // up to it, so a poll never hands out more than its count); a frozen or dead peer

@@ -1,6 +1,9 @@
-//! Where partitions live: which nodes hold a partition's replicas and which of them forms (and so
-//! first leads) its group. A pure function of the initial member list, so every node computes the
-//! same answer without asking anyone.
+//! Where partitions live. On a fresh cluster: which nodes hold a partition's replicas and which of
+//! them forms (and so first leads) its group — a pure function of the initial member list, so
+//! every node computes the same answer without asking anyone. Afterwards, as members join and
+//! drain, [`plan`] decides the membership steps that move replicas and leaders.
+
+pub mod plan;
 
 use proto::{NodeId, PartitionId};
 

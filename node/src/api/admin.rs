@@ -1,0 +1,78 @@
+//! Cluster administration for operators and `batonctl`: the cluster's members and groups, adding,
+//! draining and removing members, moving a partition's leadership, and snapshots.
+//!
+//! - `GET /api/admin/cluster`: members (draining, live, replicas, leaderships) and every group
+//!   (leader, term, voters, learners, each replica's applied index, snapshot and lag).
+//! - `POST /api/admin/nodes` `{"id": 4, "addr": "127.0.0.1:9084"}`: add a member (as `--join`).
+//! - `POST /api/admin/nodes/{id}/drain` (`?undo=true` makes it active again).
+//! - `DELETE /api/admin/nodes/{id}`: forget a drained member (409 while it holds replicas).
+//! - `POST /api/admin/partitions/{p}/transfer[?to=N]`: hand the leadership to voter N.
+//! - `POST /api/admin/snapshot`: snapshot (and compact) every group hosted on this node.
+
+use super::error::{ApiError, ApiResult};
+use super::extract::{Body, Params, PathArgs};
+use crate::server::ClusterStatus;
+use crate::Node;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use proto::NodeId;
+use serde::Deserialize;
+
+/// The body of `POST /api/admin/nodes`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddNode {
+    pub id: u64,
+    /// Peer (QUIC) address, `ip:port`.
+    pub addr: String,
+}
+
+pub async fn cluster(State(node): State<Node>) -> Json<ClusterStatus> {
+    Json(node.cluster().await)
+}
+
+pub async fn add_node(
+    State(node): State<Node>,
+    Body(body): Body<AddNode>,
+) -> ApiResult<StatusCode> {
+    let addr = body.addr.parse().map_err(|_| {
+        ApiError::bad_request(format!("addr {:?} is not an ip:port address", body.addr))
+    })?;
+    node.add_node(NodeId(body.id), addr).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn drain(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<u64>,
+    params: Params,
+) -> ApiResult<StatusCode> {
+    let undo = params.bool("undo", false)?;
+    node.drain(NodeId(id), !undo).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn remove_node(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<u64>,
+) -> ApiResult<StatusCode> {
+    node.remove_node(NodeId(id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `?to=N` picks the new leader (a voter); answers `{"partition": p, "to": new_leader}`.
+pub async fn transfer(
+    State(node): State<Node>,
+    PathArgs(partition): PathArgs<u16>,
+    params: Params,
+) -> ApiResult<Json<serde_json::Value>> {
+    let to = params.num::<u64>("to")?.map(NodeId);
+    let to = node.transfer(partition, to).await?;
+    Ok(Json(serde_json::json!({"partition": partition, "to": to})))
+}
+
+pub async fn snapshot(State(node): State<Node>) -> ApiResult<StatusCode> {
+    node.snapshot().await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,556 @@
+//! The rebalancing plan: from a snapshot of the cluster (members, and every group's leader,
+//! voters, learners and hosting nodes), the next single membership step that brings the cluster
+//! closer to where it should be. A pure function, so every rule is unit-tested here and the
+//! simulator can drive it; `server::membership` gathers the view and performs the step.
+//!
+//! Where the cluster should be:
+//! - every recorded member is in the meta group; its voters are the largest odd number of active
+//!   members up to [`META_VOTERS_MAX`], the rest learners;
+//! - every partition has `min(3, active members)` voters, none of them draining;
+//! - replica counts per active member differ by at most one, and no member leads more than its
+//!   share of partitions (rounded up);
+//! - a node hosts a partition's replica only while it is in that partition's membership.
+//!
+//! Steps are small and safe one at a time: a replica is added (as a learner that catches up,
+//! then promoted) before another is removed; a leader is never removed while it leads — it steps
+//! down first (leaves the membership) and a chosen voter takes over; no step involves a member that did
+//! not answer.
+
+use super::{META_VOTERS_MAX, REPLICATION_FACTOR};
+use proto::{NodeId, PartitionId};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A recorded member as the controller sees it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub draining: bool,
+    /// Answered the controller this round.
+    pub live: bool,
+}
+
+/// One group as its leader reports it, plus the nodes that run a replica of it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GroupView {
+    pub leader: Option<NodeId>,
+    pub voters: BTreeSet<NodeId>,
+    pub learners: BTreeSet<NodeId>,
+    /// Nodes that host a replica (have the group open), members or not.
+    pub hosts: BTreeSet<NodeId>,
+}
+
+/// The cluster as the controller sees it at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct View {
+    pub members: BTreeMap<NodeId, Member>,
+    pub meta: GroupView,
+    pub partitions: BTreeMap<PartitionId, GroupView>,
+}
+
+/// One membership step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Add a member to the meta group as a learner.
+    MetaAddLearner(NodeId),
+    /// Make these the meta group's voters (all already in its membership).
+    MetaSetVoters(BTreeSet<NodeId>),
+    /// Drop a non-voter from the meta group.
+    MetaRemoveLearner(NodeId),
+    /// Host a replica of `partition` on `node`, let it catch up as a learner, then make it a voter.
+    AddReplica {
+        partition: PartitionId,
+        node: NodeId,
+    },
+    /// Remove `node` (not the leader) from `partition`'s membership.
+    RemoveReplica {
+        partition: PartitionId,
+        node: NodeId,
+    },
+    /// `to` (a voter) takes over leading `partition`: the other voters hold their elections, the
+    /// leader leaves the membership (a later step adds a replica back), and `to` is elected.
+    Transfer { partition: PartitionId, to: NodeId },
+    /// `node` stops hosting `partition` (it is no longer in its membership) and deletes its copy.
+    Unhost {
+        partition: PartitionId,
+        node: NodeId,
+    },
+}
+
+impl View {
+    fn active(&self, n: &NodeId) -> bool {
+        self.members.get(n).is_some_and(|m| !m.draining)
+    }
+    fn usable(&self, n: &NodeId) -> bool {
+        self.members.get(n).is_some_and(|m| !m.draining && m.live)
+    }
+    fn live(&self, n: &NodeId) -> bool {
+        self.members.get(n).is_some_and(|m| m.live)
+    }
+    fn active_count(&self) -> usize {
+        self.members.values().filter(|m| !m.draining).count()
+    }
+    /// Voter replicas per active member.
+    fn loads(&self) -> BTreeMap<NodeId, usize> {
+        let mut loads: BTreeMap<NodeId, usize> = self
+            .members
+            .keys()
+            .filter(|n| self.active(n))
+            .map(|n| (*n, 0))
+            .collect();
+        for g in self.partitions.values() {
+            for v in &g.voters {
+                if let Some(l) = loads.get_mut(v) {
+                    *l += 1;
+                }
+            }
+        }
+        loads
+    }
+}
+
+/// The replication factor the active members allow.
+fn replicas(view: &View) -> usize {
+    REPLICATION_FACTOR.min(view.active_count()).max(1)
+}
+
+/// The next step, or `None` when the cluster is where it should be (or cannot be judged now: a
+/// group without a known leader or led by a node that just left it, or a voter the controller does
+/// not know as a member).
+pub fn next_action(view: &View) -> Option<Action> {
+    if view.members.is_empty() || view.meta.leader.is_none() {
+        return None;
+    }
+    let groups = std::iter::once(&view.meta).chain(view.partitions.values());
+    for g in groups {
+        let settled = g.leader.is_some_and(|l| g.voters.contains(&l));
+        if !settled || g.voters.iter().any(|v| !view.members.contains_key(v)) {
+            return None;
+        }
+    }
+    meta_step(view)
+        .or_else(|| partition_steps(view))
+        .or_else(|| balance_replicas(view))
+        .or_else(|| balance_leaders(view))
+}
+
+fn meta_step(view: &View) -> Option<Action> {
+    let meta = &view.meta;
+    let in_group = |n: &NodeId| meta.voters.contains(n) || meta.learners.contains(n);
+    if let Some(n) = view.members.keys().find(|n| view.live(n) && !in_group(n)) {
+        return Some(Action::MetaAddLearner(*n));
+    }
+    if let Some(n) = meta
+        .learners
+        .iter()
+        .find(|n| !view.members.contains_key(n) && !meta.voters.contains(n))
+    {
+        return Some(Action::MetaRemoveLearner(*n));
+    }
+    let usable = view.members.keys().filter(|n| view.usable(n)).count();
+    let target = match usable.min(META_VOTERS_MAX) {
+        0 => return None,
+        n if n % 2 == 0 => n - 1,
+        n => n,
+    };
+    let mut wanted: BTreeSet<NodeId> = meta
+        .voters
+        .iter()
+        .filter(|v| view.active(v))
+        .take(target)
+        .copied()
+        .collect();
+    for l in &meta.learners {
+        if wanted.len() >= target {
+            break;
+        }
+        if view.usable(l) {
+            wanted.insert(*l);
+        }
+    }
+    // Shrink only to drop draining voters; never below what remains active.
+    let draining_voter = meta.voters.iter().any(|v| !view.active(v));
+    let grow = wanted.len() > meta.voters.len();
+    (!wanted.is_empty() && wanted != meta.voters && (draining_voter || grow))
+        .then_some(Action::MetaSetVoters(wanted))
+}
+
+/// A usable node to take a new replica of `g`: the least loaded one not voting in it, a learner of
+/// it (already caught up) before others at equal load.
+fn candidate(view: &View, g: &GroupView, loads: &BTreeMap<NodeId, usize>) -> Option<NodeId> {
+    loads
+        .iter()
+        .filter(|(n, _)| view.usable(n) && !g.voters.contains(n))
+        .min_by_key(|(n, load)| (**load, !g.learners.contains(n), **n))
+        .map(|(n, _)| *n)
+}
+
+/// Leaderships per usable member.
+fn leads(view: &View) -> BTreeMap<NodeId, usize> {
+    let mut leads: BTreeMap<NodeId, usize> = view
+        .members
+        .keys()
+        .filter(|n| view.usable(n))
+        .map(|n| (*n, 0))
+        .collect();
+    for g in view.partitions.values() {
+        if let Some(l) = g.leader {
+            if let Some(c) = leads.get_mut(&l) {
+                *c += 1;
+            }
+        }
+    }
+    leads
+}
+
+/// The usable voter of `g` other than its leader that leads the fewest partitions.
+pub fn successor(view: &View, g: &GroupView) -> Option<NodeId> {
+    let leads = leads(view);
+    g.voters
+        .iter()
+        .filter(|v| Some(**v) != g.leader && view.usable(v))
+        .min_by_key(|v| (leads.get(v).copied().unwrap_or(0), **v))
+        .copied()
+}
+
+/// Repairs one partition: missing replicas, draining voters, extra voters, stale learners and
+/// stale copies, in that order.
+fn partition_steps(view: &View) -> Option<Action> {
+    let rf = replicas(view);
+    let loads = view.loads();
+    for (p, g) in &view.partitions {
+        let partition = *p;
+        let leader = g.leader?;
+        if g.voters.len() < rf {
+            if let Some(node) = candidate(view, g, &loads) {
+                return Some(Action::AddReplica { partition, node });
+            }
+        }
+        let draining: Vec<NodeId> = g
+            .voters
+            .iter()
+            .filter(|v| !view.active(v))
+            .copied()
+            .collect();
+        if let Some(bad) = draining.iter().find(|v| **v != leader).or(draining.first()) {
+            if g.voters.len() <= rf {
+                if let Some(node) = candidate(view, g, &loads) {
+                    return Some(Action::AddReplica { partition, node });
+                }
+            }
+            if g.voters.len() == 1 {
+                continue; // the last voter stays until a replacement exists
+            }
+            return Some(if *bad == leader {
+                Action::Transfer {
+                    partition,
+                    to: successor(view, g)?,
+                }
+            } else {
+                Action::RemoveReplica {
+                    partition,
+                    node: *bad,
+                }
+            });
+        }
+        if g.voters.len() > rf {
+            // Drop the busiest voter that does not lead.
+            let node = g
+                .voters
+                .iter()
+                .filter(|v| **v != leader)
+                .max_by_key(|v| (loads.get(v).copied().unwrap_or(0), **v))?;
+            return Some(Action::RemoveReplica {
+                partition,
+                node: *node,
+            });
+        }
+        if let Some(l) = g.learners.iter().find(|l| !g.voters.contains(l)) {
+            return Some(Action::RemoveReplica {
+                partition,
+                node: *l,
+            });
+        }
+        if let Some(h) = g
+            .hosts
+            .iter()
+            .find(|h| view.live(h) && !g.voters.contains(h) && !g.learners.contains(h))
+        {
+            return Some(Action::Unhost {
+                partition,
+                node: *h,
+            });
+        }
+    }
+    None
+}
+
+/// Moves one replica from the busiest active member to the idlest when they differ by more than one.
+fn balance_replicas(view: &View) -> Option<Action> {
+    let loads: BTreeMap<NodeId, usize> = view
+        .loads()
+        .into_iter()
+        .filter(|(n, _)| view.usable(n))
+        .collect();
+    let (busy, most) = loads
+        .iter()
+        .max_by_key(|(n, l)| (**l, std::cmp::Reverse(**n)))?;
+    let (idle, least) = loads.iter().min_by_key(|(n, l)| (**l, **n))?;
+    if most - least <= 1 {
+        return None;
+    }
+    let movable = |g: &GroupView| g.voters.contains(busy) && !g.voters.contains(idle);
+    let (partition, g) = view
+        .partitions
+        .iter()
+        .filter(|(_, g)| movable(g))
+        .min_by_key(|(p, g)| (g.leader == Some(*busy), **p))?;
+    // The busy member leads every candidate partition: it steps down first, so that the replica
+    // removed after the addition can be its own.
+    Some(if g.leader == Some(*busy) {
+        Action::Transfer {
+            partition: *partition,
+            to: successor(view, g)?,
+        }
+    } else {
+        Action::AddReplica {
+            partition: *partition,
+            node: *idle,
+        }
+    })
+}
+
+/// Moves one leadership from a member that leads more than its share (rounded up) to a voter of
+/// that partition that leads less than its share (rounded down), so no move overloads anyone.
+fn balance_leaders(view: &View) -> Option<Action> {
+    let leads = leads(view);
+    if leads.is_empty() || view.partitions.is_empty() {
+        return None;
+    }
+    let high = view.partitions.len().div_ceil(leads.len());
+    let low = view.partitions.len() / leads.len();
+    for (p, g) in &view.partitions {
+        let leader = g.leader?;
+        let over = leads.get(&leader).copied().unwrap_or(0);
+        if over <= low || (over <= high && !leads.values().any(|l| *l < low)) {
+            continue;
+        }
+        let to = g
+            .voters
+            .iter()
+            .filter(|v| **v != leader && view.usable(v))
+            .filter(|v| leads.get(v).copied().unwrap_or(0) + 1 < over)
+            .filter(|v| leads.get(v).copied().unwrap_or(0) < low.max(1) || over > high)
+            .min_by_key(|v| (leads.get(v).copied().unwrap_or(0), **v));
+        if let Some(to) = to {
+            return Some(Action::Transfer {
+                partition: *p,
+                to: *to,
+            });
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(ids: &[u64]) -> BTreeSet<NodeId> {
+        ids.iter().map(|i| NodeId(*i)).collect()
+    }
+
+    fn group(leader: u64, voters: &[u64]) -> GroupView {
+        GroupView {
+            leader: Some(NodeId(leader)),
+            voters: set(voters),
+            learners: BTreeSet::new(),
+            hosts: set(voters),
+        }
+    }
+
+    /// Three members, eight partitions on all three, leaders spread, meta on all three.
+    fn three() -> View {
+        let members = (1..=3)
+            .map(|i| {
+                (
+                    NodeId(i),
+                    Member {
+                        draining: false,
+                        live: true,
+                    },
+                )
+            })
+            .collect();
+        let partitions = (0..8u16)
+            .map(|p| (PartitionId(p), group(u64::from(p % 3) + 1, &[1, 2, 3])))
+            .collect();
+        View {
+            members,
+            meta: group(1, &[1, 2, 3]),
+            partitions,
+        }
+    }
+
+    /// Applies an action the way the cluster would (a step-down elects the lowest other voter).
+    fn apply(view: &mut View, action: &Action) {
+        match action {
+            Action::MetaAddLearner(n) => {
+                view.meta.learners.insert(*n);
+            }
+            Action::MetaSetVoters(v) => {
+                let all: BTreeSet<NodeId> = view
+                    .meta
+                    .voters
+                    .union(&view.meta.learners)
+                    .copied()
+                    .collect();
+                view.meta.voters = v.clone();
+                view.meta.learners = all.difference(v).copied().collect();
+                if !v.contains(&view.meta.leader.expect("leader")) {
+                    view.meta.leader = v.first().copied();
+                }
+            }
+            Action::MetaRemoveLearner(n) => {
+                view.meta.learners.remove(n);
+            }
+            Action::AddReplica { partition, node } => {
+                let g = view.partitions.get_mut(partition).expect("partition");
+                g.learners.remove(node);
+                g.voters.insert(*node);
+                g.hosts.insert(*node);
+            }
+            Action::RemoveReplica { partition, node } => {
+                let g = view.partitions.get_mut(partition).expect("partition");
+                assert_ne!(g.leader, Some(*node), "never removes the leader");
+                g.voters.remove(node);
+                g.learners.remove(node);
+            }
+            Action::Transfer { partition, to } => {
+                let g = view.partitions.get_mut(partition).expect("partition");
+                let old = g.leader.expect("leader");
+                assert!(g.voters.contains(to) && *to != old);
+                g.voters.remove(&old);
+                g.leader = Some(*to);
+            }
+            Action::Unhost { partition, node } => {
+                let g = view.partitions.get_mut(partition).expect("partition");
+                assert!(!g.voters.contains(node) && !g.learners.contains(node));
+                g.hosts.remove(node);
+            }
+        }
+    }
+
+    /// Runs the plan to a fixed point (bounded), returning the steps taken.
+    fn settle(view: &mut View) -> Vec<Action> {
+        let mut steps = Vec::new();
+        while let Some(a) = next_action(view) {
+            apply(view, &a);
+            steps.push(a);
+            assert!(steps.len() < 200, "does not settle: {steps:?}");
+        }
+        steps
+    }
+
+    #[test]
+    fn a_settled_cluster_needs_nothing() {
+        assert_eq!(next_action(&three()), None);
+    }
+
+    #[test]
+    fn a_new_member_gets_meta_membership_replicas_and_leaders() {
+        let mut view = three();
+        view.members.insert(
+            NodeId(4),
+            Member {
+                draining: false,
+                live: true,
+            },
+        );
+        assert_eq!(next_action(&view), Some(Action::MetaAddLearner(NodeId(4))));
+        settle(&mut view);
+        let loads = view.loads();
+        assert_eq!(
+            loads.values().copied().collect::<Vec<_>>(),
+            vec![6, 6, 6, 6]
+        );
+        for g in view.partitions.values() {
+            assert_eq!(g.voters.len(), 3);
+            assert!(g.learners.is_empty());
+            assert_eq!(g.hosts, g.voters, "no stale copies");
+        }
+        let led_by_4 = view
+            .partitions
+            .values()
+            .filter(|g| g.leader == Some(NodeId(4)))
+            .count();
+        assert!(led_by_4 >= 1, "{view:?}");
+        // Four active members: three meta voters, one learner.
+        assert_eq!(view.meta.voters.len(), 3);
+        assert_eq!(view.meta.learners.len(), 1);
+    }
+
+    #[test]
+    fn a_draining_member_is_emptied_leaderships_first() {
+        let mut view = three();
+        view.members.insert(
+            NodeId(4),
+            Member {
+                draining: false,
+                live: true,
+            },
+        );
+        settle(&mut view);
+        view.members.get_mut(&NodeId(1)).expect("1").draining = true;
+        let steps = settle(&mut view);
+        assert!(!steps.is_empty());
+        for g in view.partitions.values() {
+            assert!(!g.voters.contains(&NodeId(1)) && !g.learners.contains(&NodeId(1)));
+            assert!(!g.hosts.contains(&NodeId(1)));
+            assert_eq!(g.voters.len(), 3);
+        }
+        assert!(!view.meta.voters.contains(&NodeId(1)));
+        assert_eq!(view.meta.voters, set(&[2, 3, 4]));
+    }
+
+    #[test]
+    fn draining_one_of_three_keeps_two_replicas() {
+        let mut view = three();
+        view.members.get_mut(&NodeId(3)).expect("3").draining = true;
+        settle(&mut view);
+        for g in view.partitions.values() {
+            assert_eq!(g.voters, set(&[1, 2]));
+        }
+    }
+
+    #[test]
+    fn nothing_moves_onto_a_member_that_did_not_answer_or_while_a_group_has_no_leader() {
+        let mut view = three();
+        view.members.insert(
+            NodeId(4),
+            Member {
+                draining: false,
+                live: false,
+            },
+        );
+        assert_eq!(next_action(&view), None);
+        let mut view = three();
+        view.partitions.get_mut(&PartitionId(2)).expect("p2").leader = None;
+        view.members.get_mut(&NodeId(1)).expect("1").draining = true;
+        assert_eq!(next_action(&view), None);
+    }
+
+    #[test]
+    fn leaders_spread_without_overloading_anyone() {
+        let mut view = three();
+        for g in view.partitions.values_mut() {
+            g.leader = Some(NodeId(1));
+        }
+        let steps = settle(&mut view);
+        assert!(steps.iter().any(|s| matches!(s, Action::Transfer { .. })));
+        let mut leads = BTreeMap::new();
+        for g in view.partitions.values() {
+            *leads.entry(g.leader.expect("leader")).or_insert(0) += 1;
+            assert_eq!(g.voters.len(), 3, "demoted leaders are promoted again");
+        }
+        assert!(leads.values().all(|n| *n <= 3), "{leads:?}");
+    }
+}

@@ -1,0 +1,769 @@
+//! Membership: joining a running cluster, hosting and unhosting partition replicas, and the
+//! controller that moves replicas and leaders as members join and drain.
+//!
+//! The members are recorded in the meta group ([`proto::record::NodeEntry`]). Every node keeps its
+//! transport's address book in step with that record and registers itself in it. The meta group's
+//! leader runs the controller: each round it asks every member for the status of the groups it
+//! hosts, builds a [`plan::View`], and performs the one step [`plan::next_action`] names (adding a
+//! replica waits for it to catch up, by log or snapshot, before promoting it). One step at a time,
+//! each committed before the next, keeps every partition available and its quorum intact.
+
+use super::{read, storage, write, Inner, GROUP_TREES};
+use crate::error::{Error, Result};
+use crate::forward::{self, Forward, Reply};
+use crate::partition::machine::WorkflowMachine;
+use crate::partition::Partition;
+use crate::placement::plan::{self, Action, GroupView, Member, View};
+use proto::record::{MetaCommand, MetaOutcome, NodeEntry};
+use proto::{NodeId, PartitionId};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// How often the members are synced and the controller looks at the cluster.
+const ROUND_MS: u64 = 500;
+/// Longest a member may take to report its groups before the controller counts it as down.
+const GROUPS_TIMEOUT_MS: u64 = 2_000;
+/// Longest a new replica may take to catch up before its addition is abandoned (retried later).
+const CATCH_UP_MS: u64 = 60_000;
+/// How long the voters that should not take over a transferred leadership hold their elections.
+const HOLD_ELECTIONS_MS: u64 = 5_000;
+/// Longest a node keeps trying to join through its seed.
+const JOIN_DEADLINE_MS: u64 = 60_000;
+
+/// Joins a running cluster through the member at `seed`: the meta leader records this node and adds
+/// it to the meta group; answers the cluster's partition count. Retries until the deadline (the
+/// seed may still be starting).
+pub(super) async fn join(
+    transport: &cluster::Transport,
+    seed: SocketAddr,
+    node: NodeId,
+    listen: SocketAddr,
+) -> Result<u16> {
+    let entry = NodeEntry {
+        id: node,
+        addr: listen.to_string(),
+        draining: false,
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(JOIN_DEADLINE_MS);
+    loop {
+        let request = forward::encode_request(0, Forward::Join(entry.clone()));
+        let timeout = Duration::from_millis(forward::FORWARD_TIMEOUT_MS);
+        let error = match transport
+            .introduce(seed, cluster::Service::Forward, request, timeout)
+            .await
+        {
+            Ok((seed_id, bytes)) => match forward::decode_reply(&bytes) {
+                Ok(Reply::Joined {
+                    partitions,
+                    members,
+                }) => {
+                    for m in &members {
+                        if let (true, Ok(addr)) = (m.id != node, m.addr.parse()) {
+                            transport.set_peer(m.id, addr);
+                        }
+                    }
+                    tracing::info!(%node, seed = %seed_id, partitions, members = members.len(), "joined the cluster");
+                    return Ok(partitions);
+                }
+                Ok(other) => format!("unexpected answer {other:?}"),
+                Err(e @ Error::Invalid(_)) | Err(e @ Error::Conflict(_)) => return Err(e),
+                Err(e) => e.to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::Unavailable(format!(
+                "could not join the cluster through {seed}: {error}"
+            )));
+        }
+        tracing::info!(%seed, reason = %error, "join not accepted yet; retrying");
+        tokio::time::sleep(Duration::from_millis(ROUND_MS)).await;
+    }
+}
+
+/// The node's membership loop: keeps the address book in step with the meta group, registers this
+/// node there, and runs the controller while this node leads the meta group.
+pub(super) async fn run(inner: Weak<Inner>) {
+    let mut registered = false;
+    loop {
+        tokio::time::sleep(Duration::from_millis(ROUND_MS)).await;
+        let Some(inner) = inner.upgrade() else { return };
+        inner.sync_members();
+        if !registered {
+            registered = inner.register_self().await;
+        }
+        if inner.meta.is_leader() {
+            inner.control_round().await;
+        }
+    }
+}
+
+/// Peer address of a member record.
+fn parse_addr(entry: &NodeEntry) -> Result<SocketAddr> {
+    entry.addr.parse().map_err(|_| {
+        Error::Invalid(format!(
+            "node {}: peer address {:?} is not ip:port",
+            entry.id.0, entry.addr
+        ))
+    })
+}
+
+impl Inner {
+    /// Copies the meta group's member record into the address book and the transport.
+    fn sync_members(&self) {
+        let recorded = self.defs.nodes();
+        if recorded.is_empty() {
+            return;
+        }
+        let mut members = write(&self.members);
+        members.retain(|id, _| *id == self.node || recorded.iter().any(|e| e.id == *id));
+        for entry in recorded {
+            if let Ok(addr) = entry.addr.parse::<SocketAddr>() {
+                if members.insert(entry.id, addr) != Some(addr) && entry.id != self.node {
+                    if let Some(t) = &self.transport {
+                        t.set_peer(entry.id, addr);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records this node (and its peer address) in the meta group if it is not there yet.
+    async fn register_self(&self) -> bool {
+        let Some(listen) = self.listen else {
+            return true;
+        };
+        let addr = listen.to_string();
+        if self
+            .defs
+            .node(self.node)
+            .is_some_and(|entry| entry.addr == addr)
+        {
+            return true;
+        }
+        let entry = NodeEntry {
+            id: self.node,
+            addr,
+            draining: false,
+        };
+        match self.propose_meta(MetaCommand::PutNode(entry)).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::debug!(error = %e, "could not register this node yet");
+                false
+            }
+        }
+    }
+
+    /// On the meta leader: records a joining node, adds it to the meta group as a learner and
+    /// answers what it needs to start.
+    pub(crate) async fn accept_join(&self, entry: NodeEntry) -> Result<Reply> {
+        let addr = parse_addr(&entry)?;
+        if let Some(known) = self.defs.node(entry.id) {
+            if known.addr != entry.addr && self.meta.status().voters.contains(&entry.id) {
+                return Err(Error::Conflict(format!(
+                    "node {} is already a member at {}",
+                    entry.id.0, known.addr
+                )));
+            }
+        }
+        self.propose_meta(MetaCommand::PutNode(entry.clone()))
+            .await?;
+        let status = self.meta.status();
+        if !status.voters.contains(&entry.id) && !status.learners.contains(&entry.id) {
+            self.meta.add_learner(entry.id, addr).await.map_err(|e| {
+                Error::Unavailable(format!("adding node {}: {e}; retry", entry.id.0))
+            })?;
+        }
+        write(&self.members).insert(entry.id, addr);
+        Ok(Reply::Joined {
+            partitions: self.partition_count,
+            members: self.defs.nodes(),
+        })
+    }
+
+    /// Starts hosting an empty replica of `partition` (idempotent); its leader then adds it.
+    pub(crate) async fn host(&self, partition: PartitionId) -> Result<()> {
+        let _serial = self.hosting.lock().await;
+        if self.partition(partition).is_some() {
+            return Ok(());
+        }
+        let name = format!("p{}", partition.0);
+        for tree in GROUP_TREES {
+            self.db
+                .open_tree(format!("{name}/{tree}"))
+                .map_err(storage)?;
+        }
+        let no_addrs = BTreeMap::new();
+        let link = self
+            .router
+            .as_ref()
+            .map(|r| (r, &no_addrs, Vec::new(), None));
+        let group =
+            super::open_group(&self.db, name, self.node, link, Arc::new(WorkflowMachine)).await?;
+        let p = Partition::start(partition, group, self.env.clone());
+        write(&self.partitions).insert(partition.0, Arc::new(p));
+        tracing::info!(%partition, "hosting a new replica");
+        Ok(())
+    }
+
+    /// Stops hosting `partition` and deletes its replica. Only for a replica that has left the
+    /// partition's membership (the controller checks with the leader first).
+    pub(crate) async fn unhost(&self, partition: PartitionId) -> Result<()> {
+        let _serial = self.hosting.lock().await;
+        let Some(p) = write(&self.partitions).remove(&partition.0) else {
+            return Ok(());
+        };
+        p.stop().await;
+        for tree in GROUP_TREES {
+            self.db
+                .drop_tree(format!("p{}/{tree}", partition.0))
+                .map_err(storage)?;
+        }
+        cluster::log_store::flush(&self.db).await.map_err(storage)?;
+        tracing::info!(%partition, "replica removed from this node");
+        Ok(())
+    }
+
+    /// A hosted partition this node leads, for a membership change.
+    fn led(&self, partition: PartitionId) -> Result<Arc<Partition>> {
+        match self.partition(partition) {
+            Some(p) if p.group.is_leader() => Ok(p),
+            _ => Err(Error::Unavailable(format!(
+                "partition {partition} is not led here; retry"
+            ))),
+        }
+    }
+
+    /// On the partition's leader: adds `node` as a learner, waits for it to catch up, promotes it.
+    pub(crate) async fn add_replica(
+        &self,
+        partition: PartitionId,
+        node: NodeId,
+        addr: &str,
+    ) -> Result<()> {
+        let p = self.led(partition)?;
+        let addr: SocketAddr = addr
+            .parse()
+            .map_err(|_| Error::Invalid(format!("peer address {addr:?} is not ip:port")))?;
+        let unavailable =
+            |e: cluster::Error| Error::Unavailable(format!("partition {partition}: {e}"));
+        p.group
+            .add_learner_caught_up(node, addr, Duration::from_millis(CATCH_UP_MS))
+            .await
+            .map_err(unavailable)?;
+        let mut voters: BTreeSet<NodeId> = p.group.status().voters.into_iter().collect();
+        voters.insert(node);
+        p.group.change_voters(voters).await.map_err(unavailable)?;
+        tracing::info!(%partition, %node, "replica added");
+        Ok(())
+    }
+
+    /// On the partition's leader: removes `node` (voter or learner, never the leader itself).
+    pub(crate) async fn remove_replica(&self, partition: PartitionId, node: NodeId) -> Result<()> {
+        if node == self.node {
+            return Err(Error::Conflict(format!(
+                "partition {partition}: the leader cannot remove itself; step down first"
+            )));
+        }
+        let p = self.led(partition)?;
+        let unavailable =
+            |e: cluster::Error| Error::Unavailable(format!("partition {partition}: {e}"));
+        let status = p.group.status();
+        if status.voters.contains(&node) {
+            let voters: BTreeSet<NodeId> = status
+                .voters
+                .iter()
+                .copied()
+                .filter(|v| *v != node)
+                .collect();
+            p.group.change_voters(voters).await.map_err(unavailable)?;
+        }
+        let status = p.group.status();
+        if status.learners.contains(&node) {
+            p.group
+                .remove_learners(BTreeSet::from([node]))
+                .await
+                .map_err(unavailable)?;
+        }
+        tracing::info!(%partition, %node, "replica removed from the membership");
+        Ok(())
+    }
+
+    /// On the partition's leader: leaves the membership, so the other voters elect a new leader
+    /// (the controller adds a replica back afterwards).
+    pub(crate) async fn step_down(&self, partition: PartitionId) -> Result<()> {
+        let p = self.led(partition)?;
+        if p.group.status().voters.len() < 2 {
+            return Err(Error::Conflict(format!(
+                "partition {partition} has no other voter to lead it"
+            )));
+        }
+        p.group
+            .remove_voter(self.node)
+            .await
+            .map_err(|e| Error::Unavailable(format!("partition {partition}: {e}")))?;
+        tracing::info!(%partition, "stepped down as leader");
+        Ok(())
+    }
+
+    /// Starts no election for `partition` for `ms` (openraft's election timer is off meanwhile):
+    /// during a leadership transfer, the voters other than the chosen one hold theirs.
+    pub(crate) fn hold_elections(&self, partition: PartitionId, ms: u64) -> Result<()> {
+        let p = self
+            .partition(partition)
+            .ok_or_else(|| Error::NotFound(format!("partition {partition} is not hosted here")))?;
+        let raft = p.group.raft().clone();
+        raft.runtime_config().elect(false);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(ms.min(HOLD_ELECTIONS_MS))).await;
+            raft.runtime_config().elect(true);
+        });
+        Ok(())
+    }
+
+    /// Hands `partition`'s leadership to voter `to`: the other voters hold their elections, the
+    /// leader steps down, and `to` (whose election timer runs) is elected.
+    async fn transfer_to(&self, view: &View, partition: PartitionId, to: NodeId) -> Result<()> {
+        let g = view
+            .partitions
+            .get(&partition)
+            .ok_or_else(|| Error::NotFound(format!("no partition {partition}")))?;
+        let leader = g
+            .leader
+            .ok_or_else(|| Error::Unavailable(format!("partition {partition} has no leader")))?;
+        if !g.voters.contains(&to) || to == leader {
+            return Err(Error::Conflict(format!(
+                "node {} is not a follower voter of partition {partition}",
+                to.0
+            )));
+        }
+        let short = Duration::from_millis(forward::FORWARD_TIMEOUT_MS);
+        for v in g.voters.iter().filter(|v| **v != leader && **v != to) {
+            let hold = Forward::HoldElections {
+                partition,
+                ms: HOLD_ELECTIONS_MS,
+            };
+            self.on(*v, hold, short).await?;
+        }
+        self.on(leader, Forward::StepDown { partition }, short)
+            .await
+            .map(drop)
+    }
+
+    /// The leader of a partition this node hosts, as it knows it.
+    pub(crate) fn local_leader(&self, partition: PartitionId) -> Option<NodeId> {
+        self.partition(partition).and_then(|p| p.group.leader())
+    }
+
+    /// Runs a request on `node`: here, or forwarded.
+    async fn on(&self, node: NodeId, request: Forward, within: Duration) -> Result<Reply> {
+        if node == self.node {
+            return Box::pin(self.answer(forward::HOPS_MAX, request)).await;
+        }
+        self.forward_within(node, forward::HOPS_MAX - 1, request, within)
+            .await
+    }
+
+    /// Every member's view of the groups it hosts (members that do not answer are left out).
+    pub(crate) async fn gather(&self) -> BTreeMap<NodeId, Vec<cluster::GroupStatus>> {
+        let mut nodes: Vec<NodeId> = read(&self.members).keys().copied().collect();
+        nodes.sort();
+        let within = Duration::from_millis(GROUPS_TIMEOUT_MS);
+        let asks = nodes
+            .into_iter()
+            .map(|n| async move { (n, self.on(n, Forward::Groups, within).await) });
+        futures::future::join_all(asks)
+            .await
+            .into_iter()
+            .filter_map(|(n, r)| match r {
+                Ok(Reply::Groups(g)) => Some((n, g)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The controller's view of the cluster now.
+    async fn view(&self) -> View {
+        let reports = self.gather().await;
+        let members = self
+            .defs
+            .nodes()
+            .into_iter()
+            .map(|e| {
+                let member = Member {
+                    draining: e.draining,
+                    live: reports.contains_key(&e.id),
+                };
+                (e.id, member)
+            })
+            .collect();
+        let mut groups: BTreeMap<String, GroupView> = BTreeMap::new();
+        let mut leaders: BTreeMap<String, u64> = BTreeMap::new();
+        for (node, statuses) in &reports {
+            for s in statuses {
+                let g = groups.entry(s.name.clone()).or_default();
+                g.hosts.insert(*node);
+                let leads = s.role == "Leader" && s.leader == Some(*node);
+                if leads && leaders.get(&s.name).is_none_or(|t| *t < s.term) {
+                    leaders.insert(s.name.clone(), s.term);
+                    g.leader = Some(*node);
+                    g.voters = s.voters.iter().copied().collect();
+                    g.learners = s.learners.iter().copied().collect();
+                }
+            }
+        }
+        let meta = groups.remove("meta").unwrap_or_default();
+        let partitions = (0..self.partition_count)
+            .map(|p| {
+                let g = groups.remove(&format!("p{p}")).unwrap_or_default();
+                (PartitionId(p), g)
+            })
+            .collect();
+        View {
+            members,
+            meta,
+            partitions,
+        }
+    }
+
+    /// One controller round on the meta leader: look, then take at most one step.
+    async fn control_round(&self) {
+        let view = self.view().await;
+        let Some(action) = plan::next_action(&view) else {
+            return;
+        };
+        tracing::info!(?action, "membership step");
+        if let Err(e) = self.perform(&view, &action).await {
+            tracing::warn!(?action, error = %e, "membership step failed; the next round retries");
+        }
+    }
+
+    async fn perform(&self, view: &View, action: &Action) -> Result<()> {
+        let short = Duration::from_millis(forward::FORWARD_TIMEOUT_MS);
+        let leader_of = |p: &PartitionId| {
+            view.partitions
+                .get(p)
+                .and_then(|g| g.leader)
+                .ok_or_else(|| Error::Unavailable(format!("partition {p} has no leader")))
+        };
+        let meta_err = |e: cluster::Error| Error::Unavailable(format!("meta group: {e}"));
+        match action {
+            Action::MetaAddLearner(node) => {
+                let addr = self.member_addr(*node)?;
+                self.meta.add_learner(*node, addr).await.map_err(meta_err)
+            }
+            Action::MetaSetVoters(voters) => self
+                .meta
+                .change_voters(voters.clone())
+                .await
+                .map_err(meta_err),
+            Action::MetaRemoveLearner(node) => self
+                .meta
+                .remove_learners(BTreeSet::from([*node]))
+                .await
+                .map_err(meta_err),
+            Action::AddReplica { partition, node } => {
+                let addr = self.member_addr(*node)?.to_string();
+                self.on(
+                    *node,
+                    Forward::Host {
+                        partition: *partition,
+                    },
+                    short,
+                )
+                .await?;
+                let request = Forward::AddReplica {
+                    partition: *partition,
+                    node: *node,
+                    addr,
+                };
+                let within = Duration::from_millis(CATCH_UP_MS + forward::FORWARD_TIMEOUT_MS);
+                self.on(leader_of(partition)?, request, within)
+                    .await
+                    .map(drop)
+            }
+            Action::RemoveReplica { partition, node } => {
+                let request = Forward::RemoveReplica {
+                    partition: *partition,
+                    node: *node,
+                };
+                self.on(leader_of(partition)?, request, short)
+                    .await
+                    .map(drop)
+            }
+            Action::Transfer { partition, to } => self.transfer_to(view, *partition, *to).await,
+            Action::Unhost { partition, node } => self
+                .on(
+                    *node,
+                    Forward::Unhost {
+                        partition: *partition,
+                    },
+                    short,
+                )
+                .await
+                .map(drop),
+        }
+    }
+
+    fn member_addr(&self, node: NodeId) -> Result<SocketAddr> {
+        read(&self.members)
+            .get(&node)
+            .copied()
+            .ok_or_else(|| Error::NotFound(format!("node {} is not a member", node.0)))
+    }
+
+    // ---- administration (the admin API and `batonctl`) ----
+
+    /// Adds a node to the cluster (what `--join` does, for an operator).
+    pub(crate) async fn add_node(&self, id: NodeId, addr: SocketAddr) -> Result<()> {
+        let entry = NodeEntry {
+            id,
+            addr: addr.to_string(),
+            draining: false,
+        };
+        self.route_join(entry).await.map(drop)
+    }
+
+    /// Runs a join on the meta leader.
+    pub(crate) async fn route_join(&self, entry: NodeEntry) -> Result<Reply> {
+        if self.transport.is_none() {
+            return Err(Error::Invalid(
+                "this node runs alone (no --cluster); it cannot take members".into(),
+            ));
+        }
+        if self.meta.is_leader() {
+            return self.accept_join(entry).await;
+        }
+        match self.meta.leader() {
+            Some(l) if l != self.node => {
+                self.forward(l, forward::HOPS_MAX - 1, Forward::Join(entry))
+                    .await
+            }
+            _ => Err(Error::Unavailable(
+                "the meta group has no leader now; retry".into(),
+            )),
+        }
+    }
+
+    /// Marks a member as draining (or active again): the controller moves its replicas and
+    /// leaderships to the other members.
+    pub(crate) async fn set_draining(&self, id: NodeId, draining: bool) -> Result<()> {
+        match self
+            .propose_meta(MetaCommand::SetDraining { id, draining })
+            .await?
+        {
+            MetaOutcome::Applied => Ok(()),
+            MetaOutcome::NotFound => Err(Error::NotFound(format!("node {} is not a member", id.0))),
+        }
+    }
+
+    /// Forgets a drained member. Refused while it still holds a replica or votes in the meta group.
+    pub(crate) async fn remove_node(&self, id: NodeId) -> Result<()> {
+        let Some(entry) = self.defs.node(id) else {
+            return Err(Error::NotFound(format!("node {} is not a member", id.0)));
+        };
+        if !entry.draining {
+            return Err(Error::Conflict(format!(
+                "node {} is not drained; drain it first (batonctl drain {})",
+                id.0, id.0
+            )));
+        }
+        let view = self.view().await;
+        let held: Vec<String> = view
+            .partitions
+            .iter()
+            .filter(|(_, g)| {
+                g.voters.contains(&id) || g.learners.contains(&id) || g.hosts.contains(&id)
+            })
+            .map(|(p, _)| p.to_string())
+            .collect();
+        if !held.is_empty() || view.meta.voters.contains(&id) {
+            return Err(Error::Conflict(format!(
+                "node {} still holds replicas ({}{}); wait for the drain to finish",
+                id.0,
+                held.join(", "),
+                if view.meta.voters.contains(&id) {
+                    " and a meta vote"
+                } else {
+                    ""
+                }
+            )));
+        }
+        // The controller then drops it from the meta group's learners.
+        self.propose_meta(MetaCommand::RemoveNode { id }).await?;
+        write(&self.members).remove(&id);
+        Ok(())
+    }
+
+    /// Moves a partition's leadership to voter `to`, or to the voter that leads the fewest
+    /// partitions; answers the new leader.
+    pub(crate) async fn transfer(
+        &self,
+        partition: PartitionId,
+        to: Option<NodeId>,
+    ) -> Result<NodeId> {
+        if partition.0 >= self.partition_count {
+            return Err(Error::NotFound(format!("no partition {partition}")));
+        }
+        let view = self.view().await;
+        let g = view
+            .partitions
+            .get(&partition)
+            .filter(|g| g.leader.is_some())
+            .ok_or_else(|| {
+                Error::Unavailable(format!("partition {partition} has no leader now; retry"))
+            })?;
+        let to = match to {
+            Some(t) => t,
+            None => plan::successor(&view, g).ok_or_else(|| {
+                Error::Conflict(format!(
+                    "partition {partition} has no other voter to lead it"
+                ))
+            })?,
+        };
+        self.transfer_to(&view, partition, to).await?;
+        Ok(to)
+    }
+}
+
+/// The cluster as `GET /api/admin/cluster` shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ClusterStatus {
+    pub nodes: Vec<NodeStatus>,
+    /// The meta group, then the partitions in order.
+    pub groups: Vec<GroupSummary>,
+}
+
+/// One member.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct NodeStatus {
+    pub id: NodeId,
+    pub addr: String,
+    pub draining: bool,
+    /// Answered just now.
+    pub live: bool,
+    /// Partition replicas it hosts.
+    pub replicas: usize,
+    /// Partitions it leads.
+    pub leads: usize,
+}
+
+/// One group across its replicas.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GroupSummary {
+    pub name: String,
+    pub leader: Option<NodeId>,
+    pub term: u64,
+    pub voters: Vec<NodeId>,
+    pub learners: Vec<NodeId>,
+    pub replicas: Vec<ReplicaStatus>,
+}
+
+/// One replica of a group.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ReplicaStatus {
+    pub node: NodeId,
+    pub role: String,
+    pub applied: Option<u64>,
+    pub snapshot: Option<u64>,
+    /// Entries behind the leader's log (`None` where the leader does not say).
+    pub lag: Option<u64>,
+}
+
+impl Inner {
+    /// Members, and every group's leader, term, membership and replicas with their lag.
+    pub(crate) async fn cluster_status(&self) -> ClusterStatus {
+        let reports = self.gather().await;
+        let mut by_group: BTreeMap<String, Vec<(NodeId, cluster::GroupStatus)>> = BTreeMap::new();
+        for (node, statuses) in reports.iter() {
+            for s in statuses {
+                by_group
+                    .entry(s.name.clone())
+                    .or_default()
+                    .push((*node, s.clone()));
+            }
+        }
+        let order = |name: &str| name.strip_prefix('p').and_then(|n| n.parse::<u32>().ok());
+        let mut names: Vec<String> = by_group.keys().cloned().collect();
+        names.sort_by_key(|n| (order(n), n.clone()));
+        let mut groups = Vec::new();
+        for name in names {
+            let replicas = by_group.remove(&name).unwrap_or_default();
+            let leading = replicas
+                .iter()
+                .filter(|(n, s)| s.role == "Leader" && s.leader == Some(*n))
+                .max_by_key(|(_, s)| s.term)
+                .map(|(_, s)| s.clone());
+            let summary = GroupSummary {
+                name,
+                leader: leading.as_ref().map(|s| s.node),
+                term: replicas.iter().map(|(_, s)| s.term).max().unwrap_or(0),
+                voters: leading
+                    .as_ref()
+                    .map(|s| s.voters.clone())
+                    .unwrap_or_default(),
+                learners: leading
+                    .as_ref()
+                    .map(|s| s.learners.clone())
+                    .unwrap_or_default(),
+                replicas: replicas
+                    .iter()
+                    .map(|(n, s)| ReplicaStatus {
+                        node: *n,
+                        role: s.role.clone(),
+                        applied: s.last_applied_index,
+                        snapshot: s.snapshot_index,
+                        lag: leading.as_ref().and_then(|l| {
+                            let last = l.last_log_index.unwrap_or(0);
+                            if l.node == *n {
+                                return Some(0);
+                            }
+                            l.matched
+                                .get(n)
+                                .map(|m| last.saturating_sub(m.unwrap_or(0)))
+                        }),
+                    })
+                    .collect(),
+            };
+            groups.push(summary);
+        }
+        let nodes = self
+            .defs
+            .nodes()
+            .into_iter()
+            .map(|e| {
+                let partitions = groups.iter().filter(|g| g.name != "meta");
+                let (replicas, leads) = partitions.fold((0, 0), |(r, l), g| {
+                    (
+                        r + usize::from(g.replicas.iter().any(|x| x.node == e.id)),
+                        l + usize::from(g.leader == Some(e.id)),
+                    )
+                });
+                NodeStatus {
+                    id: e.id,
+                    live: reports.contains_key(&e.id),
+                    addr: e.addr,
+                    draining: e.draining,
+                    replicas,
+                    leads,
+                }
+            })
+            .collect();
+        ClusterStatus { nodes, groups }
+    }
+
+    /// Builds a snapshot of every group hosted here (the log is then compacted per the options).
+    pub(crate) async fn snapshot_all(&self) -> Result<()> {
+        let hosted = self.hosted();
+        let groups = std::iter::once(&self.meta).chain(hosted.iter().map(|p| &p.group));
+        for g in groups {
+            g.snapshot(Duration::from_secs(30))
+                .await
+                .map_err(|e| Error::Unavailable(format!("snapshot of {}: {e}", g.name())))?;
+        }
+        Ok(())
+    }
+}
