@@ -132,6 +132,8 @@ struct Launch<'a> {
     data_dir: &'a Path,
     certs: &'a Path,
     cluster: &'a str,
+    /// Join through this member's peer address instead of listing the initial members.
+    join: Option<&'a str>,
     partitions: usize,
     log_path: &'a Path,
 }
@@ -150,8 +152,10 @@ impl Launch<'_> {
             .arg(format!("127.0.0.1:{}", self.http_port))
             .arg("--listen")
             .arg(format!("127.0.0.1:{}", self.quic_port))
-            .arg("--cluster")
-            .arg(self.cluster)
+            .args(match self.join {
+                Some(seed) => ["--join", seed],
+                None => ["--cluster", self.cluster],
+            })
             .arg("--certs")
             .arg(self.certs)
             .arg("--partitions")
@@ -183,6 +187,8 @@ struct Node {
     generation: u32,
     /// Frozen with SIGSTOP and not yet thawed.
     stopped: bool,
+    /// A spare: not an initial member; it joins through this peer address when first started.
+    join: Option<String>,
     api: Api,
     probe: Api,
 }
@@ -214,13 +220,19 @@ impl Cluster {
     /// Writes certificates, starts `n` nodes (ids `1..=n`, [`PARTITIONS`] partitions) and waits until
     /// every node is healthy and every group has a leader all nodes agree on.
     pub fn start(n: usize) -> Cluster {
+        Cluster::start_with_spares(n, 0)
+    }
+
+    /// Like [`Cluster::start`], with `spares` more nodes (ids `n+1..`) that have certificates and
+    /// ports but are not started: [`Cluster::spawn`] starts one with `--join` through node 1.
+    pub fn start_with_spares(n: usize, spares: usize) -> Cluster {
         assert!(n >= 1, "a cluster has at least one node");
         let dir = tempfile::Builder::new()
             .prefix("baton-cluster-")
             .tempdir()
             .expect("create a temporary cluster directory");
         let certs = dir.path().join("certs");
-        let ids: Vec<u64> = (1..=n as u64).collect();
+        let ids: Vec<u64> = (1..=(n + spares) as u64).collect();
         write_certs(&certs, &ids);
 
         // Distinct ports; each picked by binding port 0 (HTTP on TCP, QUIC on UDP).
@@ -246,12 +258,18 @@ impl Cluster {
                 child: None,
                 generation: 0,
                 stopped: false,
+                join: None,
                 api: Api::new(&base),
                 probe: Api::with_timeout(&base, PROBE_TIMEOUT),
             });
         }
+        let seed = format!("127.0.0.1:{}", nodes[0].quic_port);
+        for node in nodes.iter_mut().skip(n) {
+            node.join = Some(seed.clone());
+        }
         let cluster_arg = nodes
             .iter()
+            .take(n)
             .map(|node| format!("{}=127.0.0.1:{}", node.id, node.quic_port))
             .collect::<Vec<_>>()
             .join(",");
@@ -262,7 +280,7 @@ impl Cluster {
             partitions: PARTITIONS,
             nodes,
         };
-        for id in ids {
+        for id in ids.into_iter().take(n) {
             cluster.spawn(id);
         }
         cluster.wait_ready();
@@ -386,6 +404,7 @@ impl Cluster {
         node.generation += 1;
         let log_path = node.log_path(node.generation);
         let data_dir = node.data_dir();
+        let join = node.join.clone();
         let child = Launch {
             id,
             http_port: node.http_port,
@@ -393,6 +412,7 @@ impl Cluster {
             data_dir: &data_dir,
             certs: &certs,
             cluster: &cluster_arg,
+            join: join.as_deref(),
             partitions,
             log_path: &log_path,
         }
@@ -618,6 +638,7 @@ impl Cluster {
             data_dir,
             certs,
             cluster: &self.cluster_arg,
+            join: None,
             partitions: self.partitions,
             log_path: &log_path,
         }
@@ -645,10 +666,10 @@ fn agreed_leaders(views: &BTreeMap<u64, Vec<Value>>) -> anyhow::Result<BTreeMap<
     for name in names {
         let mut seen = BTreeSet::new();
         for (id, groups) in views {
-            let g = groups
-                .iter()
-                .find(|g| g["name"] == name.as_str())
-                .with_context(|| format!("node {id} does not host group {name}"))?;
+            // Nodes that host no replica of the group have no say.
+            let Some(g) = groups.iter().find(|g| g["name"] == name.as_str()) else {
+                continue;
+            };
             match g["leader"].as_u64() {
                 Some(leader) => {
                     seen.insert(leader);

@@ -1105,3 +1105,198 @@ fn survivors_keep_handing_out_tasks_while_a_peer_is_frozen() {
     c.sigcont(FROZEN);
     c.wait_ready();
 }
+
+// ---------------------------------------------------------------------------------------------
+// 7. Membership: a node joins and another drains and leaves, under load
+// ---------------------------------------------------------------------------------------------
+
+mod membership {
+    use super::*;
+
+    pub const LOAD: Config = Config {
+        prefix: "member",
+        // Enough that the load still runs through the join and the drain.
+        workflows: 1200,
+        starters: 2,
+        workers_per_type: 2,
+        batch: 10,
+        poll_timeout_ms: 200,
+        in_flight_max: Some(40),
+        run_deadline: Duration::from_secs(300),
+    };
+    /// How long replicas and leaderships may take to move after a join or a drain.
+    pub const MOVE_DEADLINE: Duration = Duration::from_secs(150);
+
+    /// `GET /api/admin/cluster` through node `via`.
+    pub fn cluster(c: &Cluster, via: u64) -> Option<Value> {
+        let reply = c
+            .api_with_timeout(via, Duration::from_secs(10))
+            .try_get("/api/admin/cluster")
+            .ok()?;
+        (reply.status == 200).then(|| reply.json())
+    }
+
+    /// Member `id`'s line in a cluster status.
+    pub fn member(status: &Value, id: u64) -> Option<Value> {
+        status["nodes"]
+            .as_array()?
+            .iter()
+            .find(|n| n["id"] == id)
+            .cloned()
+    }
+
+    /// A compact line per group: `p3 leader 2 voters [1,2,4] learners []`.
+    pub fn groups(status: &Value) -> String {
+        status["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|g| {
+                format!(
+                    "{} leader {} term {} voters {} learners {}",
+                    g["name"], g["leader"], g["term"], g["voters"], g["learners"]
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Waits until `done` holds for the cluster status seen through `via`; prints it when it does.
+    pub fn wait_for(c: &Cluster, via: u64, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + MOVE_DEADLINE;
+        let mut last = Value::Null;
+        loop {
+            if let Some(status) = cluster(c, via) {
+                if done(&status) {
+                    eprintln!("{what}: {}\n{}", status["nodes"], groups(&status));
+                    return status;
+                }
+                last = status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not within {MOVE_DEADLINE:?}; last status {}\n{}",
+                last["nodes"],
+                groups(&last)
+            );
+            thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// Every partition group has `n` voters and no learners.
+    pub fn settled(status: &Value, n: usize) -> bool {
+        status["groups"].as_array().is_some_and(|gs| {
+            gs.iter().filter(|g| g["name"] != "meta").all(|g| {
+                g["voters"].as_array().map(Vec::len) == Some(n)
+                    && g["learners"].as_array().is_some_and(Vec::is_empty)
+                    && !g["leader"].is_null()
+            })
+        })
+    }
+}
+
+#[test]
+#[ignore = "work in progress (issue 3): under load a leadership transfer can find the partition \
+            'already undergoing a configuration change' and retry for minutes; run with --ignored"]
+fn a_node_joins_and_a_drained_node_leaves_under_load() {
+    use membership::*;
+
+    let mut c = Cluster::start_with_spares(NODES, 1);
+    let joiner = NODES as u64 + 1;
+    let wf = fork_join_defs(&c.api(1), LOAD.prefix, 10);
+    wait_defs_everywhere(&c, &wf);
+    let nodes = Nodes::new(&c, CLIENT_TIMEOUT);
+    nodes.set_live(joiner, false);
+    let mut load = Load::start(nodes.clone(), LOAD);
+    let record = load.record.clone();
+    load.wait_completions(100, "before the join");
+
+    // Compact every log, so the joiner's replicas must catch up by snapshot install.
+    for id in c.ids().into_iter().take(NODES) {
+        let reply = c.api(id).post_empty("/api/admin/snapshot");
+        assert_eq!(reply.status, 204, "snapshot on node {id}: {reply:?}");
+    }
+    let joined_at = Instant::now();
+    c.spawn(joiner);
+    let status = wait_for(&c, 1, "after the join", |s| {
+        member(s, joiner).is_some_and(|m| {
+            m["live"] == true && m["replicas"].as_u64() >= Some(5) && m["leads"].as_u64() >= Some(1)
+        }) && settled(s, 3)
+    });
+    eprintln!(
+        "node {joiner} took replicas and leaderships {:?} after it started; {}",
+        joined_at.elapsed(),
+        record.progress()
+    );
+    let per_node: Vec<u64> = (1..=joiner)
+        .map(|id| {
+            member(&status, id)
+                .and_then(|m| m["replicas"].as_u64())
+                .unwrap_or(0)
+        })
+        .collect();
+    assert!(
+        per_node.iter().all(|r| (5..=7).contains(r)),
+        "replicas spread evenly over four nodes: {per_node:?}"
+    );
+    // The joiner's replicas were installed from snapshots (the logs had been compacted).
+    let joiner_groups = c.status(joiner).expect("status of the joiner");
+    for g in joiner_groups.iter().filter(|g| g["name"] != "meta") {
+        assert!(
+            g["snapshot_index"].as_u64().is_some(),
+            "replica {} on node {joiner} did not start from a snapshot: {g}",
+            g["name"]
+        );
+    }
+    nodes.set_live(joiner, true);
+    let at_join = record.completions();
+    load.wait_completions((at_join + 60).min(2 * LOAD.workflows), "with four nodes");
+
+    // Drain node 1: everything moves off it while the load runs, then it leaves.
+    let leaving = 1;
+    let reply = c
+        .api(2)
+        .post_empty(&format!("/api/admin/nodes/{leaving}/drain"));
+    assert_eq!(reply.status, 204, "drain: {reply:?}");
+    let refused = c.api(2).delete(&format!("/api/admin/nodes/{leaving}"));
+    assert_eq!(
+        refused.status, 409,
+        "remove before the drain finished: {refused:?}"
+    );
+    let drained_at = Instant::now();
+    wait_for(&c, 2, "after the drain", |s| {
+        let meta_voter = s["groups"].as_array().into_iter().flatten().any(|g| {
+            g["name"] == "meta"
+                && g["voters"]
+                    .as_array()
+                    .is_some_and(|v| v.contains(&Value::from(leaving)))
+        });
+        member(s, leaving).is_some_and(|m| m["replicas"] == 0 && m["leads"] == 0)
+            && !meta_voter
+            && settled(s, 3)
+    });
+    eprintln!(
+        "node {leaving} drained {:?} after the request; {}",
+        drained_at.elapsed(),
+        record.progress()
+    );
+    let reply = c.api(2).delete(&format!("/api/admin/nodes/{leaving}"));
+    assert_eq!(reply.status, 204, "remove after the drain: {reply:?}");
+    nodes.set_live(leaving, false);
+    c.kill9(leaving);
+    let status = wait_for(&c, 2, "after the removal", |s| {
+        member(s, leaving).is_none() && settled(s, 3)
+    });
+    assert_eq!(status["nodes"].as_array().map(Vec::len), Some(NODES));
+
+    let started = load.join_starters();
+    let reader = Reader::node(&c, 2);
+    load.wait_all_completed(&reader, &started);
+    load.stop_workers();
+    load.check(
+        &reader,
+        &started,
+        &format!("node {joiner} joined, node {leaving} drained and removed"),
+    );
+    assert_digests_converge(&c);
+}

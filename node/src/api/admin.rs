@@ -7,7 +7,8 @@
 //! - `POST /api/admin/nodes/{id}/drain` (`?undo=true` makes it active again).
 //! - `DELETE /api/admin/nodes/{id}`: forget a drained member (409 while it holds replicas).
 //! - `POST /api/admin/partitions/{p}/transfer[?to=N]`: hand the leadership to voter N.
-//! - `POST /api/admin/snapshot`: snapshot (and compact) every group hosted on this node.
+//! - `POST /api/admin/snapshot`: snapshot every group hosted on this node and purge the log it
+//!   covers (a replica that needs older entries then catches up by snapshot install).
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{Body, Params, PathArgs};

@@ -755,14 +755,25 @@ impl Inner {
         ClusterStatus { nodes, groups }
     }
 
-    /// Builds a snapshot of every group hosted here (the log is then compacted per the options).
+    /// Builds a snapshot of every group hosted here and purges the log it covers.
     pub(crate) async fn snapshot_all(&self) -> Result<()> {
         let hosted = self.hosted();
         let groups = std::iter::once(&self.meta).chain(hosted.iter().map(|p| &p.group));
         for g in groups {
-            g.snapshot(Duration::from_secs(30))
+            let failed = |e: String| Error::Unavailable(format!("snapshot of {}: {e}", g.name()));
+            let index = g
+                .snapshot(Duration::from_secs(30))
                 .await
-                .map_err(|e| Error::Unavailable(format!("snapshot of {}: {e}", g.name())))?;
+                .map_err(|e| failed(e.to_string()))?;
+            if let Some(i) = index {
+                // Compact the whole covered log: a replica that needs older entries now gets the
+                // snapshot installed.
+                g.raft()
+                    .trigger()
+                    .purge_log(i)
+                    .await
+                    .map_err(|e| failed(e.to_string()))?;
+            }
         }
         Ok(())
     }
