@@ -66,12 +66,21 @@ impl LogStore {
     }
 }
 
+/// A flush slower than this is logged: it delays every write and Raft answer behind it.
+const SLOW_FLUSH: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Flushes the database to disk. sled 0.34's `flush_async` loses wake-ups when several futures flush
 /// the same database at once (sled issues #1241, #1308: the futures never complete), which is exactly
 /// what several groups on one node do; so the blocking `flush` runs on tokio's blocking pool instead.
 pub async fn flush(db: &sled::Db) -> Result<(), sled::Error> {
     let db = db.clone();
-    match tokio::task::spawn_blocking(move || db.flush()).await {
+    let started = std::time::Instant::now();
+    let flushed = tokio::task::spawn_blocking(move || db.flush()).await;
+    let took = started.elapsed();
+    if took >= SLOW_FLUSH {
+        tracing::warn!(took_ms = took.as_millis(), "slow storage flush");
+    }
+    match flushed {
         Ok(result) => result.map(|_| ()),
         Err(e) => Err(sled::Error::Io(std::io::Error::other(format!(
             "flush task: {e}"
