@@ -1115,16 +1115,13 @@ mod membership {
 
     pub const LOAD: Config = Config {
         prefix: "member",
-        // Enough that the load still runs through the join and the drain. Four debug nodes and this
-        // load share two cores: with 40 workflows in flight and two workers per type the machine is
-        // saturated, Raft RPCs miss openraft's 150 ms append timeout and the groups never settle
-        // (an open problem noted on issue 3); this test is about membership, not saturation.
+        // Enough that the load still runs through the join and the drain.
         workflows: 1200,
         starters: 2,
-        workers_per_type: 1,
+        workers_per_type: 2,
         batch: 10,
         poll_timeout_ms: 200,
-        in_flight_max: Some(12),
+        in_flight_max: Some(40),
         run_deadline: Duration::from_secs(300),
     };
     /// How long replicas and leaderships may take to move after a join or a drain.
