@@ -90,21 +90,23 @@ impl View {
     }
     /// Voter replicas per active member.
     fn loads(&self) -> BTreeMap<NodeId, usize> {
-        let mut loads: BTreeMap<NodeId, usize> = self
-            .members
-            .keys()
-            .filter(|n| self.active(n))
-            .map(|n| (*n, 0))
-            .collect();
-        for g in self.partitions.values() {
-            for v in &g.voters {
-                if let Some(l) = loads.get_mut(v) {
-                    *l += 1;
-                }
-            }
-        }
-        loads
+        let active = self.members.keys().filter(|n| self.active(n));
+        tally(active, self.partitions.values().flat_map(|g| &g.voters))
     }
+}
+
+/// How often each of `members` appears in `hits` (others are ignored; every member is listed).
+fn tally<'a>(
+    members: impl Iterator<Item = &'a NodeId>,
+    hits: impl Iterator<Item = &'a NodeId>,
+) -> BTreeMap<NodeId, usize> {
+    let mut counts: BTreeMap<NodeId, usize> = members.map(|n| (*n, 0)).collect();
+    for n in hits {
+        if let Some(c) = counts.get_mut(n) {
+            *c += 1;
+        }
+    }
+    counts
 }
 
 /// The replication factor the active members allow.
@@ -185,20 +187,11 @@ fn candidate(view: &View, g: &GroupView, loads: &BTreeMap<NodeId, usize>) -> Opt
 
 /// Leaderships per usable member.
 fn leads(view: &View) -> BTreeMap<NodeId, usize> {
-    let mut leads: BTreeMap<NodeId, usize> = view
-        .members
-        .keys()
-        .filter(|n| view.usable(n))
-        .map(|n| (*n, 0))
-        .collect();
-    for g in view.partitions.values() {
-        if let Some(l) = g.leader {
-            if let Some(c) = leads.get_mut(&l) {
-                *c += 1;
-            }
-        }
-    }
-    leads
+    let usable = view.members.keys().filter(|n| view.usable(n));
+    tally(
+        usable,
+        view.partitions.values().filter_map(|g| g.leader.as_ref()),
+    )
 }
 
 /// The usable voter of `g` other than its leader that leads the fewest partitions.

@@ -94,6 +94,22 @@ impl Inner {
         lock(&self.leader_hints).remove(&partition.0);
     }
 
+    /// [`Inner::forward`] of a request for `partition`'s leader; a failure forgets where that leader
+    /// was, so the next request looks it up again.
+    async fn forward_for(
+        &self,
+        partition: PartitionId,
+        peer: NodeId,
+        hops: u8,
+        request: Forward,
+    ) -> Result<Reply> {
+        let answer = self.forward(peer, hops, request).await;
+        if matches!(answer, Err(Error::Unavailable(_))) {
+            self.forget_leader(partition);
+        }
+        answer
+    }
+
     /// Sends a request to a peer and decodes its answer.
     pub(crate) async fn forward(&self, peer: NodeId, hops: u8, request: Forward) -> Result<Reply> {
         self.forward_within(
@@ -207,6 +223,7 @@ impl Inner {
                         id: id.clone(),
                         op: op.clone(),
                     };
+                    let partition = self.partition_id_of(id);
                     match self.forward_within(peer, hops, request, within).await {
                         Ok(Reply::Effects(e)) => return Ok(e),
                         Ok(other) => return Err(unexpected(&other)),
@@ -219,7 +236,7 @@ impl Inner {
                         // The leader died or moved, or is electing: try again where it is now.
                         Err(Error::Unavailable(m)) if tokio::time::Instant::now() < deadline => {
                             tracing::debug!(workflow = %id, %peer, reason = %m, "forward failed; retrying");
-                            self.forget_leader(self.partition_id_of(id));
+                            self.forget_leader(partition);
                             forwarded = true;
                             tokio::time::sleep(Duration::from_millis(LEADER_POLL_MS)).await;
                         }
@@ -249,7 +266,12 @@ impl Inner {
                 "workflow {id}: its partition's leader moved; retry"
             ))),
             Target::Peer(peer) => match self
-                .forward(peer, hops, Forward::Read { id: id.clone() })
+                .forward_for(
+                    self.partition_id_of(id),
+                    peer,
+                    hops,
+                    Forward::Read { id: id.clone() },
+                )
                 .await?
             {
                 Reply::Record(r) => Ok(r.map(|b| *b)),
@@ -285,7 +307,12 @@ impl Inner {
                 "task {task}: leader moved; retry"
             ))),
             Target::Peer(peer) => match self
-                .forward(peer, hops, Forward::TaskOwner { task: task.clone() })
+                .forward_for(
+                    partition,
+                    peer,
+                    hops,
+                    Forward::TaskOwner { task: task.clone() },
+                )
                 .await?
             {
                 Reply::Owner(w) => Ok(w),
