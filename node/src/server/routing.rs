@@ -249,7 +249,7 @@ impl Inner {
 
     /// A workflow's record as its partition's leader has it (404 when it does not exist).
     pub(crate) async fn record(&self, id: &WorkflowId) -> Result<WorkflowRecord> {
-        self.record_hops(id, 0)
+        through_failover(|| self.record_hops(id, 0))
             .await?
             .ok_or_else(|| Error::NotFound(format!("No such workflow found by id: {id}")))
     }
@@ -282,7 +282,7 @@ impl Inner {
 
     /// The workflow that owns a task, from the task index on the partition's leader.
     pub(crate) async fn task_owner(&self, task: &TaskId) -> Result<WorkflowId> {
-        self.task_owner_hops(task, 0).await
+        through_failover(|| self.task_owner_hops(task, 0)).await
     }
 
     async fn task_owner_hops(&self, task: &TaskId, hops: u8) -> Result<WorkflowId> {
@@ -451,6 +451,23 @@ impl Inner {
                 })?;
                 Ok(Reply::Index(read.map_or(0, |l| l.index)))
             }
+        }
+    }
+}
+
+/// Runs a read on a partition's leader again while it answers "unavailable" (a failover or a
+/// leadership transfer in progress), until [`ROUTE_DEADLINE_MS`], as writes do in `route_op`.
+async fn through_failover<T, F: std::future::Future<Output = Result<T>>>(
+    mut read: impl FnMut() -> F,
+) -> Result<T> {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(ROUTE_DEADLINE_MS);
+    loop {
+        match read().await {
+            Err(Error::Unavailable(m)) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!(reason = %m, "read failed; retrying");
+                tokio::time::sleep(Duration::from_millis(LEADER_POLL_MS)).await;
+            }
+            other => return other,
         }
     }
 }
