@@ -94,16 +94,33 @@ impl Inner {
         lock(&self.leader_hints).remove(&partition.0);
     }
 
-    /// [`Inner::forward`] of a request for `partition`'s leader; a failure forgets where that leader
-    /// was, so the next request looks it up again.
+    /// Sends a request to `peer`, `partition`'s leader as far as this node knows, within `within`.
+    /// Gives up early when this node's replica learns of another leader (a dead leader's connection
+    /// would otherwise hold the request until the transport's idle timeout), and forgets a located
+    /// leader that failed, so the next attempt looks again. Giving up is a timeout like any other:
+    /// the request may have run, and every operation is safe to repeat.
     async fn forward_for(
         &self,
         partition: PartitionId,
         peer: NodeId,
         hops: u8,
         request: Forward,
+        within: Duration,
     ) -> Result<Reply> {
-        let answer = self.forward(peer, hops, request).await;
+        let forward = self.forward_within(peer, hops, request, within);
+        let answer = match self.partition(partition) {
+            Some(p) => {
+                let mut metrics = p.group.raft().metrics();
+                let moved = metrics.wait_for(|m| m.current_leader.is_some_and(|l| l != peer.0));
+                tokio::select! {
+                    answer = forward => answer,
+                    _ = moved => Err(Error::Unavailable(format!(
+                        "partition {partition}: leadership moved off node {peer}; retry"
+                    ))),
+                }
+            }
+            None => forward.await,
+        };
         if matches!(answer, Err(Error::Unavailable(_))) {
             self.forget_leader(partition);
         }
@@ -224,7 +241,10 @@ impl Inner {
                         op: op.clone(),
                     };
                     let partition = self.partition_id_of(id);
-                    match self.forward_within(peer, hops, request, within).await {
+                    match self
+                        .forward_for(partition, peer, hops, request, within)
+                        .await
+                    {
                         Ok(Reply::Effects(e)) => return Ok(e),
                         Ok(other) => return Err(unexpected(&other)),
                         // A repeated start finds the workflow its first attempt created.
@@ -236,7 +256,6 @@ impl Inner {
                         // The leader died or moved, or is electing: try again where it is now.
                         Err(Error::Unavailable(m)) if tokio::time::Instant::now() < deadline => {
                             tracing::debug!(workflow = %id, %peer, reason = %m, "forward failed; retrying");
-                            self.forget_leader(partition);
                             forwarded = true;
                             tokio::time::sleep(Duration::from_millis(LEADER_POLL_MS)).await;
                         }
@@ -271,6 +290,7 @@ impl Inner {
                     peer,
                     hops,
                     Forward::Read { id: id.clone() },
+                    Duration::from_millis(FORWARD_TIMEOUT_MS),
                 )
                 .await?
             {
@@ -312,6 +332,7 @@ impl Inner {
                     peer,
                     hops,
                     Forward::TaskOwner { task: task.clone() },
+                    Duration::from_millis(FORWARD_TIMEOUT_MS),
                 )
                 .await?
             {
