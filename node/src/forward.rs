@@ -65,6 +65,18 @@ pub enum Forward {
     },
     /// For the partition's leader: become a learner, so the other voters elect a new leader.
     StepDown { partition: PartitionId },
+    /// The workflows of these partitions (hosted by the receiver) that match a search: how many,
+    /// and the first `query.start + query.size` of them in search order, without their tasks.
+    Search {
+        query: crate::service::SearchQuery,
+        partitions: Vec<PartitionId>,
+    },
+    /// Ids of RUNNING workflows of a name (and version) in these partitions.
+    Running {
+        name: String,
+        version: Option<u32>,
+        partitions: Vec<PartitionId>,
+    },
     /// Do not start elections for the partition for `ms` (so that another voter is elected).
     HoldElections { partition: PartitionId, ms: u64 },
 }
@@ -85,6 +97,11 @@ pub enum Reply {
     },
     Groups(Vec<cluster::GroupStatus>),
     Leader(Option<NodeId>),
+    Found {
+        total: u64,
+        hits: Vec<crate::server::Hit>,
+    },
+    Ids(Vec<String>),
     Done,
 }
 

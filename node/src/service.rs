@@ -11,7 +11,7 @@ use proto::model::{
 use std::collections::BTreeMap;
 
 /// Filters of a workflow search (`GET /api/workflow/search`).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SearchQuery {
     pub workflow_name: Option<String>,
     pub correlation_id: Option<String>,

@@ -1259,6 +1259,25 @@ fn a_node_joins_and_a_drained_node_leaves_under_load() {
         );
     }
     nodes.set_live(joiner, true);
+    // The joiner hosts six of the eight partitions; a search through it still covers all of them
+    // (the others are scanned on their leaders) and finds what a search through node 1 finds.
+    let hosted_by_joiner = c.status(joiner).expect("status").len() - 1;
+    assert!(
+        hosted_by_joiner < c.partitions(),
+        "the joiner hosts {hosted_by_joiner} partitions"
+    );
+    for n in 0..40 {
+        let url = format!(
+            "/api/workflow/search?start=0&size=10&query=correlationId%20%3D%20%27member-{n}%27"
+        );
+        let via =
+            |id: u64| c.api(id).get(&url).expect_status(200, "search").json()["totalHits"].as_u64();
+        let (through_joiner, through_1) = (via(joiner), via(1));
+        assert!(
+            through_joiner >= Some(1) && through_joiner == through_1,
+            "workflow member-{n}: {through_joiner:?} hits through node {joiner}, {through_1:?} through node 1"
+        );
+    }
     let at_join = record.completions();
     load.wait_completions((at_join + 60).min(2 * LOAD.workflows), "with four nodes");
 

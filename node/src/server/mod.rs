@@ -5,6 +5,7 @@
 
 mod membership;
 pub use membership::{ClusterStatus, GroupSummary, NodeStatus, ReplicaStatus};
+pub(crate) use workflows::Hit;
 mod metadata;
 mod routing;
 mod tasks;

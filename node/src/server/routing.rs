@@ -65,7 +65,7 @@ impl Inner {
     }
 
     /// The leader of a partition this node does not host: remembered, else asked of every peer.
-    async fn locate(&self, partition: PartitionId) -> Option<NodeId> {
+    pub(super) async fn locate(&self, partition: PartitionId) -> Option<NodeId> {
         let hint = lock(&self.leader_hints).get(&partition.0).copied();
         if let Some(l) = hint.filter(|l| !self.peer_is_down(*l)) {
             return Some(l);
@@ -90,7 +90,7 @@ impl Inner {
     }
 
     /// Forgets where a partition not hosted here was led (a request there failed).
-    fn forget_leader(&self, partition: PartitionId) {
+    pub(super) fn forget_leader(&self, partition: PartitionId) {
         lock(&self.leader_hints).remove(&partition.0);
     }
 
@@ -462,6 +462,19 @@ impl Inner {
             Forward::StepDown { partition } => {
                 self.step_down(partition).await.map(|()| Reply::Done)
             }
+            Forward::Search { query, partitions } => {
+                let replicas = self.replicas_of(&partitions)?;
+                let (total, hits) = super::workflows::search_in(&replicas, &query)?;
+                Ok(Reply::Found { total, hits })
+            }
+            Forward::Running {
+                name,
+                version,
+                partitions,
+            } => {
+                let replicas = self.replicas_of(&partitions)?;
+                super::workflows::running_in(&replicas, &name, version).map(Reply::Ids)
+            }
             Forward::HoldElections { partition, ms } => {
                 self.hold_elections(partition, ms).map(|()| Reply::Done)
             }
@@ -478,7 +491,7 @@ impl Inner {
 
 /// Runs a read on a partition's leader again while it answers "unavailable" (a failover or a
 /// leadership transfer in progress), until [`ROUTE_DEADLINE_MS`], as writes do in `route_op`.
-async fn through_failover<T, F: std::future::Future<Output = Result<T>>>(
+pub(super) async fn through_failover<T, F: std::future::Future<Output = Result<T>>>(
     mut read: impl FnMut() -> F,
 ) -> Result<T> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(ROUTE_DEADLINE_MS);

@@ -1,15 +1,20 @@
 //! Workflow operations: start, read, commands routed to the workflow's actor, and the read-side
 //! queries (running, search, correlated) that scan the partitions' committed state.
 
+use super::routing::through_failover;
 use super::Inner;
 use crate::engine::{Input, StartInput};
 use crate::error::{Error, Result};
+use crate::forward::{Forward, Reply, HOPS_MAX};
+use crate::partition::Partition;
 use crate::partition::{keys, WorkflowOp};
 use crate::service::SearchQuery;
 use proto::limits::{PAYLOAD_BYTES_MAX, SEARCH_RESULTS_MAX};
 use proto::model::{Json, SearchResult, StartWorkflowRequest, Workflow, WorkflowSummary};
 use proto::record::{self, WorkflowRecord};
-use proto::WorkflowId;
+use proto::{NodeId, PartitionId, WorkflowId};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 pub(crate) fn parse_workflow_id(id: &str) -> Result<WorkflowId> {
     WorkflowId::parse(id).map_err(|e| Error::Invalid(e.to_string()))
@@ -126,99 +131,109 @@ impl Inner {
         self.route_op(&id, WorkflowOp::Remove).await.map(|_| ())
     }
 
+    /// Ids of RUNNING workflows of a name (and version), from every partition: the local replicas,
+    /// and the partitions hosted elsewhere through their leaders.
     pub async fn running(&self, name: &str, version: Option<u32>) -> Result<Vec<String>> {
-        let mut out = Vec::new();
-        for p in self.hosted() {
-            for kv in p.state().scan_prefix(keys::running_prefix(name)) {
-                let (k, v) = kv.map_err(super::storage)?;
-                let wf_version =
-                    (v.len() == 4).then(|| u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
-                if version.is_some() && wf_version != version {
-                    continue;
-                }
-                if let Some(id) = keys::id_after_nul(&k) {
-                    out.push(id.to_string());
-                }
+        through_failover(|| self.running_once(name, version)).await
+    }
+
+    async fn running_once(&self, name: &str, version: Option<u32>) -> Result<Vec<String>> {
+        let mut out = running_in(&self.hosted(), name, version)?;
+        for (peer, partitions) in self.hosted_elsewhere().await? {
+            let ask = Forward::Running {
+                name: name.to_owned(),
+                version,
+                partitions: partitions.clone(),
+            };
+            match self.ask_leader_of(&partitions, peer, ask).await? {
+                Reply::Ids(ids) => out.extend(ids),
+                other => return Err(Error::Internal(format!("unexpected answer {other:?}"))),
             }
         }
         Ok(out)
     }
 
-    /// Every workflow matching `query`, newest first. Scans committed state: indexes for search are
-    /// deliberately kept off the commit path (DESIGN §11).
+    /// Every workflow matching `query`, newest first, from every partition (as [`Inner::running`]).
+    /// Scans committed state: indexes for search are deliberately kept off the commit path
+    /// (DESIGN §11).
     pub async fn search(&self, query: SearchQuery) -> Result<SearchResult<WorkflowSummary>> {
-        let mut hits: Vec<Workflow> = Vec::new();
-        for p in self.hosted() {
-            let records: Box<dyn Iterator<Item = WorkflowRecord>> = match &query.correlation_id {
-                Some(c) => Box::new(
-                    p.state()
-                        .scan_prefix(keys::correlated_prefix(c))
-                        .keys()
-                        .filter_map(|k| k.ok())
-                        .filter_map(|k| keys::id_after_nul(&k))
-                        .filter_map(|id| p.read(&id).ok().flatten()),
-                ),
-                None => Box::new(
-                    p.state()
-                        .scan_prefix(keys::WORKFLOW_PREFIX)
-                        .values()
-                        .filter_map(|v| v.ok())
-                        .filter_map(|v| record::decode::<WorkflowRecord>(&v).ok()),
-                ),
-            };
-            for r in records {
-                let wf = r.workflow;
-                if query
-                    .workflow_name
-                    .as_ref()
-                    .is_some_and(|n| n != &wf.workflow_name)
-                    || query.status.is_some_and(|s| s != wf.status)
-                    || query
-                        .correlation_id
-                        .as_ref()
-                        .is_some_and(|c| Some(c) != wf.correlation_id.as_ref())
-                {
-                    continue;
-                }
-                if let Some(text) = query
-                    .free_text
-                    .as_deref()
-                    .filter(|t| !t.is_empty() && *t != "*")
-                {
-                    let found = wf.workflow_id.as_str().contains(text)
-                        || wf.workflow_name.contains(text)
-                        || wf
-                            .correlation_id
-                            .as_deref()
-                            .is_some_and(|c| c.contains(text));
-                    if !found {
-                        continue;
-                    }
-                }
-                hits.push(wf);
-            }
-        }
-        hits.sort_by(|a, b| {
-            b.create_time
-                .cmp(&a.create_time)
-                .then_with(|| a.workflow_id.cmp(&b.workflow_id))
-        });
-        let total = hits.len() as u64;
         let size = if query.size == 0 {
             100
         } else {
             query.size.min(SEARCH_RESULTS_MAX)
         };
+        let query = SearchQuery { size, ..query };
+        through_failover(|| self.search_once(&query)).await
+    }
+
+    async fn search_once(&self, query: &SearchQuery) -> Result<SearchResult<WorkflowSummary>> {
+        let (mut total, mut hits) = search_in(&self.hosted(), query)?;
+        for (peer, partitions) in self.hosted_elsewhere().await? {
+            let ask = Forward::Search {
+                query: query.clone(),
+                partitions: partitions.clone(),
+            };
+            match self.ask_leader_of(&partitions, peer, ask).await? {
+                Reply::Found { total: t, hits: h } => {
+                    total += t;
+                    hits.extend(h);
+                }
+                other => return Err(Error::Internal(format!("unexpected answer {other:?}"))),
+            }
+        }
+        sort_hits(&mut hits);
         let results = hits
             .into_iter()
             .skip(query.start)
-            .take(size)
-            .map(|wf| summary(&wf))
+            .take(query.size)
+            .map(|(_, s)| s)
             .collect();
         Ok(SearchResult {
             total_hits: total,
             results,
         })
+    }
+
+    /// Asks `peer`, the leader of `partitions` as located, to scan them; a failure forgets where
+    /// they were led, so a retry locates them again.
+    async fn ask_leader_of(
+        &self,
+        partitions: &[PartitionId],
+        peer: NodeId,
+        ask: Forward,
+    ) -> Result<Reply> {
+        let answer = self.forward(peer, HOPS_MAX - 1, ask).await;
+        if answer.is_err() {
+            partitions.iter().for_each(|p| self.forget_leader(*p));
+        }
+        answer
+    }
+
+    /// The partitions this node does not host, grouped by the node that leads each.
+    async fn hosted_elsewhere(&self) -> Result<BTreeMap<NodeId, Vec<PartitionId>>> {
+        let mut by_leader: BTreeMap<NodeId, Vec<PartitionId>> = BTreeMap::new();
+        for p in (0..self.partition_count()).map(PartitionId) {
+            if self.partition(p).is_some() {
+                continue;
+            }
+            let leader = self.locate(p).await.ok_or_else(|| {
+                Error::Unavailable(format!("partition {p} has no known leader now; retry"))
+            })?;
+            by_leader.entry(leader).or_default().push(p);
+        }
+        Ok(by_leader)
+    }
+
+    /// The local replicas of `partitions`; all of them must be hosted here.
+    pub(crate) fn replicas_of(&self, partitions: &[PartitionId]) -> Result<Vec<Arc<Partition>>> {
+        partitions
+            .iter()
+            .map(|p| {
+                self.partition(*p).ok_or_else(|| {
+                    Error::Unavailable(format!("partition {p} is not hosted here any more; retry"))
+                })
+            })
+            .collect()
     }
 
     pub async fn correlated(
@@ -246,6 +261,108 @@ impl Inner {
             out.push(wf);
         }
         Ok(out)
+    }
+}
+
+/// A search hit: the workflow's create time (the sort key) and its summary.
+pub(crate) type Hit = (i64, WorkflowSummary);
+
+/// Newest first, then by id.
+fn sort_hits(hits: &mut [Hit]) {
+    hits.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then_with(|| a.1.workflow_id.cmp(&b.1.workflow_id))
+    });
+}
+
+/// Ids of RUNNING workflows of a name (and version) in these replicas.
+pub(crate) fn running_in(
+    partitions: &[Arc<Partition>],
+    name: &str,
+    version: Option<u32>,
+) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for p in partitions {
+        for kv in p.state().scan_prefix(keys::running_prefix(name)) {
+            let (k, v) = kv.map_err(super::storage)?;
+            let wf_version = (v.len() == 4).then(|| u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
+            if version.is_some() && wf_version != version {
+                continue;
+            }
+            if let Some(id) = keys::id_after_nul(&k) {
+                out.push(id.to_string());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// How many workflows in these replicas match `query`, and the first `start + size` hits in
+/// search order (enough for any node merging several sources to cut its page).
+pub(crate) fn search_in(
+    partitions: &[Arc<Partition>],
+    query: &SearchQuery,
+) -> Result<(u64, Vec<Hit>)> {
+    let mut hits: Vec<Hit> = Vec::new();
+    for p in partitions {
+        let records: Box<dyn Iterator<Item = WorkflowRecord>> = match &query.correlation_id {
+            Some(c) => Box::new(
+                p.state()
+                    .scan_prefix(keys::correlated_prefix(c))
+                    .keys()
+                    .filter_map(|k| k.ok())
+                    .filter_map(|k| keys::id_after_nul(&k))
+                    .filter_map(|id| p.read(&id).ok().flatten()),
+            ),
+            None => Box::new(
+                p.state()
+                    .scan_prefix(keys::WORKFLOW_PREFIX)
+                    .values()
+                    .filter_map(|v| v.ok())
+                    .filter_map(|v| record::decode::<WorkflowRecord>(&v).ok()),
+            ),
+        };
+        hits.extend(
+            records
+                .map(|r| r.workflow)
+                .filter(|wf| matches(query, wf))
+                .map(|wf| (wf.create_time, summary(&wf))),
+        );
+    }
+    sort_hits(&mut hits);
+    let total = hits.len() as u64;
+    hits.truncate(query.start.saturating_add(query.size));
+    Ok((total, hits))
+}
+
+/// Whether a workflow passes a search's filters.
+fn matches(query: &SearchQuery, wf: &Workflow) -> bool {
+    if query
+        .workflow_name
+        .as_ref()
+        .is_some_and(|n| n != &wf.workflow_name)
+        || query.status.is_some_and(|s| s != wf.status)
+        || query
+            .correlation_id
+            .as_ref()
+            .is_some_and(|c| Some(c) != wf.correlation_id.as_ref())
+    {
+        return false;
+    }
+    match query
+        .free_text
+        .as_deref()
+        .filter(|t| !t.is_empty() && *t != "*")
+    {
+        Some(text) => {
+            wf.workflow_id.as_str().contains(text)
+                || wf.workflow_name.contains(text)
+                || wf
+                    .correlation_id
+                    .as_deref()
+                    .is_some_and(|c| c.contains(text))
+        }
+        None => true,
     }
 }
 
