@@ -467,8 +467,15 @@ fn killing_the_busiest_leader_loses_nothing() {
     let mut lines = Vec::new();
     let mut worst = Duration::ZERO;
     let mut stuck = Vec::new();
+    // The partitions the victim led: their unavailability is the failover's.
+    let mut failed_over: Vec<Duration> = Vec::new();
     for (p, (before, after)) in &per_partition {
         let group = partition_group(*p);
+        if let (Some(after), Some(&leader)) = (after, leaders_before.get(&group)) {
+            if leader == victim {
+                failed_over.push(*after);
+            }
+        }
         lines.push(format!(
             "{group}: leader before {:?}, last write {:?} before the kill, first write {:?} after it",
             leaders_before.get(&group),
@@ -480,6 +487,19 @@ fn killing_the_busiest_leader_loses_nothing() {
             None => stuck.push(group),
         }
     }
+    failed_over.sort();
+    let rank = |q: f64| {
+        let i =
+            ((failed_over.len() as f64 * q).ceil() as usize).clamp(1, failed_over.len().max(1)) - 1;
+        failed_over.get(i).copied()
+    };
+    eprintln!(
+        "failover of the {} partitions node {victim} led: first write after p50 {:?}, p99 {:?} \
+         (goal p50 < 1 s, p99 < 3 s)",
+        failed_over.len(),
+        rank(0.5),
+        rank(0.99)
+    );
     let gap = longest_gap(&writes, kill_at - Duration::from_secs(1), restart_at);
     eprintln!(
         "write unavailability after kill -9 of node {victim}: longest wait for a partition's first \
