@@ -1,4 +1,4 @@
-//! Byte layouts of what the cluster stores in sled: log keys, log entries, log ids and the reserved
+//! Byte layouts of what the cluster stores: log keys, log entries, log ids and the reserved
 //! bookkeeping keys of the state tree. Hand-written rather than serde so that a command's bytes are
 //! stored as they are (no JSON array of numbers) and decoding a log entry costs one copy.
 //!
@@ -56,7 +56,7 @@ fn decode_error(what: &'static str, why: impl Into<String>) -> DecodeError {
     }
 }
 
-/// The sled key of the log entry at `index`: big-endian so that sled's byte order is index order.
+/// The key of the log entry at `index`: big-endian so that the stores' byte order is index order.
 pub fn log_key(index: u64) -> [u8; 8] {
     index.to_be_bytes()
 }

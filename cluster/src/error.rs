@@ -12,7 +12,8 @@ pub enum Error {
     /// This node does not lead the group; propose on `leader` instead (unknown while an election runs).
     #[error("this node is not the leader of the group (leader: {leader:?}); retry on the leader")]
     NotLeader { leader: Option<NodeId> },
-    /// sled failed to read or write; the group's durable state is unchanged by the failed operation.
+    /// Storage failed to read or write; the group's durable state is unchanged by the failed
+    /// operation.
     #[error("storage error: {0}")]
     Storage(String),
     /// openraft failed in a way the caller cannot fix by retrying elsewhere.
@@ -55,9 +56,9 @@ pub enum Error {
     TransportClosed,
 }
 
-impl From<sled::Error> for Error {
-    fn from(e: sled::Error) -> Self {
-        Error::Storage(e.to_string())
+impl From<crate::storage::StorageError> for Error {
+    fn from(e: crate::storage::StorageError) -> Self {
+        Error::Storage(e.0)
     }
 }
 

@@ -1,5 +1,5 @@
 //! `Group`: the handle to one running Raft group (a partition or the meta group). `open` wires the
-//! sled-backed stores and the network into openraft, forms the membership on a fresh store (one
+//! storage-backed stores and the network into openraft, forms the membership on a fresh store (one
 //! voter by default; the initial voters of [`crate::ClusterOptions`] in a cluster) and waits for a
 //! leader; `propose` replicates one opaque command and returns the state machine's answer after it
 //! is committed (flushed) and applied. Membership changes: `add_learner`, `change_voters`.
@@ -10,7 +10,7 @@
 //!
 //! The handle is cheap to clone; the group runs until [`Group::shutdown`]. Dropping the last handle
 //! without it stops openraft in the background, so call `shutdown` when the caller needs to know
-//! the group (and its hold on the sled database) is gone, e.g. before reopening the database.
+//! the group (and its hold on the database) is gone, e.g. before reopening the database.
 
 use crate::error::Error;
 use crate::log_store::LogStore;
@@ -21,6 +21,7 @@ use crate::proposer::{Limits, Proposer};
 use crate::state_machine::StateMachine;
 use crate::state_store::StateStore;
 use crate::status::GroupStatus;
+use crate::storage::{Db, Tree};
 use crate::transport::Transport;
 use crate::types::TypeConfig;
 use openraft::error::InitializeError;
@@ -41,14 +42,14 @@ pub struct Group {
 }
 
 struct Inner {
-    /// Group name, prefix of its sled trees.
+    /// Group name, prefix of its trees.
     name: String,
     /// The local node.
     node: NodeId,
     /// The running openraft instance.
     raft: Raft<TypeConfig>,
     /// `{name}/state`, read directly by the node.
-    state: sled::Tree,
+    state: Tree,
     /// True while the local node leads and has applied every entry of earlier terms.
     leadership: watch::Receiver<bool>,
     /// Feeds `leadership`; shared with the task that follows openraft's metrics.
@@ -69,7 +70,7 @@ struct Inner {
 
 impl Drop for Inner {
     /// Safety net for a group whose handles all dropped without [`Group::shutdown`]: stop openraft
-    /// in the background so its tasks release the sled database. Needs a tokio runtime; without
+    /// in the background so its tasks release the database. Needs a tokio runtime; without
     /// one the tasks are gone with their runtime anyway.
     fn drop(&mut self) {
         self.follower.abort();
@@ -215,7 +216,7 @@ impl Group {
     /// `leader_wait_ms` without one (the group keeps running and elects when enough voters are
     /// up); [`Group::is_leader`] and [`Group::leadership`] then tell whether this node leads.
     pub async fn open(
-        db: &sled::Db,
+        db: &Db,
         options: GroupOptions,
         sm: Arc<dyn StateMachine>,
     ) -> Result<Group, Error> {
@@ -367,7 +368,7 @@ impl Group {
 
     /// The state tree the state machine writes (readers on the node read it directly). Keys
     /// starting with byte `0x00` are the cluster's bookkeeping.
-    pub fn state(&self) -> &sled::Tree {
+    pub fn state(&self) -> &Tree {
         &self.inner.state
     }
 
@@ -539,16 +540,23 @@ impl Group {
         &self.inner.raft
     }
 
-    /// Stops the group: no new proposals are accepted, openraft stops, leadership turns false.
-    /// Safe to call more than once and from any clone.
     /// A digest of the state machine's keys and values (bookkeeping excluded) with the applied
-    /// index it was taken at. Replicas at the same applied index must have equal digests; compare
-    /// them while the group is quiet (a concurrent apply may land between the two reads).
+    /// index it was taken at, read from the state itself (the applied log id is written in the
+    /// same atomic batch as each command's writes, so the two match). Replicas at the same applied
+    /// index must have equal digests; a concurrent apply may land between the reads of the index
+    /// and of the keys, so compare them while the group is quiet (or single-threaded, as in the
+    /// simulator).
     pub fn state_digest(&self) -> Result<(Option<u64>, u64), Error> {
-        let applied = self.status().last_applied_index;
+        let applied = self
+            .inner
+            .state
+            .get(crate::codec::KEY_APPLIED)?
+            .map(|v| crate::codec::decode_log_id(&v).map(|id| id.index))
+            .transpose()
+            .map_err(|e| Error::Storage(format!("applied log id: {e}")))?;
         let mut h = proto::hash::FNV_OFFSET;
         for kv in self.inner.state.iter() {
-            let (k, v) = kv.map_err(|e| Error::Storage(e.to_string()))?;
+            let (k, v) = kv?;
             if k.first() == Some(&0) {
                 continue;
             }
@@ -560,6 +568,8 @@ impl Group {
         Ok((applied, h))
     }
 
+    /// Stops the group: no new proposals are accepted, openraft stops, leadership turns false.
+    /// Safe to call more than once and from any clone.
     pub async fn shutdown(&self) -> Result<(), Error> {
         self.inner.closed.store(true, Ordering::Release);
         // Leave the router first, so peers get "no such group" rather than a stopped instance.

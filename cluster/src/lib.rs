@@ -1,5 +1,6 @@
 //! Baton's cluster layer: every partition (and the meta group) is an openraft 0.9 Raft group whose
-//! log, vote and state machine live in sled trees of the node's one sled database.
+//! log, vote and state machine live in trees of the node's one database ([`storage::Db`]: sled in
+//! production, an in-memory disk in the simulator).
 //!
 //! The layer replicates *opaque* commands (bytes) and knows nothing about workflows: the node crate
 //! implements [`StateMachine`] and decides what a command means. A [`Group`] is the cheap cloneable
@@ -32,13 +33,16 @@ pub mod codec;
 pub mod error;
 pub mod group;
 pub mod log_store;
+pub mod mutation;
 pub mod network;
 pub mod options;
 pub mod proposer;
+pub mod runtime;
 pub mod snapshot;
 pub mod state_machine;
 pub mod state_store;
 pub mod status;
+pub mod storage;
 pub mod tls;
 pub mod transport;
 pub mod types;

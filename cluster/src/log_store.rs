@@ -1,8 +1,8 @@
-//! `LogStore`: openraft's storage-v2 log storage (`RaftLogStorage`) over sled. The log lives in the
-//! tree `{name}/log` keyed by big-endian index; the vote, the committed log id and the last purged
-//! log id live in `{name}/raft`.
+//! `LogStore`: openraft's storage-v2 log storage (`RaftLogStorage`) over [`crate::storage`]. The
+//! log lives in the tree `{name}/log` keyed by big-endian index; the vote, the committed log id and
+//! the last purged log id live in `{name}/raft`.
 //!
-//! Durability: `append` writes everything openraft hands over in one sled batch, flushes the
+//! Durability: `append` writes everything openraft hands over in one batch, flushes the
 //! database once, and only then completes openraft's callback; `save_vote` flushes before it
 //! returns. Nothing is acknowledged before its flush. (openraft 0.9 hands over one client write per
 //! `append` and waits for its callback before the next, so group commit happens one level up: the
@@ -14,6 +14,7 @@
 #![allow(clippy::result_large_err)]
 
 use crate::codec::{self, KEY_COMMITTED, KEY_PURGED, KEY_VOTE};
+use crate::storage::{Batch, Db, StorageResult, Tree};
 use crate::types::{Entry, LogId, StorageError, TypeConfig};
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{
@@ -22,22 +23,22 @@ use openraft::{
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 
-/// Log and vote storage of one group. Cloning is cheap (sled handles); the clone is also the log
+/// Log and vote storage of one group. Cloning is cheap (storage handles); the clone is also the log
 /// reader openraft's replication tasks use.
 #[derive(Clone)]
 pub struct LogStore {
-    /// The whole database: sled flushes per database, so a flush also covers the other groups'
+    /// The whole database: storage flushes per database, so a flush also covers the other groups'
     /// pending writes (harmless).
-    db: sled::Db,
+    db: Db,
     /// `{name}/log`: index (u64 BE) -> encoded entry.
-    log: sled::Tree,
+    log: Tree,
     /// `{name}/raft`: vote, committed, purged, snapshot.
-    raft: sled::Tree,
+    raft: Tree,
 }
 
 impl LogStore {
     /// Opens (or creates) the log trees of group `name`.
-    pub fn open(db: &sled::Db, name: &str) -> Result<Self, sled::Error> {
+    pub fn open(db: &Db, name: &str) -> StorageResult<Self> {
         Ok(LogStore {
             db: db.clone(),
             log: db.open_tree(format!("{name}/log"))?,
@@ -60,31 +61,10 @@ impl LogStore {
     }
 
     async fn flush(&self, subject: ErrorSubject<u64>) -> Result<(), StorageError> {
-        flush(&self.db)
+        self.db
+            .flush()
             .await
             .map_err(|e| io_error(subject, ErrorVerb::Write, &e))
-    }
-}
-
-/// A flush slower than this is logged: it delays every write and Raft answer behind it.
-const SLOW_FLUSH: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// Flushes the database to disk. sled 0.34's `flush_async` loses wake-ups when several futures flush
-/// the same database at once (sled issues #1241, #1308: the futures never complete), which is exactly
-/// what several groups on one node do; so the blocking `flush` runs on tokio's blocking pool instead.
-pub async fn flush(db: &sled::Db) -> Result<(), sled::Error> {
-    let db = db.clone();
-    let started = std::time::Instant::now();
-    let flushed = tokio::task::spawn_blocking(move || db.flush()).await;
-    let took = started.elapsed();
-    if took >= SLOW_FLUSH {
-        tracing::warn!(took_ms = took.as_millis(), "slow storage flush");
-    }
-    match flushed {
-        Ok(result) => result.map(|_| ()),
-        Err(e) => Err(sled::Error::Io(std::io::Error::other(format!(
-            "flush task: {e}"
-        )))),
     }
 }
 
@@ -97,7 +77,7 @@ pub(crate) fn io_error(
     StorageIOError::new(subject, verb, AnyError::new(e)).into()
 }
 
-/// Turns a range of indexes into sled key bounds.
+/// Turns a range of indexes into log key bounds.
 fn key_bounds<RB: RangeBounds<u64>>(range: &RB) -> (Bound<[u8; 8]>, Bound<[u8; 8]>) {
     let map = |b: Bound<&u64>| match b {
         Bound::Included(i) => Bound::Included(codec::log_key(*i)),
@@ -199,7 +179,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         let mut count = 0usize;
         for entry in entries {
             count += 1;
@@ -211,8 +191,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
             return Err(io_error(ErrorSubject::Logs, ErrorVerb::Write, &e));
         }
+        if crate::mutation::active(crate::mutation::Mutation::AckBeforeFlush) {
+            // The deliberate bug: acknowledged at once, made durable some time later.
+            callback.log_io_completed(Ok(()));
+            let db = self.db.clone();
+            tokio::spawn(async move { db.flush().await });
+            return Ok(());
+        }
         // One flush for everything openraft handed over, and only then the acknowledgement.
-        match flush(&self.db).await {
+        match self.db.flush().await {
             Ok(_) => {
                 tracing::trace!(entries = count, "log entries appended and flushed");
                 callback.log_io_completed(Ok(()));
@@ -227,7 +214,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         // Removes every entry from `log_id.index` on (conflicting entries of a former leader).
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         for item in self.log.range(codec::log_key(log_id.index)..) {
             let (key, _) = item.map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, &e))?;
             batch.remove(key);
@@ -239,12 +226,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         // The purge marker is written before the entries go, so a crash in between leaves a
-        // consistent view (sled recovers a prefix of its writes): entries at or below the marker
+        // consistent view (storage recovers a prefix of its writes): entries at or below the marker
         // are ignored by openraft and purged again.
         self.raft
             .insert(KEY_PURGED, &codec::encode_log_id(&log_id)[..])
             .map_err(|e| io_error(ErrorSubject::Store, ErrorVerb::Write, &e))?;
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         for item in self.log.range(..=codec::log_key(log_id.index)) {
             let (key, _) = item.map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, &e))?;
             batch.remove(key);

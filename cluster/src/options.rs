@@ -33,7 +33,7 @@ pub struct ClusterOptions {
 /// `..Default::default()`) and adjust the knobs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupOptions {
-    /// Group name, also the prefix of its sled trees: `"meta"`, `"p0"`..`"p7"`. Non-empty, no `/`.
+    /// Group name, also the prefix of its trees: `"meta"`, `"p0"`..`"p7"`. Non-empty, no `/`.
     pub name: String,
     /// The local node (the single voter of the group without `cluster`).
     pub node: NodeId,

@@ -10,14 +10,15 @@
 //! len u32 BE][value]`, keys ascending.
 //!
 //! The current snapshot (meta as JSON, data as bytes) is stored whole in the raft tree. That doubles
-//! the state on disk while a snapshot exists; streaming snapshots from a sled checkpoint is the next
-//! step when states grow large.
+//! the state on disk while a snapshot exists; streaming snapshots from a storage checkpoint is the
+//! next step when states grow large.
 
 // openraft's trait methods return its `StorageError` (224 bytes); helpers return the same type.
 #![allow(clippy::result_large_err)]
 
 use crate::codec::{self, DecodeError, KEY_SNAPSHOT_DATA, KEY_SNAPSHOT_META, RESERVED_PREFIX};
 use crate::log_store::io_error;
+use crate::storage::{Batch, Db, IVec, StorageResult, Tree};
 use crate::types::{LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 use openraft::{ErrorSubject, ErrorVerb, RaftSnapshotBuilder, Snapshot};
 use std::io::Cursor;
@@ -27,14 +28,14 @@ use std::sync::{Arc, Mutex};
 const SNAPSHOT_VERSION: u8 = 1;
 
 /// The key/value pairs of a state tree, without bookkeeping keys, ascending.
-pub type Pairs = Vec<(sled::IVec, sled::IVec)>;
+pub type Pairs = Vec<(IVec, IVec)>;
 
 /// The place in `{name}/raft` where the current snapshot lives, shared by the state store and the
 /// builders it hands out.
 #[derive(Clone)]
 pub struct SnapshotSlot {
-    db: sled::Db,
-    raft: sled::Tree,
+    db: Db,
+    raft: Tree,
     /// Serializes "compare with the stored snapshot, then replace it" between a finishing build and
     /// an install, so an older snapshot never replaces a newer one.
     replace: Arc<Mutex<()>>,
@@ -44,7 +45,7 @@ pub struct SnapshotSlot {
 
 impl SnapshotSlot {
     /// The slot in the given raft tree.
-    pub fn new(db: &sled::Db, raft: sled::Tree) -> Self {
+    pub fn new(db: &Db, raft: Tree) -> Self {
         SnapshotSlot {
             db: db.clone(),
             raft,
@@ -103,7 +104,7 @@ impl SnapshotSlot {
             if newer {
                 let json = serde_json::to_vec(meta)
                     .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
-                let mut batch = sled::Batch::default();
+                let mut batch = Batch::default();
                 batch.insert(KEY_SNAPSHOT_META, json);
                 batch.insert(KEY_SNAPSHOT_DATA, data);
                 self.raft
@@ -111,7 +112,8 @@ impl SnapshotSlot {
                     .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
             }
         }
-        crate::log_store::flush(&self.db)
+        self.db
+            .flush()
             .await
             .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))
     }
@@ -163,7 +165,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
 }
 
 /// Copies the state tree's pairs, without bookkeeping keys.
-pub fn dump_pairs(state: &sled::Tree) -> Result<Pairs, sled::Error> {
+pub fn dump_pairs(state: &Tree) -> StorageResult<Pairs> {
     let mut pairs = Vec::new();
     for item in state.iter() {
         let (key, value) = item?;
@@ -175,14 +177,14 @@ pub fn dump_pairs(state: &sled::Tree) -> Result<Pairs, sled::Error> {
 }
 
 /// Encodes pairs in the snapshot format.
-pub fn encode(pairs: &[(sled::IVec, sled::IVec)]) -> Vec<u8> {
+pub fn encode(pairs: &[(IVec, IVec)]) -> Vec<u8> {
     let size: usize = pairs.iter().map(|(k, v)| 8 + k.len() + v.len()).sum();
     let mut out = Vec::with_capacity(9 + size);
     out.push(SNAPSHOT_VERSION);
     out.extend_from_slice(&(pairs.len() as u64).to_be_bytes());
     for (key, value) in pairs {
         for part in [key, value] {
-            // sled values are far below 4 GiB (command_bytes_max bounds what reaches the state).
+            // stored values are far below 4 GiB (command_bytes_max bounds what reaches the state).
             out.extend_from_slice(&(part.len() as u32).to_be_bytes());
             out.extend_from_slice(part);
         }
@@ -212,10 +214,10 @@ pub fn decode(bytes: &[u8]) -> Result<Pairs, DecodeError> {
     let mut pairs = Vec::new();
     for _ in 0..count {
         let klen = u32::from_be_bytes(take(4)?.try_into().map_err(|_| bad("key length"))?) as usize;
-        let key = sled::IVec::from(take(klen)?);
+        let key = IVec::from(take(klen)?);
         let vlen =
             u32::from_be_bytes(take(4)?.try_into().map_err(|_| bad("value length"))?) as usize;
-        let value = sled::IVec::from(take(vlen)?);
+        let value = IVec::from(take(vlen)?);
         if key.first() == Some(&RESERVED_PREFIX) {
             return Err(bad("bookkeeping key inside snapshot data"));
         }
@@ -229,7 +231,7 @@ pub fn decode(bytes: &[u8]) -> Result<Pairs, DecodeError> {
 
 /// Writes `applied` and `membership` as the state tree's bookkeeping into `batch`.
 pub fn bookkeeping(
-    batch: &mut sled::Batch,
+    batch: &mut Batch,
     applied: Option<&LogId>,
     membership: &StoredMembership,
 ) -> Result<(), serde_json::Error> {

@@ -1,6 +1,8 @@
 //! The seam between the cluster layer and the engine: the node crate implements [`StateMachine`] to
 //! give meaning to the opaque commands a group replicates. This module holds only the trait.
 
+use crate::storage::{Batch, Tree};
+
 /// Implemented by the node crate. Applying must be deterministic: no clock, no randomness, no I/O
 /// other than the given tree.
 pub trait StateMachine: Send + Sync + 'static {
@@ -15,8 +17,8 @@ pub trait StateMachine: Send + Sync + 'static {
     ///
     /// Keys written must not start with byte `0x00`: that prefix is reserved for the cluster's
     /// bookkeeping, which would overwrite them.
-    fn apply(&self, state: &sled::Tree, batch: &mut sled::Batch, command: &[u8]) -> Vec<u8>;
+    fn apply(&self, state: &Tree, batch: &mut Batch, command: &[u8]) -> Vec<u8>;
 
     /// Called after a snapshot replaced the state tree (so caches can reload). Default: nothing.
-    fn restored(&self, _state: &sled::Tree) {}
+    fn restored(&self, _state: &Tree) {}
 }

@@ -1,7 +1,7 @@
 //! `StateStore`: openraft's storage-v2 state machine (`RaftStateMachine`) over the tree
 //! `{name}/state`. It hands each committed command to the node's [`StateMachine`] and writes the
 //! command's writes together with the cluster's bookkeeping (last applied log id, progress inside a
-//! batched entry, membership; keys prefixed `0x00`) in one atomic sled batch, so a replay after a
+//! batched entry, membership; keys prefixed `0x00`) in one atomic batch, so a replay after a
 //! crash resumes exactly after the last command whose writes survived.
 //!
 //! Apply does not flush: the log is durable and openraft re-applies it from the last applied id.
@@ -14,6 +14,7 @@ use crate::codec::{self, KEY_APPLIED, KEY_MEMBERSHIP, KEY_PARTIAL};
 use crate::log_store::io_error;
 use crate::snapshot::{self, Dump, SnapshotBuilder, SnapshotSlot};
 use crate::state_machine::StateMachine;
+use crate::storage::{Batch, Db, StorageResult, Tree};
 use crate::types::{
     Entry, LogId, Response, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
 };
@@ -25,7 +26,7 @@ use std::sync::Arc;
 /// The state machine side of one group.
 pub struct StateStore {
     /// `{name}/state`: the node's keys plus bookkeeping.
-    state: sled::Tree,
+    state: Tree,
     /// Where the current snapshot is kept.
     slot: SnapshotSlot,
     /// The node's state machine.
@@ -34,7 +35,7 @@ pub struct StateStore {
 
 impl StateStore {
     /// Opens (or creates) the state and raft trees of group `name`.
-    pub fn open(db: &sled::Db, name: &str, sm: Arc<dyn StateMachine>) -> Result<Self, sled::Error> {
+    pub fn open(db: &Db, name: &str, sm: Arc<dyn StateMachine>) -> StorageResult<Self> {
         Ok(StateStore {
             state: db.open_tree(format!("{name}/state"))?,
             slot: SnapshotSlot::new(db, db.open_tree(format!("{name}/raft"))?),
@@ -43,7 +44,7 @@ impl StateStore {
     }
 
     /// The state tree.
-    pub fn state(&self) -> &sled::Tree {
+    pub fn state(&self) -> &Tree {
         &self.state
     }
 
@@ -98,11 +99,11 @@ impl StateStore {
         let total = commands.len();
         let mut responses = vec![Vec::new(); done.min(total)];
         if total == 0 || done >= total {
-            self.finish_entry(log_id, sled::Batch::default())?;
+            self.finish_entry(log_id, Batch::default())?;
             return Ok(responses);
         }
         for (position, command) in commands.into_iter().enumerate().skip(done) {
-            let mut batch = sled::Batch::default();
+            let mut batch = Batch::default();
             responses.push(self.sm.apply(&self.state, &mut batch, &command));
             if position + 1 == total {
                 self.finish_entry(log_id, batch)?;
@@ -122,7 +123,7 @@ impl StateStore {
 
     /// Applies `batch` together with "entry `log_id` is applied". Inserted last so that the
     /// bookkeeping wins over anything a state machine put under the reserved prefix.
-    fn finish_entry(&self, log_id: &LogId, mut batch: sled::Batch) -> Result<(), StorageError> {
+    fn finish_entry(&self, log_id: &LogId, mut batch: Batch) -> Result<(), StorageError> {
         batch.remove(KEY_PARTIAL);
         batch.insert(KEY_APPLIED, &codec::encode_log_id(log_id)[..]);
         self.state
@@ -153,13 +154,13 @@ impl RaftStateMachine<TypeConfig> for StateStore {
                     let stored = StoredMembership::new(Some(log_id), membership);
                     let json = serde_json::to_vec(&stored)
                         .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
-                    let mut batch = sled::Batch::default();
+                    let mut batch = Batch::default();
                     batch.insert(KEY_MEMBERSHIP, json);
                     self.finish_entry(&log_id, batch)?;
                     Vec::new()
                 }
                 EntryPayload::Blank => {
-                    self.finish_entry(&log_id, sled::Batch::default())?;
+                    self.finish_entry(&log_id, Batch::default())?;
                     Vec::new()
                 }
             };
@@ -199,9 +200,10 @@ impl RaftStateMachine<TypeConfig> for StateStore {
         let pairs =
             snapshot::decode(&bytes).map_err(|e| io_error(subject(), ErrorVerb::Read, &e))?;
         // One batch: every old key goes, the snapshot's keys and bookkeeping come, atomically.
-        let mut batch = sled::Batch::default();
-        for key in self.state.iter().keys() {
-            batch.remove(key.map_err(|e| io_error(subject(), ErrorVerb::Read, &e))?);
+        let mut batch = Batch::default();
+        for kv in self.state.iter() {
+            let (key, _) = kv.map_err(|e| io_error(subject(), ErrorVerb::Read, &e))?;
+            batch.remove(key);
         }
         for (key, value) in pairs {
             batch.insert(key, value);

@@ -1,8 +1,9 @@
-//! Restarting a group on the same sled database resumes vote, log, state and last applied index,
+//! Restarting a group on the same database resumes vote, log, state and last applied index,
 //! and the node leads its single-voter group again.
 
 mod common;
 
+use cluster::storage::{Batch, IVec};
 use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,7 +72,7 @@ async fn lost_applies_are_replayed_exactly_once() {
                 .expect("propose");
         }
         // The whole state tree, bookkeeping included, as of 7 applied commands.
-        let before: Vec<(sled::IVec, sled::IVec)> = group
+        let before: Vec<(IVec, IVec)> = group
             .state()
             .iter()
             .collect::<Result<_, _>>()
@@ -86,12 +87,16 @@ async fn lost_applies_are_replayed_exactly_once() {
         // Simulate losing the last three state batches.
         let state = group.state().clone();
         drop(group);
-        state.clear().expect("clear");
-        for (k, v) in before {
-            state.insert(k, v).expect("restore");
+        let mut restore = Batch::default();
+        for kv in state.iter() {
+            restore.remove(kv.expect("read").0);
         }
+        for (k, v) in before {
+            restore.insert(k, v);
+        }
+        state.apply_batch(restore).expect("restore");
         assert_eq!(count(&state), 7);
-        db.flush().expect("flush");
+        db.flush().await.expect("flush");
     }
     let db = open_db(dir.path());
     let (group, _) = open_group(&db, options("p0")).await;
@@ -149,7 +154,7 @@ async fn a_partly_applied_entry_resumes_after_its_last_applied_command() {
 
     // What survived the crash: commands "a" and "b" of entry 5, each with its progress marker.
     for (done, command) in [(1u32, &b"a"[..]), (2, &b"b"[..])] {
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         sm.apply(&state, &mut batch, command);
         batch.insert(codec::KEY_PARTIAL, codec::encode_partial(&log_id, done));
         state.apply_batch(batch).expect("apply");

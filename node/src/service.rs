@@ -202,6 +202,19 @@ impl Node {
         }
         out
     }
+    /// Every workflow record in this node's replica of partition `p` (none when it hosts no
+    /// replica), read from local state: for the simulator's invariant checks and diagnostics.
+    pub fn records(&self, p: u16) -> Vec<proto::record::WorkflowRecord> {
+        let Some(partition) = self.inner.partition(proto::PartitionId(p)) else {
+            return Vec::new();
+        };
+        partition
+            .state()
+            .scan_prefix(crate::partition::keys::WORKFLOW_PREFIX)
+            .filter_map(|kv| kv.ok())
+            .filter_map(|(_, v)| proto::record::decode(&v).ok())
+            .collect()
+    }
     // ---- cluster administration ----
     /// Members and every group's leader, term, membership and replicas (asks every member).
     pub async fn cluster(&self) -> crate::server::ClusterStatus {

@@ -1,1 +1,28 @@
-//! Deterministic simulation of a Baton cluster. Not built yet: see ARCHITECTURE.md ("What is deliberately absent").
+//! Deterministic simulation of a whole Baton cluster (DESIGN §7, CONVENTIONS "Tests").
+//!
+//! One seed drives one run: several real Baton nodes (`node::server::open_with`, the same code the
+//! `baton` binary runs) on turmoil hosts in one thread, each over a simulated disk ([`disk`]) that
+//! loses unflushed writes in a crash, a simulated network ([`net`]) that loses, duplicates,
+//! delays, reorders and cuts messages, and a simulated clock ([`host::SimClock`]) that skews and
+//! jumps; openraft's randomness and tokio's scheduler are seeded too. A seeded workload
+//! ([`workload`]) starts workflows and runs workers that misbehave; a fault injector ([`faults`])
+//! crashes, restarts, pauses and cuts nodes during the safety phase; then everything heals and the
+//! liveness phase requires every workflow to finish and every replica to converge. Invariants
+//! ([`invariants`], one per file) are checked on samples during the run and on the final state.
+//! The run's trace hash folds everything observable, so the same seed on the same commit must give
+//! the same hash.
+
+pub mod client;
+pub mod counters;
+pub mod disk;
+pub mod faults;
+pub mod host;
+pub mod invariants;
+pub mod net;
+mod run;
+pub mod workload;
+
+pub use run::{run, Config, Report};
+
+/// The simulated wall clock starts at 2026-01-01T00:00:00Z.
+pub const EPOCH_MS: u64 = 1_767_225_600_000;

@@ -1,8 +1,8 @@
-//! `Transport`: the cheap cloneable handle to a node's peer transport. [`Transport::start`] binds
+//! `QuicTransport`: the QUIC implementation of a node's peer [`Link`](super::Link). [`QuicTransport::start`] binds
 //! one QUIC endpoint (server and client at once) and spawns the listener (`listener.rs`); the handle
-//! then makes calls ([`Transport::call`]: one request and one response on a fresh bidirectional
+//! then makes calls ([`QuicTransport::call`]: one request and one response on a fresh bidirectional
 //! stream of the one cached connection to that peer) and registers the handlers that serve
-//! incoming calls. The transport runs until [`Transport::shutdown`] (or until the last handle is
+//! incoming calls. The transport runs until [`QuicTransport::shutdown`] (or until the last handle is
 //! dropped).
 //!
 //! Connections: at most one outbound connection per peer is cached; callers to the same peer
@@ -11,7 +11,7 @@
 //! connection opens with a hello naming the dialing node, which the server checks against the
 //! client certificate; the client checks the server by dialing `node-<id>.baton`. Inbound
 //! connections are served, not reused for outbound calls, so two nodes that call each other hold
-//! one connection in each direction. [`Transport::introduce`] is the exception to addressing by
+//! one connection in each direction. [`QuicTransport::introduce`] is the exception to addressing by
 //! id: it dials an address whose node is not known yet on a fresh, uncached connection, learns the
 //! member's id from its hello answer (checked against its certificate), records the address, and
 //! closes the connection after one request.
@@ -42,9 +42,9 @@ pub(crate) const HELLO_BYTES_MAX: usize = 16;
 pub(crate) const CLOSE_SHUTDOWN: u32 = 0;
 /// Application close code: the peer was refused (bad hello or identity).
 pub(crate) const CLOSE_REFUSED: u32 = 1;
-/// Application close code: the dialer is done with a one-off connection ([`Transport::introduce`]).
+/// Application close code: the dialer is done with a one-off connection ([`QuicTransport::introduce`]).
 const CLOSE_DONE: u32 = 2;
-/// The `peer` of errors of [`Transport::introduce`] raised before the member stated its id.
+/// The `peer` of errors of [`QuicTransport::introduce`] raised before the member stated its id.
 const UNKNOWN_MEMBER: NodeId = NodeId(0);
 /// How long shutdown waits for connections to close cleanly.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(1);
@@ -59,7 +59,7 @@ pub(crate) struct Shared {
     pub(crate) endpoint: quinn::Endpoint,
     /// Client side of mutual TLS (with this node's certificate).
     client: quinn::ClientConfig,
-    /// The same without the server-name check, for [`Transport::introduce`].
+    /// The same without the server-name check, for [`QuicTransport::introduce`].
     member_client: quinn::ClientConfig,
     /// Largest payload either way.
     pub(crate) frame_bytes_max: usize,
@@ -154,24 +154,24 @@ pub struct TransportStats {
     pub inbound: BTreeMap<NodeId, usize>,
 }
 
-/// Cheap cloneable handle to a node's peer transport.
+/// A node's QUIC peer transport (the production [`Link`](super::Link)).
 #[derive(Clone)]
-pub struct Transport {
+pub struct QuicTransport {
     owner: Arc<Owner>,
 }
 
-impl std::fmt::Debug for Transport {
+impl std::fmt::Debug for QuicTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Transport")
+        f.debug_struct("QuicTransport")
             .field("node", &self.owner.shared.node)
             .finish_non_exhaustive()
     }
 }
 
-impl Transport {
+impl QuicTransport {
     /// Binds the endpoint on `options.listen` and starts serving. Must run inside a tokio
     /// runtime.
-    pub fn start(options: TransportOptions) -> Result<Transport, Error> {
+    pub fn start(options: TransportOptions) -> Result<QuicTransport, Error> {
         options.validate()?;
         let quic = Arc::new(options.quic_transport()?);
         let server_tls = QuicServerConfig::try_from(options.identity.server_config()?)
@@ -213,7 +213,7 @@ impl Transport {
         });
         let listener = tokio::spawn(listener::run(shared.clone())).abort_handle();
         tracing::info!(node = %shared.node, listen = ?shared.endpoint.local_addr().ok(), "peer transport listening");
-        let transport = Transport {
+        let transport = QuicTransport {
             owner: Arc::new(Owner { shared, listener }),
         };
         transport.greet_peers();
@@ -281,8 +281,8 @@ impl Transport {
     }
 
     /// Registers the handler of `service`, replacing any earlier one.
-    pub fn register(&self, service: Service, handler: impl Handler) {
-        write(&self.shared().handlers).insert(service, Arc::new(handler));
+    pub fn register(&self, service: Service, handler: Arc<dyn Handler>) {
+        write(&self.shared().handlers).insert(service, handler);
     }
 
     /// Removes the handler of `service`; its requests are then answered with an error.
@@ -356,7 +356,7 @@ impl Transport {
     /// ([`tls::Identity::member_client_config`]); after the usual hello the member states its id,
     /// and its certificate must name that id ([`tls::verify_node_certificate`]) or nothing is
     /// sent and the call fails with [`Error::Tls`]. The member's address is then recorded
-    /// ([`Transport::set_peer`]) and the request sent on the same connection. Everything, the
+    /// ([`QuicTransport::set_peer`]) and the request sent on the same connection. Everything, the
     /// dial included, runs within `timeout`; on timeout after the request was sent it may or may
     /// not have run on the member.
     ///
@@ -416,7 +416,7 @@ impl Transport {
         answer.map(|body| (member, body))
     }
 
-    /// The dialing half of [`Transport::introduce`]: connects to `addr` without naming a node,
+    /// The dialing half of [`QuicTransport::introduce`]: connects to `addr` without naming a node,
     /// says hello, and returns the connection and the member's id once its certificate is known
     /// to name that id. Closes the connection on any refusal.
     async fn meet(&self, addr: SocketAddr) -> Result<(quinn::Connection, NodeId), Error> {
@@ -616,5 +616,55 @@ async fn request(
             peer,
             message: e.to_string(),
         }),
+    }
+}
+
+impl super::Link for QuicTransport {
+    fn node(&self) -> NodeId {
+        QuicTransport::node(self)
+    }
+    fn local_addr(&self) -> Result<SocketAddr, Error> {
+        QuicTransport::local_addr(self)
+    }
+    fn frame_bytes_max(&self) -> usize {
+        QuicTransport::frame_bytes_max(self)
+    }
+    fn set_peer(&self, peer: NodeId, addr: SocketAddr) {
+        QuicTransport::set_peer(self, peer, addr)
+    }
+    fn peer_addr(&self, peer: NodeId) -> Option<SocketAddr> {
+        QuicTransport::peer_addr(self, peer)
+    }
+    fn register(&self, service: Service, handler: Arc<dyn Handler>) {
+        QuicTransport::register(self, service, handler)
+    }
+    fn unregister(&self, service: Service) {
+        QuicTransport::unregister(self, service)
+    }
+    fn stats(&self) -> TransportStats {
+        QuicTransport::stats(self)
+    }
+    fn call(
+        &self,
+        peer: NodeId,
+        service: Service,
+        payload: Vec<u8>,
+        timeout: Duration,
+    ) -> super::LinkFuture<'_, Result<Vec<u8>, Error>> {
+        Box::pin(QuicTransport::call(self, peer, service, payload, timeout))
+    }
+    fn introduce(
+        &self,
+        addr: SocketAddr,
+        service: Service,
+        payload: Vec<u8>,
+        timeout: Duration,
+    ) -> super::LinkFuture<'_, Result<(NodeId, Vec<u8>), Error>> {
+        Box::pin(QuicTransport::introduce(
+            self, addr, service, payload, timeout,
+        ))
+    }
+    fn shutdown(&self) -> super::LinkFuture<'_, ()> {
+        Box::pin(QuicTransport::shutdown(self))
     }
 }

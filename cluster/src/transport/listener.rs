@@ -6,7 +6,7 @@
 //!
 //! Per-connection concurrency is bounded by QUIC's stream limit (`streams_per_connection_max`):
 //! a peer cannot open more streams than that, so it cannot make this node run more handlers than
-//! that per connection. Not here: calling peers (see [`super::Transport`]).
+//! that per connection. Not here: calling peers (see [`super::QuicTransport`]).
 
 use super::frame::{self, CODE_HELLO, STATUS_ERROR, STATUS_OK};
 use super::handle::{Shared, CLOSE_REFUSED, HELLO_BYTES_MAX};

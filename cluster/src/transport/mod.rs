@@ -4,7 +4,7 @@
 //! [`Service`]. Raft RPC of every group ([`crate::network`]) and the node crate's forwarded
 //! requests share the connections.
 //!
-//! Shape: [`TransportOptions`] -> [`Transport::start`] (binds, spawns the listener) -> the
+//! Shape: [`TransportOptions`] -> [`Transport::start`] ([`QuicTransport`] behind the [`Link`] seam) (binds, spawns the listener) -> the
 //! cloneable [`Transport`] handle; runs until [`Transport::shutdown`]. Everything is bounded:
 //! payloads by `frame_bytes_max`, concurrent requests per connection by
 //! `streams_per_connection_max`, inbound connections by `connections_max`, dials and calls by
@@ -16,11 +16,13 @@
 pub mod frame;
 pub mod handle;
 pub mod handler;
+pub mod link;
 mod listener;
 pub mod options;
 pub mod service;
 
-pub use handle::{Transport, TransportStats};
+pub use handle::{QuicTransport, TransportStats};
 pub use handler::{Handler, HandlerFuture};
+pub use link::{Link, LinkFuture, Transport};
 pub use options::TransportOptions;
 pub use service::Service;

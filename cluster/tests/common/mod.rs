@@ -1,10 +1,11 @@
 //! Shared helpers of the cluster integration tests: a toy counter state machine and ways to open a
-//! sled database and a group with test-friendly options.
+//! (sled) database and a group with test-friendly options.
 
 #![allow(dead_code)]
 
 pub mod nodes;
 
+use cluster::storage::{Batch, Db, Tree};
 use cluster::{Group, GroupOptions, NodeId, StateMachine};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,7 +20,7 @@ pub struct Counter {
     pub restored: AtomicUsize,
 }
 
-pub fn count(state: &sled::Tree) -> u64 {
+pub fn count(state: &Tree) -> u64 {
     state
         .get(b"count")
         .expect("read count")
@@ -28,7 +29,7 @@ pub fn count(state: &sled::Tree) -> u64 {
 }
 
 impl StateMachine for Counter {
-    fn apply(&self, state: &sled::Tree, batch: &mut sled::Batch, command: &[u8]) -> Vec<u8> {
+    fn apply(&self, state: &Tree, batch: &mut Batch, command: &[u8]) -> Vec<u8> {
         let next = count(state) + 1;
         batch.insert(b"count".to_vec(), next.to_be_bytes().to_vec());
         batch.insert(format!("cmd/{next:08}").into_bytes(), command.to_vec());
@@ -40,7 +41,7 @@ impl StateMachine for Counter {
         next.to_be_bytes().to_vec()
     }
 
-    fn restored(&self, _state: &sled::Tree) {
+    fn restored(&self, _state: &Tree) {
         self.restored.fetch_add(1, Ordering::SeqCst);
     }
 }
@@ -62,10 +63,10 @@ pub fn options(name: &str) -> GroupOptions {
 
 /// Opens the sled database at `path`, retrying while a previous instance in this process still
 /// holds its lock (openraft's tasks release their handles shortly after shutdown).
-pub fn open_db(path: &Path) -> sled::Db {
+pub fn open_db(path: &Path) -> Db {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        match sled::open(path) {
+        match Db::open_sled(path) {
             Ok(db) => return db,
             Err(e) if Instant::now() < deadline => {
                 let _ = e;
@@ -76,7 +77,7 @@ pub fn open_db(path: &Path) -> sled::Db {
     }
 }
 
-pub async fn open_group(db: &sled::Db, options: GroupOptions) -> (Group, Arc<Counter>) {
+pub async fn open_group(db: &Db, options: GroupOptions) -> (Group, Arc<Counter>) {
     let sm = Arc::new(Counter::default());
     let group = Group::open(db, options, sm.clone())
         .await

@@ -1,4 +1,4 @@
-//! A test cluster in one process: N nodes, each with its own sled database in a temporary
+//! A test cluster in one process: N nodes, each with its own (sled) database in a temporary
 //! directory, its own QUIC transport on 127.0.0.1 and its own Raft router, running the same
 //! groups. Nodes can be stopped and restarted on the same address and data.
 
@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 
 /// One running node.
 pub struct TestNode {
-    pub db: sled::Db,
+    pub db: Db,
     pub transport: Transport,
     pub router: RaftRouter,
     /// Open groups by name, with their state machines.
@@ -82,7 +82,7 @@ impl TestCluster {
     fn open_node(
         &self,
         id: NodeId,
-        db: sled::Db,
+        db: Db,
         transport: Transport,
     ) -> impl std::future::Future<Output = TestNode> + 'static {
         for (peer, addr) in &self.addrs {

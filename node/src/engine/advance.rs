@@ -196,6 +196,9 @@ fn evaluate_joins(ctx: &mut Ctx<'_>) -> bool {
         let mut output = Json::new();
         let mut reasons = Vec::new();
         let mut done = true;
+        // The simulator's deliberate bug: any one ended joinOn task completes the join.
+        let first_branch =
+            cluster::mutation::active(cluster::mutation::Mutation::JoinOnFirstBranch);
         for r in &j.workflow_task.join_on {
             match ctx.wf.task_by_ref(r) {
                 Some(t) if t.status.is_terminal() && t.executed && !t.retried => {
@@ -209,13 +212,14 @@ fn evaluate_joins(ctx: &mut Ctx<'_>) -> bool {
                     }
                     output.insert(r.clone(), serde_json::Value::Object(t.output_data.clone()));
                 }
+                _ if first_branch => {}
                 _ => {
                     done = false;
                     break;
                 }
             }
         }
-        if !done {
+        if !done || (first_branch && output.is_empty()) {
             continue;
         }
         let now = ctx.now;

@@ -108,7 +108,9 @@ fn task_result(ctx: &mut Ctx<'_>, result: TaskResult) -> Result<(), Error> {
         )));
     }
     let i = find_task(ctx, &result.task_id)?;
-    if ctx.wf.tasks[i].status.is_terminal() {
+    if ctx.wf.tasks[i].status.is_terminal()
+        && !cluster::mutation::active(cluster::mutation::Mutation::AcceptWithoutFence)
+    {
         return Ok(());
     }
     let now = ctx.now;

@@ -2,6 +2,7 @@
 //! through their own Raft group and read locally by every node. `MetaMachine` applies
 //! [`MetaCommand`]s; `Definitions` reads them.
 
+use cluster::storage::{Batch, Tree};
 use proto::model::{TaskDef, WorkflowDef};
 use proto::record::{self, MetaCommand, MetaOutcome, NodeEntry};
 use proto::NodeId;
@@ -31,7 +32,7 @@ const NODE_PREFIX: &[u8] = b"nd/";
 pub struct MetaMachine;
 
 impl cluster::StateMachine for MetaMachine {
-    fn apply(&self, state: &sled::Tree, batch: &mut sled::Batch, command: &[u8]) -> Vec<u8> {
+    fn apply(&self, state: &Tree, batch: &mut Batch, command: &[u8]) -> Vec<u8> {
         let outcome = match record::decode::<MetaCommand>(command) {
             Ok(MetaCommand::PutTaskDefs(defs)) => {
                 for def in defs {
@@ -97,18 +98,18 @@ impl cluster::StateMachine for MetaMachine {
     }
 }
 
-fn read<T: serde::de::DeserializeOwned>(state: &sled::Tree, key: &[u8]) -> Option<T> {
+fn read<T: serde::de::DeserializeOwned>(state: &Tree, key: &[u8]) -> Option<T> {
     record::decode(&state.get(key).ok()??).ok()
 }
 
 /// Reads definitions and members from the local replica of the meta group.
 #[derive(Clone)]
 pub struct Definitions {
-    state: sled::Tree,
+    state: Tree,
 }
 
 impl Definitions {
-    pub fn new(state: sled::Tree) -> Self {
+    pub fn new(state: Tree) -> Self {
         Self { state }
     }
 
@@ -132,9 +133,9 @@ impl Definitions {
             None => self
                 .state
                 .scan_prefix(workflow_prefix(name))
-                .values()
-                .filter_map(|v| v.ok())
-                .next_back()?,
+                .filter_map(|kv| kv.ok())
+                .map(|(_, v)| v)
+                .last()?,
         };
         record::decode(&bytes).ok()
     }

@@ -3,6 +3,7 @@
 //! decider and never reads a clock, so every replica that applies the same log holds the same state.
 
 use super::keys;
+use cluster::storage::{Batch, Tree};
 use proto::record::{self, PartitionCommand, PartitionOutcome, WorkflowRecord};
 
 /// The state machine of a workflow partition.
@@ -11,8 +12,8 @@ pub struct WorkflowMachine;
 
 impl WorkflowMachine {
     fn put(
-        state: &sled::Tree,
-        batch: &mut sled::Batch,
+        state: &Tree,
+        batch: &mut Batch,
         record: &WorkflowRecord,
         expected: u64,
     ) -> PartitionOutcome {
@@ -42,11 +43,7 @@ impl WorkflowMachine {
         PartitionOutcome::Applied
     }
 
-    fn remove(
-        state: &sled::Tree,
-        batch: &mut sled::Batch,
-        id: &proto::WorkflowId,
-    ) -> PartitionOutcome {
+    fn remove(state: &Tree, batch: &mut Batch, id: &proto::WorkflowId) -> PartitionOutcome {
         let Ok(Some(bytes)) = state.get(keys::workflow(id)) else {
             return PartitionOutcome::NotFound;
         };
@@ -68,7 +65,7 @@ impl WorkflowMachine {
 }
 
 /// The version of the stored record of `id`, 0 when none.
-pub fn stored_version(state: &sled::Tree, id: &proto::WorkflowId) -> u64 {
+pub fn stored_version(state: &Tree, id: &proto::WorkflowId) -> u64 {
     match state.get(keys::version(id)) {
         Ok(Some(v)) if v.len() == 8 => {
             let mut b = [0u8; 8];
@@ -80,7 +77,7 @@ pub fn stored_version(state: &sled::Tree, id: &proto::WorkflowId) -> u64 {
 }
 
 impl cluster::StateMachine for WorkflowMachine {
-    fn apply(&self, state: &sled::Tree, batch: &mut sled::Batch, command: &[u8]) -> Vec<u8> {
+    fn apply(&self, state: &Tree, batch: &mut Batch, command: &[u8]) -> Vec<u8> {
         let outcome = match record::decode::<PartitionCommand>(command) {
             Ok(PartitionCommand::PutWorkflow {
                 record,

@@ -252,7 +252,7 @@ impl Partition {
         workflow::read_record(self.group.state(), id)
     }
 
-    pub fn state(&self) -> &sled::Tree {
+    pub fn state(&self) -> &cluster::storage::Tree {
         self.group.state()
     }
 

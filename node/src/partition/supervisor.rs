@@ -56,6 +56,20 @@ impl Actor for PartitionSupervisor {
         })
     }
 
+    /// Stops the workflow actors in workflow-id order. ractor would kill them anyway after this,
+    /// but in the order of its internal `HashMap` (random per process), which made the order the
+    /// actors wind down in, and with it a simulated run, differ from one process to the next.
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<SupervisorMsg>,
+        st: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        for (child, _) in st.children.values() {
+            child.kill();
+        }
+        Ok(())
+    }
+
     async fn handle(
         &self,
         myself: ActorRef<SupervisorMsg>,

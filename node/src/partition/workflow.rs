@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-/// An actor that handled no message for this long asks to be passivated (its state is in sled).
+/// An actor that handled no message for this long asks to be passivated (its state is in storage).
 const IDLE_MS: u64 = 30_000;
 
 pub type Reply<T> = oneshot::Sender<Result<T>>;
@@ -293,7 +293,10 @@ impl Actor for WorkflowActor {
 }
 
 /// Reads a workflow's committed record from a partition's state tree.
-pub fn read_record(state: &sled::Tree, id: &WorkflowId) -> Result<Option<WorkflowRecord>> {
+pub fn read_record(
+    state: &cluster::storage::Tree,
+    id: &WorkflowId,
+) -> Result<Option<WorkflowRecord>> {
     let bytes = state
         .get(keys::workflow(id))
         .map_err(|e| Error::Internal(format!("reading workflow {id}: {e}")))?;

@@ -201,8 +201,15 @@ impl Inner {
             .router
             .as_ref()
             .map(|r| (r, &no_addrs, Vec::new(), None));
-        let group =
-            super::open_group(&self.db, name, self.node, link, Arc::new(WorkflowMachine)).await?;
+        let group = super::open_group(
+            &self.db,
+            name,
+            self.node,
+            link,
+            Arc::new(WorkflowMachine),
+            self.snapshot_logs,
+        )
+        .await?;
         let p = Partition::start(partition, group, self.env.clone());
         write(&self.partitions).insert(partition.0, Arc::new(p));
         tracing::info!(%partition, "hosting a new replica");
@@ -222,7 +229,7 @@ impl Inner {
                 .drop_tree(format!("p{}/{tree}", partition.0))
                 .map_err(storage)?;
         }
-        cluster::log_store::flush(&self.db).await.map_err(storage)?;
+        self.db.flush().await.map_err(storage)?;
         tracing::info!(%partition, "replica removed from this node");
         Ok(())
     }

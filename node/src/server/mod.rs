@@ -105,7 +105,9 @@ pub struct Inner {
     pub(crate) peers_down: Mutex<BTreeMap<NodeId, tokio::time::Instant>>,
     /// Randomness for new workflow ids (at the edge: it picks the partition and the id).
     rng: Mutex<rand_chacha::ChaCha8Rng>,
-    db: sled::Db,
+    /// Snapshot interval override for every group opened here (see [`Seams::snapshot_logs`]).
+    snapshot_logs: Option<u64>,
+    db: cluster::storage::Db,
 }
 
 impl Inner {
@@ -161,6 +163,19 @@ impl Inner {
         WorkflowId::new(partition, random)
     }
 
+    /// The id of the run that a start with idempotency key `key` of workflow `name` creates: bits
+    /// from a hash of both, so every retry of that start (on any node, after any failover) names
+    /// the same workflow and the partition's version check lets only the first one create it.
+    pub(crate) fn keyed_workflow_id(&self, name: &str, key: &str) -> WorkflowId {
+        let material = format!("idempotency:{name}:{key}");
+        let hi = proto::hash::fnv1a(proto::hash::FNV_OFFSET, material.as_bytes());
+        let lo = proto::hash::fnv1a(hi ^ 0x9e37_79b9_7f4a_7c15, material.as_bytes());
+        let bits = (u128::from(hi) << 64) | u128::from(lo);
+        let partition =
+            PartitionId(u16::try_from(bits % u128::from(self.partition_count())).unwrap_or(0));
+        WorkflowId::new(partition, bits)
+    }
+
     /// Healthy when this node can serve: a quorum of the meta group answers (it is the confirmed
     /// meta leader, or the meta leader confirms its leadership within a second), and every hosted
     /// partition has a leader — a confirmed one where that leader is this node. A node restarted
@@ -214,7 +229,7 @@ impl Inner {
         if let Some(t) = &self.transport {
             t.shutdown().await;
         }
-        if let Err(e) = cluster::log_store::flush(&self.db).await {
+        if let Err(e) = self.db.flush().await {
             tracing::warn!(error = %e, "final flush");
         }
     }
@@ -232,11 +247,11 @@ pub(crate) fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The sled trees of group `name`.
+/// The trees of group `name`.
 const GROUP_TREES: [&str; 3] = ["log", "raft", "state"];
 
 /// Partitions with a replica in this database (their trees exist).
-fn stored_partitions(db: &sled::Db, partitions: u16) -> Vec<u16> {
+fn stored_partitions(db: &cluster::storage::Db, partitions: u16) -> Vec<u16> {
     let names = db.tree_names();
     (0..partitions)
         .filter(|p| {
@@ -257,13 +272,18 @@ type GroupLink<'a> = (
 
 /// Opens one group, alone (embedded) or with its initial voters (cluster).
 async fn open_group(
-    db: &sled::Db,
+    db: &cluster::storage::Db,
     name: String,
     node: NodeId,
     link: Option<GroupLink<'_>>,
     sm: Arc<dyn cluster::StateMachine>,
+    snapshot_logs: Option<u64>,
 ) -> Result<cluster::Group> {
     let mut options = cluster::GroupOptions::new(name.clone(), node);
+    if let Some(n) = snapshot_logs {
+        options.snapshot_logs_since_last = n;
+        options.logs_to_keep_after_snapshot = n / 2;
+    }
     if let Some((router, addrs, voters, former)) = link {
         let initial: BTreeMap<NodeId, SocketAddr> = voters
             .iter()
@@ -279,17 +299,48 @@ async fn open_group(
         .map_err(|e| Error::Internal(format!("group {name}: {e}")))
 }
 
+/// What a node runs over (DESIGN §7). `Seams::default()` is production: sled in the data
+/// directory, QUIC with the certificates, the system clock, OS randomness. The simulator supplies
+/// its own disk, network, clock and seed.
+#[derive(Default)]
+pub struct Seams {
+    /// Storage; `None`: sled in `Options::data_dir`.
+    pub db: Option<cluster::storage::Db>,
+    /// The peer link (cluster only); `None`: QUIC with mutual TLS from `ClusterOptions::certs`.
+    pub transport: Option<cluster::Transport>,
+    /// Wall-clock time; `None`: the system clock.
+    pub clock: Option<Arc<dyn Clock>>,
+    /// Seed of the node's own randomness (new workflow ids); `None`: from the OS.
+    pub seed: Option<u64>,
+    /// Snapshot every this many log entries instead of the default (the simulator snapshots
+    /// often so that snapshot installs happen within a run).
+    pub snapshot_logs: Option<u64>,
+}
+
 /// Opens the node's storage, transport and groups, and starts following its partitions' leadership.
 pub async fn open(options: &Options) -> Result<Node> {
+    open_with(options, Seams::default()).await
+}
+
+/// [`open`] over the given seams.
+pub async fn open_with(options: &Options, seams: Seams) -> Result<Node> {
     if options.partitions == 0 {
         return Err(Error::Invalid("--partitions must be at least 1".into()));
     }
-    std::fs::create_dir_all(&options.data_dir).map_err(storage)?;
-    let db = sled::Config::new()
-        .path(&options.data_dir)
-        .open()
-        .map_err(storage)?;
-    let stored = match db.get(PARTITIONS_KEY).map_err(storage)? {
+    let db = match seams.db {
+        Some(db) => db,
+        None => {
+            std::fs::create_dir_all(&options.data_dir).map_err(storage)?;
+            cluster::storage::Db::open_sled(&options.data_dir).map_err(storage)?
+        }
+    };
+    let snapshot_logs = seams.snapshot_logs;
+    let stored = match db
+        .default_tree()
+        .map_err(storage)?
+        .get(PARTITIONS_KEY)
+        .map_err(storage)?
+    {
         Some(v) if v.len() == 2 => Some(u16::from_be_bytes([v[0], v[1]])),
         _ => None,
     };
@@ -303,21 +354,27 @@ pub async fn open(options: &Options) -> Result<Node> {
                     options.node
                 )));
             }
-            cluster::tls::install_crypto_provider();
-            let identity = cluster::tls::Identity::load(&c.certs, options.node).map_err(|e| {
-                Error::Invalid(format!("certificates in {}: {e}", c.certs.display()))
-            })?;
-            let peers = c
-                .members
-                .iter()
-                .filter(|(id, _)| **id != options.node)
-                .map(|(id, a)| (*id, *a));
-            let transport = cluster::Transport::start(
-                cluster::TransportOptions::new(identity, c.listen).with_peers(peers),
-            )
-            .map_err(|e| Error::Internal(format!("peer transport on {}: {e}", c.listen)))?;
-            let router = cluster::RaftRouter::new(transport.clone());
-            (Some(transport), Some(router))
+            if let Some(transport) = seams.transport {
+                let router = cluster::RaftRouter::new(transport.clone());
+                (Some(transport), Some(router))
+            } else {
+                cluster::tls::install_crypto_provider();
+                let identity =
+                    cluster::tls::Identity::load(&c.certs, options.node).map_err(|e| {
+                        Error::Invalid(format!("certificates in {}: {e}", c.certs.display()))
+                    })?;
+                let peers = c
+                    .members
+                    .iter()
+                    .filter(|(id, _)| **id != options.node)
+                    .map(|(id, a)| (*id, *a));
+                let transport = cluster::Transport::start(
+                    cluster::TransportOptions::new(identity, c.listen).with_peers(peers),
+                )
+                .map_err(|e| Error::Internal(format!("peer transport on {}: {e}", c.listen)))?;
+                let router = cluster::RaftRouter::new(transport.clone());
+                (Some(transport), Some(router))
+            }
         }
     };
     let joining = options
@@ -385,9 +442,11 @@ pub async fn open(options: &Options) -> Result<Node> {
         }
     }
     if fresh {
-        db.insert(PARTITIONS_KEY, &partitions.to_be_bytes())
+        db.default_tree()
+            .map_err(storage)?
+            .insert(PARTITIONS_KEY, &partitions.to_be_bytes())
             .map_err(storage)?;
-        cluster::log_store::flush(&db).await.map_err(storage)?;
+        db.flush().await.map_err(storage)?;
     }
     let addrs = options
         .cluster
@@ -406,6 +465,7 @@ pub async fn open(options: &Options) -> Result<Node> {
         options.node,
         link(placement::meta_voters(&initial), initial.first().copied()),
         Arc::new(MetaMachine),
+        snapshot_logs,
     );
     let partition_opens = hosted.iter().map(|p| {
         let id = PartitionId(*p);
@@ -420,12 +480,13 @@ pub async fn open(options: &Options) -> Result<Node> {
             options.node,
             link(voters, placement::partition_former(id, &initial)),
             Arc::new(WorkflowMachine),
+            snapshot_logs,
         )
     });
     let (meta, groups) = tokio::join!(meta_open, futures::future::join_all(partition_opens));
     let meta = meta?;
 
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let clock: Arc<dyn Clock> = seams.clock.unwrap_or_else(|| Arc::new(SystemClock));
     let queues = Arc::new(TaskQueues::default());
     let (outbox_tx, outbox_rx) = mpsc::channel(OUTBOX_LEN_MAX);
     let env = PartitionEnv {
@@ -456,7 +517,11 @@ pub async fn open(options: &Options) -> Result<Node> {
         router,
         peers_down: Mutex::new(BTreeMap::new()),
         poll_turn: std::sync::atomic::AtomicUsize::new(0),
-        rng: Mutex::new(rand_chacha::ChaCha8Rng::from_entropy()),
+        rng: Mutex::new(match seams.seed {
+            Some(seed) => rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+            None => rand_chacha::ChaCha8Rng::from_entropy(),
+        }),
+        snapshot_logs,
         db,
     });
     if let Some(t) = &transport {

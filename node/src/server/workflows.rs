@@ -20,6 +20,9 @@ pub(crate) fn parse_workflow_id(id: &str) -> Result<WorkflowId> {
     WorkflowId::parse(id).map_err(|e| Error::Invalid(e.to_string()))
 }
 
+/// Longest idempotency key accepted.
+const IDEMPOTENCY_KEY_BYTES_MAX: usize = 256;
+
 pub(crate) fn check_payload(what: &str, value: &Json) -> Result<()> {
     let size = serde_json::to_vec(value)
         .map(|v| v.len())
@@ -49,7 +52,20 @@ impl Inner {
             }
         };
         self.defs.resolve(&mut def);
-        let id = self.new_workflow_id();
+        let key = match request.idempotency_key.as_deref().map(str::trim) {
+            Some("") | None => None,
+            Some(k) if k.len() > IDEMPOTENCY_KEY_BYTES_MAX => {
+                return Err(Error::Invalid(format!(
+                    "idempotencyKey is {} bytes; the maximum is {IDEMPOTENCY_KEY_BYTES_MAX}",
+                    k.len()
+                )))
+            }
+            Some(k) => Some(k.to_owned()),
+        };
+        let id = match &key {
+            Some(k) => self.keyed_workflow_id(&def.name, k),
+            None => self.new_workflow_id(),
+        };
         let start = StartInput {
             workflow_id: id.clone(),
             def,
@@ -62,9 +78,13 @@ impl Inner {
             re_run_from_workflow_id: None,
             event: None,
         };
-        self.route_op(&id, WorkflowOp::Start(Box::new(start)))
-            .await?;
-        Ok(id.to_string())
+        match self.route_op(&id, WorkflowOp::Start(Box::new(start))).await {
+            Ok(_) => Ok(id.to_string()),
+            // A start with this key already created the run (perhaps this very request, retried
+            // after its answer was lost): answer that run's id.
+            Err(Error::Conflict(_)) if key.is_some() => Ok(id.to_string()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Starts a workflow under a given id (failure workflows); a Conflict means it already exists.
@@ -309,17 +329,15 @@ pub(crate) fn search_in(
             Some(c) => Box::new(
                 p.state()
                     .scan_prefix(keys::correlated_prefix(c))
-                    .keys()
-                    .filter_map(|k| k.ok())
-                    .filter_map(|k| keys::id_after_nul(&k))
+                    .filter_map(|kv| kv.ok())
+                    .filter_map(|(k, _)| keys::id_after_nul(&k))
                     .filter_map(|id| p.read(&id).ok().flatten()),
             ),
             None => Box::new(
                 p.state()
                     .scan_prefix(keys::WORKFLOW_PREFIX)
-                    .values()
-                    .filter_map(|v| v.ok())
-                    .filter_map(|v| record::decode::<WorkflowRecord>(&v).ok()),
+                    .filter_map(|kv| kv.ok())
+                    .filter_map(|(_, v)| record::decode::<WorkflowRecord>(&v).ok()),
             ),
         };
         hits.extend(

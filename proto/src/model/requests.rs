@@ -19,7 +19,8 @@ pub struct StartWorkflowRequest {
     pub priority: i32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
-    /// Baton: at most one open run per key; a second start with the key returns the first run's id.
+    /// Baton: at most one run per (workflow name, key); a second start with the key (a client's retry
+    /// after a lost answer, on any node) creates nothing and returns the first run's id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }

@@ -1,0 +1,66 @@
+//! What simulated clients and workers ask a node, and how a node's host serves it (through the
+//! node's public operations, exactly as its HTTP API does).
+
+use proto::model::{StartWorkflowRequest, Task, TaskDef, TaskResult, Workflow, WorkflowDef};
+
+/// A client or worker request.
+#[derive(Debug, Clone)]
+pub enum Request {
+    Define {
+        tasks: Vec<TaskDef>,
+        workflows: Vec<WorkflowDef>,
+    },
+    Start(Box<StartWorkflowRequest>),
+    Poll {
+        task_type: String,
+        worker: String,
+    },
+    Update(TaskResult),
+    Workflow(String),
+}
+
+/// Its answer (errors as the node's message).
+#[derive(Debug)]
+pub enum Reply {
+    Defined(Result<(), String>),
+    Started(Result<String, String>),
+    Polled(Result<Vec<Task>, String>),
+    Updated(Result<String, String>),
+    Workflow(Result<Box<Workflow>, String>),
+}
+
+/// Serves one request on a node.
+pub async fn serve(node: &node::Node, request: Request) -> Reply {
+    match request {
+        Request::Define { tasks, workflows } => {
+            let defined = async {
+                node.put_task_defs(tasks).await?;
+                for w in workflows {
+                    node.put_workflow_def(w, true).await?;
+                }
+                Ok::<(), node::Error>(())
+            };
+            Reply::Defined(defined.await.map_err(|e| e.to_string()))
+        }
+        Request::Start(r) => {
+            Reply::Started(node.start_workflow(*r).await.map_err(|e| e.to_string()))
+        }
+        Request::Poll { task_type, worker } => {
+            let poll = node::service::PollRequest {
+                task_type,
+                worker_id: Some(worker),
+                domain: None,
+                count: 1,
+                wait_ms: 0,
+            };
+            Reply::Polled(node.poll(poll).await.map_err(|e| e.to_string()))
+        }
+        Request::Update(r) => Reply::Updated(node.update_task(r).await.map_err(|e| e.to_string())),
+        Request::Workflow(id) => Reply::Workflow(
+            node.workflow(&id, true)
+                .await
+                .map(Box::new)
+                .map_err(|e| e.to_string()),
+        ),
+    }
+}

@@ -1,0 +1,292 @@
+//! The simulated disk: a [`cluster::storage::Backend`] that keeps, per node, what is durable apart
+//! from what was written but not yet flushed. A crash ([`Disk::crash`]) keeps the durable state and
+//! a seeded prefix of the unflushed writes (sled recovers a prefix of its log; writes are never
+//! reordered), so any acknowledgement given before a flush can be caught losing data (INVARIANTS
+//! I2). A flush takes a seeded amount of simulated time and covers the writes made before it
+//! started.
+
+use cluster::storage::{Backend, Batch, IVec, KvIter, StorageError, StorageResult, TreeBackend};
+use futures::future::BoxFuture;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+type Map = BTreeMap<IVec, IVec>;
+
+/// One write as the disk received it.
+#[derive(Clone)]
+enum Write {
+    Tree(String, Vec<(IVec, Option<IVec>)>),
+    Drop(String),
+}
+
+fn apply(trees: &mut BTreeMap<String, Map>, write: &Write) {
+    match write {
+        Write::Tree(name, ops) => {
+            let tree = trees.entry(name.clone()).or_default();
+            for (k, v) in ops {
+                match v {
+                    Some(v) => {
+                        tree.insert(k.clone(), v.clone());
+                    }
+                    None => {
+                        tree.remove(k);
+                    }
+                }
+            }
+        }
+        Write::Drop(name) => {
+            trees.remove(name);
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// What survives any crash.
+    durable: BTreeMap<String, Map>,
+    /// What readers see: durable plus every pending write.
+    live: BTreeMap<String, Map>,
+    /// Writes since the last flush, with their sequence numbers.
+    pending: Vec<(u64, Write)>,
+    next_seq: u64,
+    /// Bumped by a crash: handles of an earlier incarnation fail.
+    generation: u64,
+    /// Flush latency bounds in simulated microseconds.
+    flush_us: (u64, u64),
+    /// Draws flush latencies.
+    rng: Option<ChaCha8Rng>,
+    /// Counters.
+    flushes: u64,
+    lost_writes: u64,
+}
+
+/// One node's disk; survives the node's crashes.
+pub struct Disk {
+    state: Mutex<State>,
+}
+
+impl Disk {
+    pub fn new(flush_us: (u64, u64), seed: u64) -> Arc<Disk> {
+        use rand::SeedableRng;
+        Arc::new(Disk {
+            state: Mutex::new(State {
+                flush_us,
+                rng: Some(ChaCha8Rng::seed_from_u64(seed)),
+                ..State::default()
+            }),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A database handle for the node's current incarnation.
+    pub fn open(self: &Arc<Disk>) -> cluster::storage::Db {
+        let generation = self.lock().generation;
+        cluster::storage::Db::new(Arc::new(SimDb {
+            disk: self.clone(),
+            generation,
+        }))
+    }
+
+    /// The node crashed: keep what was flushed and a prefix of the rest chosen by `rng`. Returns
+    /// how many writes were lost.
+    pub fn crash(&self, rng: &mut ChaCha8Rng) -> u64 {
+        let mut s = self.lock();
+        let kept = rng.gen_range(0..=s.pending.len());
+        let pending = std::mem::take(&mut s.pending);
+        let lost = (pending.len() - kept) as u64;
+        let mut durable = std::mem::take(&mut s.durable);
+        for (_, w) in pending.iter().take(kept) {
+            apply(&mut durable, w);
+        }
+        s.live = durable.clone();
+        s.durable = durable;
+        s.generation += 1;
+        s.lost_writes += lost;
+        lost
+    }
+
+    /// (flushes, writes lost in crashes).
+    pub fn counters(&self) -> (u64, u64) {
+        let s = self.lock();
+        (s.flushes, s.lost_writes)
+    }
+
+    fn check(&self, generation: u64) -> StorageResult<MutexGuard<'_, State>> {
+        let s = self.lock();
+        if s.generation != generation {
+            return Err(StorageError("the node crashed: stale disk handle".into()));
+        }
+        Ok(s)
+    }
+
+    fn write(&self, generation: u64, write: Write) -> StorageResult<()> {
+        let mut s = self.check(generation)?;
+        apply(&mut s.live, &write);
+        let seq = s.next_seq;
+        s.next_seq += 1;
+        s.pending.push((seq, write));
+        Ok(())
+    }
+}
+
+struct SimDb {
+    disk: Arc<Disk>,
+    generation: u64,
+}
+
+impl Backend for SimDb {
+    fn open_tree(&self, name: &str) -> StorageResult<Arc<dyn TreeBackend>> {
+        let exists = self.disk.check(self.generation)?.live.contains_key(name);
+        if !exists {
+            self.disk
+                .write(self.generation, Write::Tree(name.to_owned(), Vec::new()))?;
+        }
+        Ok(Arc::new(SimTree {
+            disk: self.disk.clone(),
+            generation: self.generation,
+            name: name.to_owned(),
+        }))
+    }
+
+    fn drop_tree(&self, name: &str) -> StorageResult<bool> {
+        let existed = self.disk.check(self.generation)?.live.contains_key(name);
+        if existed {
+            self.disk
+                .write(self.generation, Write::Drop(name.to_owned()))?;
+        }
+        Ok(existed)
+    }
+
+    fn tree_names(&self) -> Vec<IVec> {
+        self.disk
+            .lock()
+            .live
+            .keys()
+            .map(|k| IVec::from(k.as_bytes()))
+            .collect()
+    }
+
+    fn flush(&self) -> BoxFuture<'static, StorageResult<()>> {
+        let disk = self.disk.clone();
+        let generation = self.generation;
+        Box::pin(async move {
+            let (upto, wait) = {
+                let mut s = disk.check(generation)?;
+                let (lo, hi) = s.flush_us;
+                let us = match s.rng.as_mut() {
+                    Some(rng) if hi > lo => rng.gen_range(lo..=hi),
+                    _ => lo,
+                };
+                (s.next_seq, Duration::from_micros(us))
+            };
+            tokio::time::sleep(wait).await;
+            let mut s = disk.check(generation)?;
+            let cut = s.pending.iter().take_while(|(seq, _)| *seq < upto).count();
+            let done: Vec<(u64, Write)> = s.pending.drain(..cut).collect();
+            for (_, w) in &done {
+                apply(&mut s.durable, w);
+            }
+            s.flushes += 1;
+            Ok(())
+        })
+    }
+}
+
+struct SimTree {
+    disk: Arc<Disk>,
+    generation: u64,
+    name: String,
+}
+
+impl SimTree {
+    fn read<T>(&self, f: impl FnOnce(Option<&Map>) -> T) -> StorageResult<T> {
+        let s = self.disk.check(self.generation)?;
+        Ok(f(s.live.get(&self.name)))
+    }
+}
+
+impl TreeBackend for SimTree {
+    fn get(&self, key: &[u8]) -> StorageResult<Option<IVec>> {
+        self.read(|t| t.and_then(|t| t.get(key).cloned()))
+    }
+
+    fn insert(&self, key: &[u8], value: IVec) -> StorageResult<()> {
+        self.disk.write(
+            self.generation,
+            Write::Tree(self.name.clone(), vec![(IVec::from(key), Some(value))]),
+        )
+    }
+
+    fn remove(&self, key: &[u8]) -> StorageResult<()> {
+        self.disk.write(
+            self.generation,
+            Write::Tree(self.name.clone(), vec![(IVec::from(key), None)]),
+        )
+    }
+
+    fn range(&self, lo: Bound<IVec>, hi: Bound<IVec>) -> KvIter<'_> {
+        let pairs = self.read(|t| {
+            t.map(|t| {
+                t.range((lo, hi))
+                    .map(|(k, v)| Ok((k.clone(), v.clone())))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+        });
+        match pairs {
+            Ok(pairs) => Box::new(pairs.into_iter()),
+            Err(e) => Box::new(std::iter::once(Err(e))),
+        }
+    }
+
+    fn last(&self) -> StorageResult<Option<(IVec, IVec)>> {
+        self.read(|t| {
+            t.and_then(|t| t.iter().next_back())
+                .map(|(k, v)| (k.clone(), v.clone()))
+        })
+    }
+
+    fn apply_batch(&self, batch: Batch) -> StorageResult<()> {
+        self.disk
+            .write(self.generation, Write::Tree(self.name.clone(), batch.ops))
+    }
+}
+
+impl Disk {
+    /// The highest log index group `group` can recover from this disk: its last log entry, its
+    /// purge marker, or the index its state was applied to (a snapshot), whichever is highest.
+    /// After a crash everything on the disk is durable.
+    pub fn recoverable_index(&self, group: &str) -> u64 {
+        index_in(&self.lock().live, group)
+    }
+
+    /// The same, counting only what is flushed (what a crash now would keep for sure).
+    pub fn durable_index(&self, group: &str) -> u64 {
+        index_in(&self.lock().durable, group)
+    }
+}
+
+/// The highest log index of `group` that `trees` hold (log, purge marker or applied state).
+fn index_in(trees: &BTreeMap<String, Map>, group: &str) -> u64 {
+    let tree = |suffix: &str| trees.get(&format!("{group}/{suffix}"));
+    let last_log = tree("log")
+        .and_then(|t| t.keys().next_back())
+        .and_then(|k| cluster::codec::log_index(k).ok())
+        .unwrap_or(0);
+    let id_at = |suffix: &str, key: &[u8]| {
+        tree(suffix)
+            .and_then(|t| t.get(key))
+            .and_then(|v| cluster::codec::decode_log_id(v).ok())
+            .map_or(0, |id| id.index)
+    };
+    last_log
+        .max(id_at("raft", cluster::codec::KEY_PURGED))
+        .max(id_at("state", cluster::codec::KEY_APPLIED))
+}

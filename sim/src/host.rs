@@ -1,0 +1,112 @@
+//! One simulated node: the turmoil host software that opens a real Baton node (`node::server`)
+//! over the simulated disk, network and clock, and serves the peer and client requests that reach
+//! it. Crashing the host drops its runtime (every task, actor and timer of the node); restarting it
+//! runs this software again over what the disk kept.
+
+use crate::disk::Disk;
+use crate::net::{Net, SimLink};
+use node::clock::Clock;
+use proto::NodeId;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+
+/// A node's wall clock: the simulation's epoch time plus this node's skew (which the fault
+/// injector moves, including jumps).
+pub struct SimClock {
+    pub skew_ms: Arc<AtomicI64>,
+}
+
+impl Clock for SimClock {
+    fn now_ms(&self) -> node::engine::NowMs {
+        let elapsed = turmoil::sim_elapsed().unwrap_or_default().as_millis();
+        let base = i128::from(crate::EPOCH_MS) + i128::try_from(elapsed).unwrap_or(0);
+        let now = base + i128::from(self.skew_ms.load(Ordering::Relaxed));
+        node::engine::NowMs::try_from(now.max(0)).unwrap_or(0)
+    }
+}
+
+/// Everything about one node that outlives its crashes.
+#[derive(Clone)]
+pub struct NodeSlot {
+    pub id: NodeId,
+    pub addr: SocketAddr,
+    pub disk: Arc<Disk>,
+    pub skew_ms: Arc<AtomicI64>,
+    /// The running incarnation, if any (for the checker).
+    pub running: Arc<Mutex<Option<node::Node>>>,
+    /// Seed of this node's own randomness (workflow ids), changed per incarnation.
+    pub seed: u64,
+    pub incarnation: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl NodeSlot {
+    pub fn node(&self) -> Option<node::Node> {
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// The node's options in a cluster of `members`.
+pub fn options(
+    id: NodeId,
+    addr: SocketAddr,
+    members: &std::collections::BTreeMap<NodeId, SocketAddr>,
+    partitions: u16,
+) -> node::server::Options {
+    node::server::Options {
+        data_dir: std::path::PathBuf::from(format!("/sim/{id}")),
+        http: SocketAddr::from(([127, 0, 0, 1], 0)),
+        partitions,
+        node: id,
+        cluster: Some(node::server::ClusterOptions {
+            listen: addr,
+            members: members.clone(),
+            join: None,
+            certs: std::path::PathBuf::new(),
+        }),
+    }
+}
+
+/// The host software of one node.
+pub async fn software(
+    slot: NodeSlot,
+    options: node::server::Options,
+    net: Arc<Net>,
+    snapshot_logs: u64,
+) -> turmoil::Result {
+    let incarnation = slot.incarnation.fetch_add(1, Ordering::Relaxed);
+    let link = SimLink::new(slot.id, slot.addr, net.clone(), slot.disk.clone());
+    let seams = node::server::Seams {
+        db: Some(slot.disk.open()),
+        transport: Some(cluster::Transport::over(link.clone())),
+        clock: Some(Arc::new(SimClock {
+            skew_ms: slot.skew_ms.clone(),
+        })),
+        seed: Some(slot.seed ^ incarnation.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        snapshot_logs: Some(snapshot_logs),
+    };
+    let (peer_tx, peer_rx) = mpsc::unbounded_channel();
+    let (client_tx, mut client_rx) = mpsc::unbounded_channel();
+    // Peers can reach the node while it opens (it waits for them to form its groups).
+    net.attach(slot.id, peer_tx, client_tx);
+    tokio::spawn(link.clone().serve(peer_rx));
+    let node = node::server::open_with(&options, seams)
+        .await
+        .map_err(|e| format!("node {} failed to open: {e}", slot.id))?;
+    *slot.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(node.clone());
+    while let Some(envelope) = client_rx.recv().await {
+        let node = node.clone();
+        let net = net.clone();
+        let id = slot.id;
+        tokio::spawn(async move {
+            let reply = crate::client::serve(&node, envelope.request).await;
+            net.answer(id, crate::net::CLIENT, envelope.reply, reply)
+                .await;
+        });
+    }
+    Ok(())
+}

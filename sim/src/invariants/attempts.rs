@@ -1,0 +1,98 @@
+//! Attempts (INVARIANTS I4, I8): for every task reference at most one attempt is not terminal; an
+//! attempt that was retried ended unsuccessfully and never comes back to life (a timed-out or
+//! failed attempt that later completes is the fencing failure Kleppmann describes for leases,
+//! "How to do distributed locking", 2016); a reference has at most retryCount + 1 attempts; and
+//! attempt k+1 is never scheduled before attempt k ended.
+
+use proto::model::{Task, TaskStatus};
+use proto::record::WorkflowRecord;
+use std::collections::BTreeMap;
+
+/// Attempts of one (reference, iteration), in order.
+fn by_ref(record: &WorkflowRecord) -> BTreeMap<(&str, u32), Vec<&Task>> {
+    let mut refs: BTreeMap<(&str, u32), Vec<&Task>> = BTreeMap::new();
+    for t in &record.workflow.tasks {
+        refs.entry((t.reference_task_name.as_str(), t.iteration))
+            .or_default()
+            .push(t);
+    }
+    refs
+}
+
+/// Checks that hold at every instant.
+pub fn check_live(record: &WorkflowRecord) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    let id = &record.workflow.workflow_id;
+    for ((reference, _), attempts) in by_ref(record) {
+        let open = attempts.iter().filter(|t| !t.status.is_terminal()).count();
+        if open > 1 {
+            out.push((
+                "at most one open attempt per task",
+                format!("workflow {id}: {open} attempts of {reference} are open"),
+            ));
+        }
+        for t in attempts.iter().filter(|t| t.retried) {
+            if !matches!(
+                t.status,
+                TaskStatus::Failed | TaskStatus::TimedOut | TaskStatus::Canceled
+            ) {
+                out.push((
+                    "a retried attempt stays ended",
+                    format!(
+                        "workflow {id}: attempt {} of {reference} was retried but is {}",
+                        t.retry_count,
+                        t.status.as_str()
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Checks on the final record.
+pub fn check_final(record: &WorkflowRecord) -> Vec<(&'static str, String)> {
+    let mut out = check_live(record);
+    let id = &record.workflow.workflow_id;
+    for ((reference, _), attempts) in by_ref(record) {
+        let Some(first) = attempts.first() else {
+            continue;
+        };
+        if first.task_type != proto::model::task_type::SIMPLE {
+            continue;
+        }
+        let retries = first
+            .workflow_task
+            .retry_count
+            .or_else(|| {
+                first
+                    .workflow_task
+                    .task_definition
+                    .as_ref()
+                    .map(|d| d.retry_count)
+            })
+            .unwrap_or_else(|| crate::workload::retry_count(&first.task_def_name));
+        if attempts.len() as u32 > retries + 1 {
+            out.push((
+                "attempts <= retryCount + 1",
+                format!(
+                    "workflow {id}: {} attempts of {reference}, retryCount {retries}",
+                    attempts.len()
+                ),
+            ));
+        }
+        for pair in attempts.windows(2) {
+            let (prev, next) = (pair[0], pair[1]);
+            if prev.end_time > 0 && next.scheduled_time + 1 < prev.end_time {
+                out.push((
+                    "a retry is never scheduled before its predecessor ended",
+                    format!(
+                        "workflow {id}: {reference} attempt {} scheduled at {} but attempt {} ended at {}",
+                        next.retry_count, next.scheduled_time, prev.retry_count, prev.end_time
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,152 @@
+//! The invariants a run must keep, one per file, each citing where it comes from
+//! (../shared/INVARIANTS.md numbers, and the paper or report behind it). Some are checked during
+//! the run on samples of every replica ([`Checker::observe_groups`], [`Checker::observe_records`],
+//! [`Checker::at_crash`]), the rest on the final state ([`Checker::finish`]).
+
+mod acked_flushed;
+mod acked_results;
+mod attempts;
+mod durable_votes;
+mod fork_once;
+mod join_complete;
+mod no_lost_workflow;
+mod replica_digests;
+mod terminal_absorbs;
+mod timers_not_early;
+
+use crate::workload::Facts;
+use proto::record::WorkflowRecord;
+use proto::NodeId;
+use std::collections::BTreeMap;
+
+/// Milliseconds as the model's signed epoch type.
+fn ms(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// A broken invariant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub invariant: &'static str,
+    pub at_ms: u64,
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{} ms] {}: {}", self.at_ms, self.invariant, self.detail)
+    }
+}
+
+/// One replica's view of one group at a sample.
+#[derive(Debug, Clone)]
+pub struct GroupSample {
+    pub group: String,
+    pub node: NodeId,
+    pub term: u64,
+    pub is_leader: bool,
+    pub applied: Option<u64>,
+    pub digest: Option<u64>,
+}
+
+/// What a crashed node had durably, per group: the highest log index it can recover from its disk
+/// (log, purge marker or applied state).
+pub type Durable = BTreeMap<String, u64>;
+
+/// Final state for the end checks.
+pub struct Ending<'a> {
+    pub records: &'a BTreeMap<String, WorkflowRecord>,
+    pub facts: &'a Facts,
+    /// Largest clock skew any node had, milliseconds.
+    pub skew_ms: u64,
+    pub now_ms: u64,
+}
+
+/// Checks the invariants over one run.
+#[derive(Default)]
+pub struct Checker {
+    violations: Vec<Violation>,
+    terms: durable_votes::Terms,
+    digests: replica_digests::Digests,
+    absorb: terminal_absorbs::Seen,
+}
+
+impl Checker {
+    fn report(&mut self, invariant: &'static str, at_ms: u64, detail: String) {
+        // One report per (invariant, detail) is enough.
+        if !self
+            .violations
+            .iter()
+            .any(|v| v.invariant == invariant && v.detail == detail)
+        {
+            self.violations.push(Violation {
+                invariant,
+                at_ms,
+                detail,
+            });
+        }
+    }
+
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// Raft state of every replica at one instant.
+    pub fn observe_groups(&mut self, at_ms: u64, samples: &[GroupSample]) {
+        for (inv, detail) in self.terms.observe(samples) {
+            self.report(inv, at_ms, detail);
+        }
+        for (inv, detail) in self.digests.observe(samples) {
+            self.report(inv, at_ms, detail);
+        }
+    }
+
+    /// Workflow records read from partition leaders at one instant.
+    pub fn observe_records(&mut self, at_ms: u64, records: &BTreeMap<String, WorkflowRecord>) {
+        for (inv, detail) in self.absorb.observe(records) {
+            self.report(inv, at_ms, detail);
+        }
+        for record in records.values() {
+            for (inv, detail) in attempts::check_live(record) {
+                self.report(inv, at_ms, detail);
+            }
+        }
+    }
+
+    /// `node` just crashed: every entry a leader counted as replicated on it (`matched`) must be
+    /// on its disk.
+    pub fn at_crash(
+        &mut self,
+        at_ms: u64,
+        node: NodeId,
+        matched: &BTreeMap<String, u64>,
+        durable: &Durable,
+    ) {
+        for (inv, detail) in acked_flushed::check(node, matched, durable) {
+            self.report(inv, at_ms, detail);
+        }
+    }
+
+    /// The end of the run.
+    pub fn finish(&mut self, end: &Ending<'_>) {
+        let mut found = Vec::new();
+        found.extend(no_lost_workflow::check(end));
+        found.extend(acked_results::check(end));
+        for record in end.records.values() {
+            found.extend(attempts::check_final(record));
+            found.extend(join_complete::check(record));
+            found.extend(fork_once::check(record));
+            found.extend(timers_not_early::check(record, end.skew_ms));
+        }
+        for (inv, detail) in found {
+            self.report(inv, end.now_ms, detail);
+        }
+    }
+}
+
+impl Checker {
+    /// A violation found by the runner itself (liveness, convergence, a crashed simulation).
+    pub fn report_now(&mut self, invariant: &'static str, at_ms: u64, detail: String) {
+        self.report(invariant, at_ms, detail);
+    }
+}

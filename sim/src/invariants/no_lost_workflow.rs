@@ -1,0 +1,40 @@
+//! No lost workflow (INVARIANTS I1): every workflow whose start was acknowledged exists once the
+//! faults heal, under the id it was acknowledged with, and has reached a terminal state (the
+//! liveness phase gives it the time to).
+
+use super::Ending;
+
+pub fn check(end: &Ending<'_>) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    for (key, id) in &end.facts.started {
+        match end.records.get(id) {
+            None => out.push((
+                "no lost workflow",
+                format!("start {key} was acknowledged as {id}, which no leader has"),
+            )),
+            Some(r) if !r.workflow.status.is_terminal() => out.push((
+                "every workflow finishes once faults heal",
+                format!(
+                    "workflow {id} ({}) is still {} at the end of the liveness phase",
+                    r.workflow.workflow_name,
+                    r.workflow.status.as_str()
+                ),
+            )),
+            Some(_) => {}
+        }
+    }
+    // At most one run per idempotency key (INVARIANTS I12): retried starts never start twice.
+    let mut per_key = std::collections::BTreeMap::<&str, usize>::new();
+    for r in end.records.values() {
+        if let Some(c) = r.workflow.correlation_id.as_deref() {
+            *per_key.entry(c).or_default() += 1;
+        }
+    }
+    for (key, n) in per_key.into_iter().filter(|(_, n)| *n > 1) {
+        out.push((
+            "one run per idempotency key",
+            format!("{n} workflows were started for key {key}"),
+        ));
+    }
+    out
+}

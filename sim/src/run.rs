@@ -1,0 +1,642 @@
+//! One run: builds the simulated cluster, drives it step by step through the safety phase (faults)
+//! and the liveness phase (healed), samples every replica for the invariants, and reports.
+
+use crate::counters::{Counter, Counters};
+use crate::disk::Disk;
+use crate::faults::{Fault, Plan, MAX_SKEW_MS};
+use crate::host::{self, NodeSlot};
+use crate::invariants::{Checker, Ending, GroupSample, Violation};
+use crate::net::{Net, NetFaults};
+use crate::workload::{Oracle, Workload};
+use proto::record::WorkflowRecord;
+use proto::NodeId;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Simulated time per step.
+const TICK_MS: u64 = 2;
+/// Raft groups snapshot this often in the simulation (production: 10,000), so snapshots are
+/// built, purged and installed within a run.
+const SNAPSHOT_LOGS: u64 = 200;
+/// The longest election timeout (cluster::GroupOptions default), which bounds long delays.
+const ELECTION_MAX_MS: u64 = 400;
+/// How often leaders and terms are sampled; digests and records less often.
+const SAMPLE_GROUPS_MS: u64 = 10;
+const SAMPLE_DIGESTS_MS: u64 = 200;
+const SAMPLE_RECORDS_MS: u64 = 250;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub seed: u64,
+    pub nodes: u64,
+    pub partitions: u16,
+    pub workflows: usize,
+    pub faults: bool,
+    /// Length of the safety phase (faults on), simulated milliseconds.
+    pub safety_ms: u64,
+    /// Most the liveness phase may take before unfinished work is a violation.
+    pub liveness_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            seed: 0,
+            nodes: 3,
+            partitions: 2,
+            workflows: 40,
+            faults: true,
+            safety_ms: 30_000,
+            liveness_ms: 60_000,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub seed: u64,
+    pub trace_hash: u64,
+    pub sim_ms: u64,
+    pub steps: u64,
+    pub faults: BTreeMap<&'static str, u64>,
+    pub counters: Vec<(Counter, u64)>,
+    pub violations: Vec<Violation>,
+    /// Workflows acknowledged, and how they ended.
+    pub started: usize,
+    pub outcomes: BTreeMap<String, usize>,
+}
+
+/// A fault to undo later.
+enum Undo {
+    Restart(NodeId),
+    Heal,
+}
+
+struct Run {
+    config: Config,
+    rng: ChaCha8Rng,
+    plan: Plan,
+    net: Arc<Net>,
+    slots: Vec<NodeSlot>,
+    counters: Arc<Counters>,
+    oracle: Arc<Oracle>,
+    checker: Checker,
+    trace: u64,
+    faults: BTreeMap<&'static str, u64>,
+    undo: Vec<(u64, Undo)>,
+    down: Vec<NodeId>,
+    /// Last leader seen per group, and its snapshot index per replica.
+    leaders: BTreeMap<String, NodeId>,
+    applied: BTreeMap<(String, NodeId), Option<u64>>,
+    last_records: BTreeMap<String, WorkflowRecord>,
+}
+
+/// Milliseconds as the model's signed epoch type.
+fn ms(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn host_name(id: NodeId) -> String {
+    format!("n{}", id.0)
+}
+
+/// Runs one seed.
+pub fn run(config: &Config) -> Report {
+    cluster::runtime::seed_thread(config.seed ^ 0x5eed_0f0e_7af7);
+    let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
+    let plan = if config.faults {
+        Plan::draw(&mut rng, ELECTION_MAX_MS)
+    } else {
+        Plan::calm()
+    };
+    let counters = Arc::new(Counters::default());
+    let net = Net::new(
+        ChaCha8Rng::seed_from_u64(rng.gen()),
+        plan.net,
+        counters.clone(),
+    );
+    let total_ms = config.safety_ms + config.liveness_ms;
+    let mut sim = turmoil::Builder::new()
+        .simulation_duration(Duration::from_millis(total_ms + 60_000))
+        .tick_duration(Duration::from_millis(TICK_MS))
+        .epoch(std::time::UNIX_EPOCH + Duration::from_millis(crate::EPOCH_MS))
+        .rng_seed(rng.gen())
+        .enable_random_order()
+        .build();
+
+    let members: BTreeMap<NodeId, SocketAddr> = (1..=config.nodes)
+        .map(|i| {
+            let octet = u8::try_from(i).unwrap_or(u8::MAX);
+            (NodeId(i), SocketAddr::from(([10, 0, 0, octet], 7000)))
+        })
+        .collect();
+    let mut slots = Vec::new();
+    for (id, addr) in &members {
+        net.register_addr(*id, *addr);
+        let slot = NodeSlot {
+            id: *id,
+            addr: *addr,
+            disk: Disk::new((500, 12_000), rng.gen()),
+            skew_ms: Arc::new(AtomicI64::new(0)),
+            running: Arc::new(Mutex::new(None)),
+            seed: rng.gen(),
+            incarnation: Arc::new(AtomicU64::new(0)),
+        };
+        let options = host::options(*id, *addr, &members, config.partitions);
+        let (s, n) = (slot.clone(), net.clone());
+        sim.host(host_name(*id), move || {
+            host::software(s.clone(), options.clone(), n.clone(), SNAPSHOT_LOGS)
+        });
+        slots.push(slot);
+    }
+    let oracle = Arc::new(Oracle::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let chaos = Arc::new(AtomicBool::new(config.faults));
+    let workload = Workload {
+        net: net.clone(),
+        nodes: members.keys().copied().collect(),
+        workflows: config.workflows,
+        start_window_ms: config.safety_ms * 2 / 3,
+        oracle: oracle.clone(),
+        counters: counters.clone(),
+        rng: Arc::new(Mutex::new(ChaCha8Rng::seed_from_u64(rng.gen()))),
+        stop: stop.clone(),
+        chaos: chaos.clone(),
+    };
+    sim.client("clients", workload.run());
+
+    let mut run = Run {
+        config: config.clone(),
+        rng,
+        plan,
+        net,
+        slots,
+        counters,
+        oracle,
+        checker: Checker::default(),
+        trace: proto::hash::FNV_OFFSET,
+        faults: BTreeMap::new(),
+        undo: Vec::new(),
+        down: Vec::new(),
+        leaders: BTreeMap::new(),
+        applied: BTreeMap::new(),
+        last_records: BTreeMap::new(),
+    };
+    let mut next_fault = run.next_fault_gap();
+    let mut healed = false;
+    let mut steps = 0u64;
+    let mut failure = None;
+    loop {
+        if let Err(e) = sim.step() {
+            failure = Some(e.to_string());
+            break;
+        }
+        steps += 1;
+        let now = u64::try_from(sim.elapsed().as_millis()).unwrap_or(u64::MAX);
+        for (inv, detail) in run.net.take_violations() {
+            run.checker.report_now(inv, now, detail);
+        }
+        run.undo_due(&mut sim, now);
+        if !healed && now >= config.safety_ms {
+            run.heal_all(&mut sim, now);
+            chaos.store(false, Ordering::Relaxed);
+            healed = true;
+        }
+        if !healed && now >= next_fault {
+            run.inject(&mut sim, now);
+            next_fault = now + run.next_fault_gap();
+        }
+        if now % SAMPLE_GROUPS_MS == 0 {
+            run.sample_groups(now, now % SAMPLE_DIGESTS_MS == 0);
+        }
+        if now % SAMPLE_RECORDS_MS == 0 {
+            run.sample_records(now);
+            if healed && run.finished() {
+                break;
+            }
+        }
+        if now >= total_ms {
+            break;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let now = u64::try_from(sim.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if let Some(e) = failure {
+        run.checker.report_now("the simulation runs", now, e);
+    }
+    run.finish(now, steps)
+}
+
+impl Run {
+    fn fold(&mut self, bytes: &[u8]) {
+        self.trace = proto::hash::fnv1a(self.trace, bytes);
+        self.trace = proto::hash::fnv1a(self.trace, &[0xff]);
+    }
+
+    fn next_fault_gap(&mut self) -> u64 {
+        if self.plan.fault_gap_ms == 0 {
+            return u64::MAX / 2;
+        }
+        self.rng
+            .gen_range(self.plan.fault_gap_ms / 2..=self.plan.fault_gap_ms * 3 / 2)
+    }
+
+    fn record_fault(&mut self, now: u64, name: &'static str, detail: String) {
+        *self.faults.entry(name).or_default() += 1;
+        self.fold(format!("{now} fault {name} {detail}").as_bytes());
+        tracing::debug!(at_ms = now, fault = name, %detail, "fault injected");
+    }
+
+    fn up(&self) -> Vec<NodeId> {
+        self.slots
+            .iter()
+            .map(|s| s.id)
+            .filter(|id| !self.down.contains(id))
+            .collect()
+    }
+
+    fn pick_up(&mut self) -> Option<NodeId> {
+        let up = self.up();
+        if up.is_empty() {
+            return None;
+        }
+        Some(up[self.rng.gen_range(0..up.len())])
+    }
+
+    fn slot(&self, id: NodeId) -> Option<&NodeSlot> {
+        self.slots.iter().find(|s| s.id == id)
+    }
+
+    fn inject(&mut self, sim: &mut turmoil::Sim<'_>, now: u64) {
+        let Some(fault) = self.plan.pick(&mut self.rng) else {
+            return;
+        };
+        // Keep a majority up: crashes and pauses take at most a minority at once.
+        let minority = (self.slots.len() - 1) / 2;
+        match fault {
+            Fault::Crash if self.down.len() < minority => {
+                let Some(id) = self.pick_up() else { return };
+                self.crash(sim, id, now);
+                let back = now + self.rng.gen_range(300..5_000);
+                self.undo.push((back, Undo::Restart(id)));
+            }
+            Fault::Pause if self.down.len() < minority => {
+                let Some(id) = self.pick_up() else { return };
+                let until = now + self.rng.gen_range(2 * ELECTION_MAX_MS..3_000);
+                self.net.pause(id, until);
+                self.counters.bump(Counter::NodePaused);
+                // The pause ends by itself: the network holds the node's messages until then.
+                self.record_fault(now, "pause", format!("{id} until {until}"));
+            }
+            Fault::Cut | Fault::OneWayCut => {
+                let ids: Vec<NodeId> = self.slots.iter().map(|s| s.id).collect();
+                let a = ids[self.rng.gen_range(0..ids.len())];
+                let b = ids[self.rng.gen_range(0..ids.len())];
+                if a == b {
+                    return;
+                }
+                self.net.cut(a, b);
+                if fault == Fault::Cut {
+                    self.net.cut(b, a);
+                }
+                self.counters.bump(Counter::LinkCut);
+                let kind = if fault == Fault::Cut {
+                    "cut"
+                } else {
+                    "one-way cut"
+                };
+                self.record_fault(now, kind, format!("{a} -> {b}"));
+                let heal = now + self.rng.gen_range(500..4_000);
+                self.undo.push((heal, Undo::Heal));
+            }
+            Fault::Clock => {
+                let Some(id) = self.pick_up() else { return };
+                let skew = self.rng.gen_range(-MAX_SKEW_MS..=MAX_SKEW_MS);
+                if let Some(slot) = self.slot(id) {
+                    slot.skew_ms.store(skew, Ordering::Relaxed);
+                }
+                self.counters.bump(Counter::ClockJump);
+                self.record_fault(now, "clock", format!("{id} skew {skew} ms"));
+            }
+            _ => {}
+        }
+    }
+
+    fn crash(&mut self, sim: &mut turmoil::Sim<'_>, id: NodeId, now: u64) {
+        // What the leaders counted as replicated on this node, before it goes.
+        let mut matched: BTreeMap<String, u64> = BTreeMap::new();
+        for slot in &self.slots {
+            let Some(node) = slot.node() else { continue };
+            for g in node.groups() {
+                if g.role != "Leader" {
+                    continue;
+                }
+                if let Some(Some(index)) = g.matched.get(&id) {
+                    let e = matched.entry(g.name.clone()).or_default();
+                    *e = (*e).max(*index);
+                }
+            }
+        }
+        sim.crash(host_name(id));
+        self.net.detach(id);
+        let Some(slot) = self.slot(id).cloned() else {
+            return;
+        };
+        *slot.running.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let lost = slot.disk.crash(&mut self.rng);
+        if lost > 0 {
+            self.counters.bump(Counter::UnflushedWritesLost);
+        }
+        self.counters.bump(Counter::NodeCrashed);
+        let durable = matched
+            .keys()
+            .map(|g| (g.clone(), slot.disk.recoverable_index(g)))
+            .collect();
+        self.checker.at_crash(now, id, &matched, &durable);
+        self.down.push(id);
+        self.record_fault(now, "crash", format!("{id} lost {lost} unflushed writes"));
+    }
+
+    fn restart(&mut self, sim: &mut turmoil::Sim<'_>, id: NodeId, now: u64) {
+        if let Some(i) = self.down.iter().position(|d| *d == id) {
+            self.down.remove(i);
+            sim.bounce(host_name(id));
+            self.record_fault(now, "restart", format!("{id}"));
+        }
+    }
+
+    fn undo_due(&mut self, sim: &mut turmoil::Sim<'_>, now: u64) {
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.undo)
+            .into_iter()
+            .partition(|(at, _)| *at <= now);
+        self.undo = later;
+        for (_, undo) in due {
+            match undo {
+                Undo::Restart(id) => self.restart(sim, id, now),
+                // Cuts heal all at once, when the last one is due.
+                Undo::Heal => {
+                    if !self.undo.iter().any(|(_, u)| matches!(u, Undo::Heal)) {
+                        self.net.heal();
+                    }
+                }
+            }
+        }
+    }
+
+    /// The end of the safety phase: every fault heals.
+    fn heal_all(&mut self, sim: &mut turmoil::Sim<'_>, now: u64) {
+        self.net.set_faults(NetFaults::calm());
+        self.net.heal();
+        self.net.resume_all();
+        for slot in &self.slots {
+            slot.skew_ms.store(0, Ordering::Relaxed);
+        }
+        for id in self.down.clone() {
+            self.restart(sim, id, now);
+        }
+        self.undo.clear();
+        self.fold(format!("{now} healed").as_bytes());
+    }
+
+    fn sample_groups(&mut self, now: u64, digests: bool) {
+        let mut samples = Vec::new();
+        for slot in &self.slots {
+            let Some(node) = slot.node() else { continue };
+            let digest_of: BTreeMap<String, (Option<u64>, u64)> = if digests {
+                node.digests()
+                    .into_iter()
+                    .map(|(g, applied, d)| (g, (applied, d)))
+                    .collect()
+            } else {
+                BTreeMap::new()
+            };
+            for g in node.groups() {
+                if g.stopped.is_some() {
+                    continue;
+                }
+                let is_leader = g.role == "Leader";
+                let (applied, digest) = match digest_of.get(&g.name) {
+                    Some((a, d)) => (*a, Some(*d)),
+                    None => (g.last_applied_index, None),
+                };
+                // A replica whose applied index jumped past what it had, to a snapshot, installed
+                // that snapshot from its leader.
+                let key = (g.name.clone(), slot.id);
+                if let (Some(Some(before)), Some(snap)) = (self.applied.get(&key), g.snapshot_index)
+                {
+                    if !is_leader && snap > *before && g.purged_index.is_some() {
+                        self.counters.bump(Counter::SnapshotInstalled);
+                    }
+                }
+                self.applied.insert(key, g.last_applied_index);
+                samples.push(GroupSample {
+                    group: g.name.clone(),
+                    node: slot.id,
+                    term: g.term,
+                    is_leader,
+                    applied,
+                    digest,
+                });
+            }
+        }
+        self.checker.observe_groups(now, &samples);
+        for s in samples.iter().filter(|s| s.is_leader) {
+            let previous = self.leaders.insert(s.group.clone(), s.node);
+            if previous.is_some_and(|p| p != s.node) {
+                self.leader_changed(&s.group, now);
+            }
+        }
+    }
+
+    /// Counts the interesting things a leader change interrupted.
+    fn leader_changed(&mut self, group: &str, now: u64) {
+        let Some(p) = group.strip_prefix('p').and_then(|p| p.parse::<u16>().ok()) else {
+            return;
+        };
+        let in_partition = |id: &str| {
+            proto::WorkflowId::parse(id)
+                .map(|w| w.partition(self.config.partitions).0 == p)
+                .unwrap_or(false)
+        };
+        let in_flight = self
+            .oracle
+            .facts()
+            .in_flight
+            .values()
+            .any(|w| in_partition(w));
+        if in_flight {
+            self.counters.bump(Counter::LeaderChangeTaskInFlight);
+        }
+        let wall = crate::EPOCH_MS + now;
+        let due = self.last_records.values().any(|r| {
+            in_partition(r.workflow.workflow_id.as_str())
+                && r.workflow.tasks.iter().any(|t| {
+                    t.status == proto::model::TaskStatus::InProgress
+                        && t.response_timeout_seconds > 0
+                        && t.update_time + ms(t.response_timeout_seconds * 1_000) <= ms(wall)
+                })
+        });
+        if due {
+            self.counters.bump(Counter::TimerDueDuringFailover);
+        }
+    }
+
+    /// Every workflow record, read from each partition's current leader.
+    fn leader_records(&self) -> BTreeMap<String, WorkflowRecord> {
+        let mut out = BTreeMap::new();
+        for p in 0..self.config.partitions {
+            let group = format!("p{p}");
+            let Some(leader) = self.leaders.get(&group) else {
+                continue;
+            };
+            let Some(node) = self.slot(*leader).and_then(|s| s.node()) else {
+                continue;
+            };
+            for r in node.records(p) {
+                out.insert(r.workflow.workflow_id.as_str().to_owned(), r);
+            }
+        }
+        out
+    }
+
+    fn sample_records(&mut self, now: u64) {
+        let records = self.leader_records();
+        self.checker.observe_records(now, &records);
+        self.last_records = records;
+    }
+
+    /// The liveness phase is over when every start is settled, every acknowledged workflow is
+    /// terminal, and every group's replicas agree.
+    fn finished(&self) -> bool {
+        let facts = self.oracle.facts();
+        if facts.started.len() as u64 + facts.abandoned < self.config.workflows as u64 {
+            return false;
+        }
+        let all_done = facts.started.values().all(|id| {
+            self.last_records
+                .get(id)
+                .is_some_and(|r| r.workflow.status.is_terminal())
+        });
+        drop(facts);
+        all_done && self.converged()
+    }
+
+    fn converged(&self) -> bool {
+        let mut per_group: BTreeMap<String, Vec<(Option<u64>, u64)>> = BTreeMap::new();
+        for slot in &self.slots {
+            let Some(node) = slot.node() else {
+                return false;
+            };
+            for (g, applied, digest) in node.digests() {
+                per_group.entry(g).or_default().push((applied, digest));
+            }
+        }
+        per_group
+            .values()
+            .all(|v| v.len() == self.slots.len() && v.windows(2).all(|w| w[0] == w[1]))
+    }
+
+    fn finish(mut self, now: u64, steps: u64) -> Report {
+        let records = self.leader_records();
+        {
+            let facts = self.oracle.facts();
+            let end = Ending {
+                records: &records,
+                facts: &facts,
+                skew_ms: MAX_SKEW_MS.unsigned_abs(),
+                now_ms: now,
+            };
+            self.checker.finish(&end);
+        }
+        if !self.converged() {
+            self.checker.report_now(
+                "replicas converge once faults heal",
+                now,
+                "some group's replicas still differ at the end of the liveness phase".into(),
+            );
+        }
+        // Late results that a terminal task absorbed.
+        let late = {
+            let facts = self.oracle.facts();
+            facts
+                .results
+                .iter()
+                .filter(|(task, wf, status, _)| {
+                    records.get(wf).is_some_and(|r| {
+                        r.workflow.tasks.iter().any(|t| {
+                            t.task_id.as_str() == task
+                                && t.status != proto::model::TaskStatus::from(*status)
+                        })
+                    })
+                })
+                .count() as u64
+        };
+        self.counters.add(Counter::LateResultAbsorbed, late);
+        let mut outcomes = BTreeMap::new();
+        for r in records.values() {
+            *outcomes
+                .entry(r.workflow.status.as_str().to_owned())
+                .or_insert(0) += 1;
+            for t in &r.workflow.tasks {
+                if t.retried {
+                    self.counters.bump(Counter::TaskRetried);
+                }
+                if t.status == proto::model::TaskStatus::TimedOut {
+                    self.counters.bump(Counter::TaskTimedOut);
+                }
+                if t.task_type == proto::model::task_type::JOIN
+                    && t.status == proto::model::TaskStatus::Completed
+                {
+                    self.counters.bump(Counter::JoinCompleted);
+                }
+            }
+        }
+        // The trace: what was acknowledged, the final records, every replica's digest.
+        let (started, lines) = {
+            let facts = self.oracle.facts();
+            let mut lines = Vec::new();
+            for (k, id) in &facts.started {
+                lines.push(format!("started {k} {id}"));
+            }
+            for (task, wf, status, at) in &facts.results {
+                lines.push(format!("result {task} {wf} {status:?} {at}"));
+            }
+            lines.push(format!("abandoned {}", facts.abandoned));
+            (facts.started.len(), lines)
+        };
+        for line in lines {
+            self.fold(line.as_bytes());
+        }
+        for (id, r) in &records {
+            let json = serde_json::to_vec(r).unwrap_or_default();
+            self.fold(id.as_bytes());
+            self.fold(&json);
+        }
+        for slot in self.slots.clone() {
+            if let Some(node) = slot.node() {
+                for (g, applied, d) in node.digests() {
+                    self.fold(format!("{} {g} {applied:?} {d:016x}", slot.id).as_bytes());
+                }
+            }
+        }
+        self.fold(format!("end {now} {steps}").as_bytes());
+        Report {
+            seed: self.config.seed,
+            trace_hash: self.trace,
+            sim_ms: now,
+            steps,
+            faults: self.faults,
+            counters: self.counters.snapshot(),
+            violations: self.checker.violations().to_vec(),
+            started,
+            outcomes,
+        }
+    }
+}
