@@ -485,6 +485,18 @@ impl Group {
     /// A point-in-time view of the group, from openraft's metrics. Metrics follow the state machine
     /// asynchronously: right after `propose` returns, `last_applied_index` may still lag by a few
     /// entries.
+    /// Why the group stopped for good, if its storage failed (or its core panicked): openraft
+    /// turns a storage error into a fatal stop, and this replica serves nothing after it. `None`
+    /// while it runs or after a normal shutdown.
+    pub fn failure(&self) -> Option<String> {
+        let metrics = self.inner.raft.metrics();
+        let m = metrics.borrow();
+        match &m.running_state {
+            Err(openraft::error::Fatal::Stopped) | Ok(()) => None,
+            Err(e) => Some(e.to_string()),
+        }
+    }
+
     pub fn status(&self) -> GroupStatus {
         let metrics = self.inner.raft.metrics();
         let m = metrics.borrow();

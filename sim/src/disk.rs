@@ -59,7 +59,10 @@ struct State {
     flush_us: (u64, u64),
     /// Draws flush latencies.
     rng: Option<ChaCha8Rng>,
+    /// The next write fails (a storage fault armed by the injector).
+    fail_next_write: bool,
     /// Counters.
+    write_errors: u64,
     flushes: u64,
     lost_writes: u64,
 }
@@ -126,8 +129,22 @@ impl Disk {
         Ok(s)
     }
 
+    /// Makes the next write fail.
+    pub fn fail_next_write(&self) {
+        self.lock().fail_next_write = true;
+    }
+
+    /// Writes that failed so far.
+    pub fn write_errors(&self) -> u64 {
+        self.lock().write_errors
+    }
+
     fn write(&self, generation: u64, write: Write) -> StorageResult<()> {
         let mut s = self.check(generation)?;
+        if std::mem::take(&mut s.fail_next_write) {
+            s.write_errors += 1;
+            return Err(StorageError("simulated write error (EIO)".into()));
+        }
         apply(&mut s.live, &write);
         let seq = s.next_seq;
         s.next_seq += 1;

@@ -1,6 +1,7 @@
 //! The fault injector: rates drawn once per seed (so some seeds are calm and some are brutal),
 //! then faults injected at seeded moments of the safety phase: node crashes with restarts,
-//! pauses longer than a lease, symmetric and one-way cuts, clock skew and jumps; the network's own
+//! pauses longer than a lease, symmetric and one-way cuts, clock skew and jumps, storage write
+//! errors (the node stops itself and is restarted, fail-stop); the network's own
 //! loss, duplication and long delays are set on [`crate::net::Net`].
 
 use crate::net::NetFaults;
@@ -16,8 +17,8 @@ pub struct Plan {
     pub net: NetFaults,
     /// Mean gap between two node-level faults, milliseconds (0: none).
     pub fault_gap_ms: u64,
-    /// Relative weights of crash, pause, cut, one-way cut, clock fault.
-    pub weights: [u32; 5],
+    /// Relative weights of crash, pause, cut, one-way cut, clock fault, storage write error.
+    pub weights: [u32; 6],
 }
 
 impl Plan {
@@ -26,7 +27,7 @@ impl Plan {
         Plan {
             net: NetFaults::calm(),
             fault_gap_ms: 0,
-            weights: [0; 5],
+            weights: [0; 6],
         }
     }
 
@@ -49,6 +50,7 @@ impl Plan {
                 rng.gen_range(0..3),
                 rng.gen_range(0..3),
                 rng.gen_range(0..3),
+                rng.gen_range(0..2),
             ],
         }
     }
@@ -62,6 +64,7 @@ pub enum Fault {
     Cut,
     OneWayCut,
     Clock,
+    StorageError,
 }
 
 impl Plan {
@@ -81,6 +84,7 @@ impl Plan {
                         Fault::Cut,
                         Fault::OneWayCut,
                         Fault::Clock,
+                        Fault::StorageError,
                     ][i],
                 );
             }

@@ -39,6 +39,9 @@ pub struct NodeSlot {
     /// Seed of this node's own randomness (workflow ids), changed per incarnation.
     pub seed: u64,
     pub incarnation: Arc<std::sync::atomic::AtomicU64>,
+    /// Set when the node stopped itself because its storage failed (fail-stop): the runner then
+    /// restarts it, as its supervisor would.
+    pub failed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl NodeSlot {
@@ -88,15 +91,27 @@ pub async fn software(
         })),
         seed: Some(slot.seed ^ incarnation.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         snapshot_logs: Some(snapshot_logs),
+        on_storage_failure: Some({
+            let failed = slot.failed.clone();
+            Arc::new(move |_reason: String| failed.store(true, Ordering::Relaxed))
+        }),
     };
     let (peer_tx, peer_rx) = mpsc::unbounded_channel();
     let (client_tx, mut client_rx) = mpsc::unbounded_channel();
     // Peers can reach the node while it opens (it waits for them to form its groups).
     net.attach(slot.id, peer_tx, client_tx);
     tokio::spawn(link.clone().serve(peer_rx));
-    let node = node::server::open_with(&options, seams)
-        .await
-        .map_err(|e| format!("node {} failed to open: {e}", slot.id))?;
+    let node = match node::server::open_with(&options, seams).await {
+        Ok(node) => node,
+        Err(e) => {
+            // A node that cannot open its storage exits; its supervisor restarts it.
+            tracing::debug!(node = %slot.id, error = %e, "node failed to open");
+            // Wait to be crashed (which drops everything it started) rather than finish.
+            slot.failed.store(true, Ordering::Relaxed);
+            std::future::pending::<()>().await;
+            return Ok(());
+        }
+    };
     *slot.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(node.clone());
     while let Some(envelope) = client_rx.recv().await {
         let node = node.clone();

@@ -95,6 +95,8 @@ struct Run {
     /// Last leader seen per group, and its snapshot index per replica.
     leaders: BTreeMap<String, NodeId>,
     applied: BTreeMap<(String, NodeId), Option<u64>>,
+    /// Per group, the highest index any replica was ever seen to have applied (a committed index).
+    max_applied: BTreeMap<String, u64>,
     last_records: BTreeMap<String, WorkflowRecord>,
 }
 
@@ -148,6 +150,7 @@ pub fn run(config: &Config) -> Report {
             running: Arc::new(Mutex::new(None)),
             seed: rng.gen(),
             incarnation: Arc::new(AtomicU64::new(0)),
+            failed: Arc::new(AtomicBool::new(false)),
         };
         let options = host::options(*id, *addr, &members, config.partitions);
         let (s, n) = (slot.clone(), net.clone());
@@ -187,6 +190,7 @@ pub fn run(config: &Config) -> Report {
         down: Vec::new(),
         leaders: BTreeMap::new(),
         applied: BTreeMap::new(),
+        max_applied: BTreeMap::new(),
         last_records: BTreeMap::new(),
     };
     let mut next_fault = run.next_fault_gap();
@@ -204,6 +208,7 @@ pub fn run(config: &Config) -> Report {
             run.checker.report_now(inv, now, detail);
         }
         run.undo_due(&mut sim, now);
+        run.restart_failed(&mut sim, now);
         if !healed && now >= config.safety_ms {
             run.heal_all(&mut sim, now);
             chaos.store(false, Ordering::Relaxed);
@@ -316,6 +321,14 @@ impl Run {
                 let heal = now + self.rng.gen_range(500..4_000);
                 self.undo.push((heal, Undo::Heal));
             }
+            Fault::StorageError => {
+                let Some(id) = self.pick_up() else { return };
+                if let Some(slot) = self.slot(id) {
+                    slot.disk.fail_next_write();
+                }
+                self.counters.bump(Counter::StorageWriteError);
+                self.record_fault(now, "storage error", format!("{id} next write fails"));
+            }
             Fault::Clock => {
                 let Some(id) = self.pick_up() else { return };
                 let skew = self.rng.gen_range(-MAX_SKEW_MS..=MAX_SKEW_MS);
@@ -362,6 +375,25 @@ impl Run {
         self.checker.at_crash(now, id, &matched, &durable);
         self.down.push(id);
         self.record_fault(now, "crash", format!("{id} lost {lost} unflushed writes"));
+    }
+
+    /// Nodes that stopped themselves on a storage failure go down and come back, as a process
+    /// supervisor would restart them.
+    fn restart_failed(&mut self, sim: &mut turmoil::Sim<'_>, now: u64) {
+        let failed: Vec<NodeId> = self
+            .slots
+            .iter()
+            .filter(|s| s.failed.swap(false, Ordering::Relaxed))
+            .map(|s| s.id)
+            .collect();
+        for id in failed {
+            if self.down.contains(&id) {
+                continue;
+            }
+            self.crash(sim, id, now);
+            let back = now + self.rng.gen_range(200..2_000);
+            self.undo.push((back, Undo::Restart(id)));
+        }
     }
 
     fn restart(&mut self, sim: &mut turmoil::Sim<'_>, id: NodeId, now: u64) {
@@ -436,6 +468,10 @@ impl Run {
                     }
                 }
                 self.applied.insert(key, g.last_applied_index);
+                if let Some(a) = g.last_applied_index {
+                    let max = self.max_applied.entry(g.name.clone()).or_default();
+                    *max = (*max).max(a);
+                }
                 samples.push(GroupSample {
                     group: g.name.clone(),
                     node: slot.id,
@@ -488,17 +524,23 @@ impl Run {
         }
     }
 
-    /// Every workflow record, read from each partition's current leader.
+    /// Every workflow record, read from each partition's current leader, provided that leader has
+    /// applied everything any replica was ever seen to apply (a leader just elected may not have
+    /// applied the last committed entries yet; reading it then would look like time going back).
     fn leader_records(&self) -> BTreeMap<String, WorkflowRecord> {
         let mut out = BTreeMap::new();
         for p in 0..self.config.partitions {
             let group = format!("p{p}");
-            let Some(leader) = self.leaders.get(&group) else {
-                continue;
-            };
-            let Some(node) = self.slot(*leader).and_then(|s| s.node()) else {
-                continue;
-            };
+            let floor = self.max_applied.get(&group).copied().unwrap_or(0);
+            let leader = self.slots.iter().filter_map(|s| s.node()).find(|n| {
+                n.groups().iter().any(|g| {
+                    g.name == group
+                        && g.role == "Leader"
+                        && g.stopped.is_none()
+                        && g.last_applied_index.unwrap_or(0) >= floor
+                })
+            });
+            let Some(node) = leader else { continue };
             for r in node.records(p) {
                 out.insert(r.workflow.workflow_id.as_str().to_owned(), r);
             }

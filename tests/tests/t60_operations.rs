@@ -387,3 +387,43 @@ fn search_running_list_and_queue_sizes() {
     );
     assert_eq!(logs[0]["taskId"], task_id);
 }
+
+/// Regression (found by the simulator, `sim/run --seed 2` before the fix): a client that retries a
+/// start after losing the answer must not create a second run. With an `idempotencyKey` every start
+/// of the same (workflow, key) answers the first run's id; another key, or another workflow with the
+/// same key, is another run; an over-long key is refused.
+#[test]
+fn a_start_retried_with_its_idempotency_key_creates_one_run() {
+    let server = setup();
+    let api = server.api();
+    let key = format!("order-{}", nonce());
+    let request = json!({ "name": WF, "version": 1, "input": { "x": 1 }, "idempotencyKey": key });
+    let first = api.start_workflow_request(&request);
+    let again = api.start_workflow_request(&request);
+    assert_eq!(
+        first, again,
+        "a repeated start with the same key answers the first run"
+    );
+    let wf = api.workflow(&first);
+    assert_eq!(wf["status"], "RUNNING", "{wf:#}");
+    assert_eq!(
+        wf["tasks"].as_array().map(Vec::len),
+        Some(1),
+        "the repeat scheduled nothing more: {wf:#}"
+    );
+
+    let other = api.start_workflow_request(
+        &json!({ "name": WF, "version": 1, "input": { "x": 1 }, "idempotencyKey": format!("{key}-2") }),
+    );
+    assert_ne!(other, first, "another key is another run");
+    let unkeyed =
+        api.start_workflow_request(&json!({ "name": WF, "version": 1, "input": { "x": 1 } }));
+    assert_ne!(unkeyed, first);
+
+    let long = "k".repeat(300);
+    api.post_json(
+        "/api/workflow",
+        &json!({ "name": WF, "version": 1, "input": {}, "idempotencyKey": long }),
+    )
+    .assert_error_response(400, "an idempotency key over 256 bytes");
+}

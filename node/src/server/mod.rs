@@ -315,6 +315,34 @@ pub struct Seams {
     /// Snapshot every this many log entries instead of the default (the simulator snapshots
     /// often so that snapshot installs happen within a run).
     pub snapshot_logs: Option<u64>,
+    /// What to do when a group stops because its storage failed; `None`: log it and exit the
+    /// process with status 70, so that its supervisor restarts it from what is durable
+    /// (fail-stop: a replica that cannot write must not keep answering).
+    pub on_storage_failure: Option<Arc<dyn Fn(String) + Send + Sync>>,
+}
+
+/// How often the node checks its groups for a storage failure.
+const FAILURE_CHECK_MS: u64 = 250;
+
+/// Watches every group of the node; the first that stopped on a storage failure ends the node.
+async fn watch_failures(
+    inner: std::sync::Weak<Inner>,
+    on_failure: Option<Arc<dyn Fn(String) + Send + Sync>>,
+) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(FAILURE_CHECK_MS)).await;
+        let Some(inner) = inner.upgrade() else { return };
+        let failed = std::iter::once(inner.meta.clone())
+            .chain(inner.hosted().iter().map(|p| p.group.clone()))
+            .find_map(|g| g.failure().map(|e| format!("group {}: {e}", g.name())));
+        let Some(reason) = failed else { continue };
+        tracing::error!(node = %inner.node, %reason, "storage failed: this node stops (fail-stop)");
+        match &on_failure {
+            Some(f) => f(reason),
+            None => std::process::exit(70),
+        }
+        return;
+    }
 }
 
 /// Opens the node's storage, transport and groups, and starts following its partitions' leadership.
@@ -541,6 +569,10 @@ pub async fn open_with(options: &Options, seams: Seams) -> Result<Node> {
         tokio::spawn(membership::run(Arc::downgrade(&inner)));
     }
     tokio::spawn(perform_outbox(Arc::downgrade(&inner), outbox_rx));
+    tokio::spawn(watch_failures(
+        Arc::downgrade(&inner),
+        seams.on_storage_failure,
+    ));
     Ok(Node { inner })
 }
 

@@ -134,7 +134,7 @@ impl Checker {
         found.extend(acked_results::check(end));
         for record in end.records.values() {
             found.extend(attempts::check_final(record));
-            found.extend(join_complete::check(record));
+            found.extend(join_complete::check(record, end.skew_ms));
             found.extend(fork_once::check(record));
             found.extend(timers_not_early::check(record, end.skew_ms));
         }
