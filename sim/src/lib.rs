@@ -26,3 +26,8 @@ pub use run::{run, Config, Report};
 
 /// The simulated wall clock starts at 2026-01-01T00:00:00Z.
 pub const EPOCH_MS: u64 = 1_767_225_600_000;
+
+/// Milliseconds as the model's signed epoch type.
+pub(crate) fn ms(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}

@@ -6,6 +6,7 @@ use crate::disk::Disk;
 use crate::faults::{Fault, Plan, MAX_SKEW_MS};
 use crate::host::{self, NodeSlot};
 use crate::invariants::{Checker, Ending, GroupSample, Violation};
+use crate::ms;
 use crate::net::{Net, NetFaults};
 use crate::workload::{Oracle, Workload};
 use proto::record::WorkflowRecord;
@@ -98,11 +99,6 @@ struct Run {
     /// Per group, the highest index any replica was ever seen to have applied (a committed index).
     max_applied: BTreeMap<String, u64>,
     last_records: BTreeMap<String, WorkflowRecord>,
-}
-
-/// Milliseconds as the model's signed epoch type.
-fn ms(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 fn host_name(id: NodeId) -> String {
@@ -570,8 +566,11 @@ impl Run {
         all_done && self.converged()
     }
 
+    /// Every group's replicas (as many as its leader's membership names) have the same applied
+    /// index and state.
     fn converged(&self) -> bool {
         let mut per_group: BTreeMap<String, Vec<(Option<u64>, u64)>> = BTreeMap::new();
+        let mut members: BTreeMap<String, usize> = BTreeMap::new();
         for slot in &self.slots {
             let Some(node) = slot.node() else {
                 return false;
@@ -579,10 +578,13 @@ impl Run {
             for (g, applied, digest) in node.digests() {
                 per_group.entry(g).or_default().push((applied, digest));
             }
+            for g in node.groups().into_iter().filter(|g| g.role == "Leader") {
+                members.insert(g.name.clone(), g.voters.len() + g.learners.len());
+            }
         }
-        per_group
-            .values()
-            .all(|v| v.len() == self.slots.len() && v.windows(2).all(|w| w[0] == w[1]))
+        per_group.iter().all(|(g, v)| {
+            members.get(g).is_some_and(|n| v.len() >= *n) && v.windows(2).all(|w| w[0] == w[1])
+        })
     }
 
     fn finish(mut self, now: u64, steps: u64) -> Report {

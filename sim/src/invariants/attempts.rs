@@ -2,7 +2,10 @@
 //! attempt that was retried ended unsuccessfully and never comes back to life (a timed-out or
 //! failed attempt that later completes is the fencing failure Kleppmann describes for leases,
 //! "How to do distributed locking", 2016); a reference has at most retryCount + 1 attempts; and
-//! attempt k+1 is never scheduled before attempt k ended.
+//! attempt k+1 is never scheduled before attempt k ended, nor offered to a worker before attempt k
+//! ended plus its backoff (Conductor's FIXED / LINEAR_BACKOFF / EXPONENTIAL_BACKOFF with
+//! maxRetryDelaySeconds, recomputed here from the definition as an independent oracle; poll and end
+//! times may come from two leaders' clocks, so twice the run's skew is allowed).
 
 use proto::model::{Task, TaskStatus};
 use proto::record::WorkflowRecord;
@@ -50,8 +53,27 @@ pub fn check_live(record: &WorkflowRecord) -> Vec<(&'static str, String)> {
     out
 }
 
+/// Conductor's backoff before retry number `retry_count + 1`, milliseconds (before jitter).
+fn backoff_ms(def: &proto::model::TaskDef, retry_count: u32) -> u64 {
+    use proto::model::RetryLogic;
+    let d = def.retry_delay_seconds;
+    let s = match def.retry_logic {
+        RetryLogic::Fixed => d,
+        RetryLogic::LinearBackoff => {
+            d * u64::from(def.backoff_scale_factor.max(1)) * (u64::from(retry_count) + 1)
+        }
+        RetryLogic::ExponentialBackoff => d * 2u64.saturating_pow(retry_count),
+    };
+    let s = if def.max_retry_delay_seconds > 0 {
+        s.min(def.max_retry_delay_seconds)
+    } else {
+        s
+    };
+    s * 1_000
+}
+
 /// Checks on the final record.
-pub fn check_final(record: &WorkflowRecord) -> Vec<(&'static str, String)> {
+pub fn check_final(record: &WorkflowRecord, skew_ms: u64) -> Vec<(&'static str, String)> {
     let mut out = check_live(record);
     let id = &record.workflow.workflow_id;
     for ((reference, _), attempts) in by_ref(record) {
@@ -81,8 +103,23 @@ pub fn check_final(record: &WorkflowRecord) -> Vec<(&'static str, String)> {
                 ),
             ));
         }
+        let def = crate::workload::task_defs()
+            .into_iter()
+            .find(|d| d.name == first.task_def_name);
         for pair in attempts.windows(2) {
             let (prev, next) = (pair[0], pair[1]);
+            if let (Some(def), true) = (&def, prev.end_time > 0 && next.start_time > 0) {
+                let due = prev.end_time + super::ms(backoff_ms(def, prev.retry_count));
+                if next.start_time + super::ms(2 * skew_ms) < due {
+                    out.push((
+                        "a retry is never offered before its backoff",
+                        format!(
+                            "workflow {id}: {reference} attempt {} polled at {}, before {due} (attempt {} ended at {})",
+                            next.retry_count, next.start_time, prev.retry_count, prev.end_time
+                        ),
+                    ));
+                }
+            }
             if prev.end_time > 0 && next.scheduled_time + 1 < prev.end_time {
                 out.push((
                     "a retry is never scheduled before its predecessor ended",

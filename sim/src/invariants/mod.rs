@@ -14,15 +14,11 @@ mod replica_digests;
 mod terminal_absorbs;
 mod timers_not_early;
 
+use crate::ms;
 use crate::workload::Facts;
 use proto::record::WorkflowRecord;
 use proto::NodeId;
 use std::collections::BTreeMap;
-
-/// Milliseconds as the model's signed epoch type.
-fn ms(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
 
 /// A broken invariant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,7 +129,7 @@ impl Checker {
         found.extend(no_lost_workflow::check(end));
         found.extend(acked_results::check(end));
         for record in end.records.values() {
-            found.extend(attempts::check_final(record));
+            found.extend(attempts::check_final(record, end.skew_ms));
             found.extend(join_complete::check(record, end.skew_ms));
             found.extend(fork_once::check(record));
             found.extend(timers_not_early::check(record, end.skew_ms));
