@@ -482,9 +482,6 @@ impl Group {
         Ok(())
     }
 
-    /// A point-in-time view of the group, from openraft's metrics. Metrics follow the state machine
-    /// asynchronously: right after `propose` returns, `last_applied_index` may still lag by a few
-    /// entries.
     /// Why the group stopped for good, if its storage failed (or its core panicked): openraft
     /// turns a storage error into a fatal stop, and this replica serves nothing after it. `None`
     /// while it runs or after a normal shutdown.
@@ -497,6 +494,9 @@ impl Group {
         }
     }
 
+    /// A point-in-time view of the group, from openraft's metrics. Metrics follow the state machine
+    /// asynchronously: right after `propose` returns, `last_applied_index` may still lag by a few
+    /// entries.
     pub fn status(&self) -> GroupStatus {
         let metrics = self.inner.raft.metrics();
         let m = metrics.borrow();

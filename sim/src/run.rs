@@ -600,10 +600,36 @@ impl Run {
             self.checker.finish(&end);
         }
         if !self.converged() {
+            let mut detail = Vec::new();
+            for slot in &self.slots {
+                let Some(node) = slot.node() else {
+                    detail.push(format!("{} down", slot.id));
+                    continue;
+                };
+                let digests: BTreeMap<String, u64> =
+                    node.digests().into_iter().map(|(g, _, d)| (g, d)).collect();
+                for g in node.groups() {
+                    detail.push(format!(
+                        "{}/{} {} t{} applied {:?} log {:?} digest {:016x} voters {:?} learners {:?}",
+                        slot.id,
+                        g.name,
+                        g.role,
+                        g.term,
+                        g.last_applied_index,
+                        g.last_log_index,
+                        digests.get(&g.name).copied().unwrap_or_default(),
+                        g.voters,
+                        g.learners
+                    ));
+                }
+            }
             self.checker.report_now(
                 "replicas converge once faults heal",
                 now,
-                "some group's replicas still differ at the end of the liveness phase".into(),
+                format!(
+                    "replicas still differ at the end of the liveness phase: {}",
+                    detail.join("; ")
+                ),
             );
         }
         // Late results that a terminal task absorbed.

@@ -15,9 +15,22 @@ pub fn check(end: &Ending<'_>) -> Vec<(&'static str, String)> {
             Some(r) if !r.workflow.status.is_terminal() => out.push((
                 "every workflow finishes once faults heal",
                 format!(
-                    "workflow {id} ({}) is still {} at the end of the liveness phase",
+                    "workflow {id} ({}) is still {} at the end of the liveness phase; tasks: {}",
                     r.workflow.workflow_name,
-                    r.workflow.status.as_str()
+                    r.workflow.status.as_str(),
+                    r.workflow
+                        .tasks
+                        .iter()
+                        .map(|t| format!(
+                            "{}#{} {} (scheduled {}, updated {})",
+                            t.reference_task_name,
+                            t.retry_count,
+                            t.status.as_str(),
+                            t.scheduled_time,
+                            t.update_time
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             )),
             Some(_) => {}
