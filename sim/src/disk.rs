@@ -61,10 +61,6 @@ struct State {
     rng: Option<ChaCha8Rng>,
     /// The next write fails (a storage fault armed by the injector).
     fail_next_write: bool,
-    /// Counters.
-    write_errors: u64,
-    flushes: u64,
-    lost_writes: u64,
 }
 
 /// One node's disk; survives the node's crashes.
@@ -111,14 +107,7 @@ impl Disk {
         s.live = durable.clone();
         s.durable = durable;
         s.generation += 1;
-        s.lost_writes += lost;
         lost
-    }
-
-    /// (flushes, writes lost in crashes).
-    pub fn counters(&self) -> (u64, u64) {
-        let s = self.lock();
-        (s.flushes, s.lost_writes)
     }
 
     fn check(&self, generation: u64) -> StorageResult<MutexGuard<'_, State>> {
@@ -134,15 +123,9 @@ impl Disk {
         self.lock().fail_next_write = true;
     }
 
-    /// Writes that failed so far.
-    pub fn write_errors(&self) -> u64 {
-        self.lock().write_errors
-    }
-
     fn write(&self, generation: u64, write: Write) -> StorageResult<()> {
         let mut s = self.check(generation)?;
         if std::mem::take(&mut s.fail_next_write) {
-            s.write_errors += 1;
             return Err(StorageError("simulated write error (EIO)".into()));
         }
         apply(&mut s.live, &write);
@@ -210,7 +193,6 @@ impl Backend for SimDb {
             for (_, w) in &done {
                 apply(&mut s.durable, w);
             }
-            s.flushes += 1;
             Ok(())
         })
     }

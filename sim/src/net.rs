@@ -49,12 +49,15 @@ impl NetFaults {
     }
 }
 
+/// Where a peer request's answer goes (the answer, or the serving node's error message).
+type ReplyTx = oneshot::Sender<Result<Vec<u8>, String>>;
+
 /// A message to a node's peer service.
 pub struct Envelope {
     pub from: NodeId,
     pub service: Service,
     pub payload: Vec<u8>,
-    pub reply: oneshot::Sender<Result<Vec<u8>, String>>,
+    pub reply: ReplyTx,
 }
 
 /// A request of the simulated clients, served by the node's host (see `host.rs`).
@@ -86,6 +89,9 @@ pub struct Net {
     /// Violations seen on the wire (an acknowledgement of entries not yet durable), for the
     /// runner to collect.
     violations: Mutex<Vec<(&'static str, String)>>,
+    /// Reply channels of messages the network swallowed: kept open, so their callers wait until
+    /// their own timeout as they would on a silent network (a dropped sender would tell them at once).
+    swallowed: Mutex<Vec<ReplyTx>>,
 }
 
 /// What happens to one message.
@@ -114,6 +120,7 @@ impl Net {
             }),
             counters,
             violations: Mutex::new(Vec::new()),
+            swallowed: Mutex::new(Vec::new()),
         })
     }
 
@@ -165,10 +172,6 @@ impl Net {
 
     pub fn pause(&self, node: NodeId, until_ms: u64) {
         self.lock().paused.insert(node, until_ms);
-    }
-
-    pub fn cuts(&self) -> usize {
-        self.lock().cuts.len()
     }
 
     fn is_cut(s: &State, from: NodeId, to: NodeId) -> bool {
@@ -240,11 +243,7 @@ impl Net {
     ) -> oneshot::Receiver<Result<Vec<u8>, String>> {
         let (tx, rx) = oneshot::channel();
         let Fate::Deliver(delays) = self.fate(from, to, true) else {
-            // Lost: the sender is kept until the caller gives up, as a silent network would.
-            tokio::spawn(async move {
-                let _tx = tx;
-                tokio::time::sleep(Duration::from_secs(3600)).await;
-            });
+            lock(&self.swallowed).push(tx);
             return rx;
         };
         let mut reply = Some(tx);
@@ -257,8 +256,7 @@ impl Net {
                 tokio::time::sleep(delay).await;
                 if !net.arrives(from, to) {
                     net.counters.bump(Counter::MessageCut);
-                    let _tx = tx;
-                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    lock(&net.swallowed).push(tx);
                     return;
                 }
                 match net.peer_inbox(to) {

@@ -99,6 +99,8 @@ struct Run {
     /// Per group, the highest index any replica was ever seen to have applied (a committed index).
     max_applied: BTreeMap<String, u64>,
     last_records: BTreeMap<String, WorkflowRecord>,
+    /// Simulated milliseconds at the last completed step.
+    elapsed_hint: u64,
 }
 
 fn host_name(id: NodeId) -> String {
@@ -188,18 +190,39 @@ pub fn run(config: &Config) -> Report {
         applied: BTreeMap::new(),
         max_applied: BTreeMap::new(),
         last_records: BTreeMap::new(),
+        elapsed_hint: 0,
     };
     let mut next_fault = run.next_fault_gap();
     let mut healed = false;
     let mut steps = 0u64;
     let mut failure = None;
     loop {
-        if let Err(e) = sim.step() {
-            failure = Some(e.to_string());
-            break;
+        // A panic in any node (openraft's own safety assertions included) is a finding, not a
+        // crash of the simulator: it is reported like a violation and the run ends there.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim.step())) {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                failure = Some(e.to_string());
+                break;
+            }
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_else(|| "a panic without a message".into());
+                run.checker
+                    .report_now("no node panics", run.elapsed_hint, message);
+                // The runtimes may be mid-borrow after the unwind: do not run their destructors.
+                std::mem::forget(sim);
+                stop.store(true, Ordering::Relaxed);
+                let at = run.elapsed_hint;
+                return run.finish(at, steps);
+            }
         }
         steps += 1;
         let now = u64::try_from(sim.elapsed().as_millis()).unwrap_or(u64::MAX);
+        run.elapsed_hint = now;
         for (inv, detail) in run.net.take_violations() {
             run.checker.report_now(inv, now, detail);
         }
