@@ -417,32 +417,6 @@ impl Group {
         Ok(())
     }
 
-    /// Like [`Group::add_learner`], then waits (up to `wait`) until the learner has caught up with
-    /// the leader's log (by replication or a snapshot install), so promoting it to voter does not
-    /// stall commits.
-    pub async fn add_learner_caught_up(
-        &self,
-        node: NodeId,
-        addr: SocketAddr,
-        wait: Duration,
-    ) -> Result<(), Error> {
-        if let Some(transport) = &self.inner.transport {
-            transport.set_peer(node, addr);
-        }
-        let add = self
-            .inner
-            .raft
-            .add_learner(node.0, BasicNode::new(addr.to_string()), true);
-        match tokio::time::timeout(wait, add).await {
-            Ok(done) => done.map(|_| ()).map_err(Error::from),
-            Err(_) => Err(Error::Raft(format!(
-                "learner {node} of group {} did not catch up within {} ms",
-                self.inner.name,
-                wait.as_millis()
-            ))),
-        }
-    }
-
     /// Removes `nodes` from the membership; they must not be voters (demote them first with
     /// [`Group::change_voters`]). Must run on the leader.
     pub async fn remove_learners(&self, nodes: BTreeSet<NodeId>) -> Result<(), Error> {

@@ -37,3 +37,17 @@ pub struct GroupStatus {
     /// Why the group stopped, if it did (a storage error stops it; it recovers on reopen).
     pub stopped: Option<String>,
 }
+
+impl GroupStatus {
+    /// On the leader: how many entries `node` is behind this log (0 for the leader itself; `None`
+    /// when the leader does not replicate to it).
+    pub fn lag(&self, node: NodeId) -> Option<u64> {
+        let last = self.last_log_index.unwrap_or(0);
+        if node == self.node {
+            return Some(0);
+        }
+        self.matched
+            .get(&node)
+            .map(|m| last.saturating_sub(m.unwrap_or(0)))
+    }
+}

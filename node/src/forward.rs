@@ -51,8 +51,9 @@ pub enum Forward {
     Host { partition: PartitionId },
     /// Stop hosting a partition's replica (it left the membership) and delete it.
     Unhost { partition: PartitionId },
-    /// For the partition's leader: add `node` (peer address `addr`) as a learner, wait for it to
-    /// catch up, then make it a voter.
+    /// For the partition's leader: add `node` (peer address `addr`) as a learner; it catches up
+    /// in the background (the leader's status shows its lag) and [`Forward::Promote`] makes it a
+    /// voter.
     AddReplica {
         partition: PartitionId,
         node: NodeId,
@@ -79,6 +80,11 @@ pub enum Forward {
     },
     /// Do not start elections for the partition for `ms` (so that another voter is elected).
     HoldElections { partition: PartitionId, ms: u64 },
+    /// For the partition's leader: make learner `node`, caught up, a voter.
+    Promote {
+        partition: PartitionId,
+        node: NodeId,
+    },
 }
 
 /// The answer to a [`Forward`].

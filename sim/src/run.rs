@@ -589,9 +589,11 @@ impl Run {
         all_done && self.converged()
     }
 
-    /// Every group's replicas (as many as its leader's membership names) have the same applied
-    /// index and state.
+    /// Every partition is back to its full replication (as many voters as the controller keeps,
+    /// no learner left over), and every group's replicas (as many as its leader's membership
+    /// names) have the same applied index and state.
     fn converged(&self) -> bool {
+        let full = node::placement::REPLICATION_FACTOR.min(self.config.nodes as usize);
         let mut per_group: BTreeMap<String, Vec<(Option<u64>, u64)>> = BTreeMap::new();
         let mut members: BTreeMap<String, usize> = BTreeMap::new();
         for slot in &self.slots {
@@ -602,11 +604,14 @@ impl Run {
                 per_group.entry(g).or_default().push((applied, digest));
             }
             for g in node.groups().into_iter().filter(|g| g.role == "Leader") {
+                if g.name != "meta" && (g.voters.len() != full || !g.learners.is_empty()) {
+                    return false;
+                }
                 members.insert(g.name.clone(), g.voters.len() + g.learners.len());
             }
         }
         per_group.iter().all(|(g, v)| {
-            members.get(g).is_some_and(|n| v.len() >= *n) && v.windows(2).all(|w| w[0] == w[1])
+            members.get(g).is_some_and(|n| v.len() == *n) && v.windows(2).all(|w| w[0] == w[1])
         })
     }
 

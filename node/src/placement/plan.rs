@@ -11,10 +11,10 @@
 //!   share of partitions (rounded up);
 //! - a node hosts a partition's replica only while it is in that partition's membership.
 //!
-//! Steps are small and safe one at a time: a replica is added (as a learner that catches up,
-//! then promoted) before another is removed; a leader is never removed while it leads — it steps
-//! down first (leaves the membership) and a chosen voter takes over; no step involves a member that did
-//! not answer.
+//! Steps are small and safe one at a time, and none waits for long: a replica is added as a
+//! learner, promoted to voter in a later step once its leader reports it caught up, and only then
+//! is another removed; a leader is never removed while it leads — it steps down first (leaves the
+//! membership) and a chosen voter takes over; no step involves a member that did not answer.
 
 use super::{META_VOTERS_MAX, REPLICATION_FACTOR};
 use proto::{NodeId, PartitionId};
@@ -34,6 +34,8 @@ pub struct GroupView {
     pub leader: Option<NodeId>,
     pub voters: BTreeSet<NodeId>,
     pub learners: BTreeSet<NodeId>,
+    /// The learners the leader reports as caught up with its log (ready to vote).
+    pub caught_up: BTreeSet<NodeId>,
     /// Nodes that host a replica (have the group open), members or not.
     pub hosts: BTreeSet<NodeId>,
 }
@@ -55,8 +57,14 @@ pub enum Action {
     MetaSetVoters(BTreeSet<NodeId>),
     /// Drop a non-voter from the meta group.
     MetaRemoveLearner(NodeId),
-    /// Host a replica of `partition` on `node`, let it catch up as a learner, then make it a voter.
+    /// Host a replica of `partition` on `node` and add it to the membership as a learner, which
+    /// catches up from the leader's log or a snapshot.
     AddReplica {
+        partition: PartitionId,
+        node: NodeId,
+    },
+    /// Make a caught-up learner of `partition` a voter.
+    Promote {
         partition: PartitionId,
         node: NodeId,
     },
@@ -128,10 +136,17 @@ pub fn next_action(view: &View) -> Option<Action> {
             return None;
         }
     }
-    meta_step(view)
-        .or_else(|| partition_steps(view))
-        .or_else(|| balance_replicas(view))
-        .or_else(|| balance_leaders(view))
+    if let Some(step) = meta_step(view).or_else(|| partition_steps(view)) {
+        return Some(step);
+    }
+    // Balance only a cluster with nothing to repair: every partition has its voters and no
+    // learner still catching up.
+    let rf = replicas(view);
+    let whole = |g: &GroupView| g.voters.len() == rf && g.learners.is_empty();
+    if !view.partitions.values().all(whole) {
+        return None;
+    }
+    balance_replicas(view).or_else(|| balance_leaders(view))
 }
 
 fn meta_step(view: &View) -> Option<Action> {
@@ -175,14 +190,50 @@ fn meta_step(view: &View) -> Option<Action> {
         .then_some(Action::MetaSetVoters(wanted))
 }
 
-/// A usable node to take a new replica of `g`: the least loaded one not voting in it, a learner of
-/// it (already caught up) before others at equal load.
+/// A usable node to take a new replica of `g`: the least loaded one not in its membership.
 fn candidate(view: &View, g: &GroupView, loads: &BTreeMap<NodeId, usize>) -> Option<NodeId> {
     loads
         .iter()
-        .filter(|(n, _)| view.usable(n) && !g.voters.contains(n))
-        .min_by_key(|(n, load)| (**load, !g.learners.contains(n), **n))
+        .filter(|(n, _)| view.usable(n) && !g.voters.contains(n) && !g.learners.contains(n))
+        .min_by_key(|(n, load)| (**load, **n))
         .map(|(n, _)| *n)
+}
+
+/// How a partition gets one more voter.
+enum Grow {
+    /// Promote a caught-up learner, or add a learner.
+    Step(Action),
+    /// A learner is still catching up: nothing to do for this partition now.
+    Wait,
+    /// No usable member can take a replica.
+    Cannot,
+}
+
+/// The step towards one more voter for `g`: promote a usable learner that caught up, else wait
+/// for one still catching up, else add a learner on the best candidate.
+fn grow(
+    view: &View,
+    partition: PartitionId,
+    g: &GroupView,
+    loads: &BTreeMap<NodeId, usize>,
+) -> Grow {
+    let mut learners = g
+        .learners
+        .iter()
+        .filter(|l| !g.voters.contains(l) && view.usable(l));
+    if let Some(node) = learners.clone().find(|l| g.caught_up.contains(l)) {
+        return Grow::Step(Action::Promote {
+            partition,
+            node: *node,
+        });
+    }
+    if learners.next().is_some() {
+        return Grow::Wait;
+    }
+    match candidate(view, g, loads) {
+        Some(node) => Grow::Step(Action::AddReplica { partition, node }),
+        None => Grow::Cannot,
+    }
 }
 
 /// Leaderships per usable member.
@@ -204,31 +255,28 @@ pub fn successor(view: &View, g: &GroupView) -> Option<NodeId> {
         .copied()
 }
 
-/// Repairs one partition: missing replicas, draining voters, extra voters, stale learners and
-/// stale copies, in that order.
+/// Repairs one partition: missing replicas, draining voters, extra voters, learners and stale
+/// copies, in that order. A partition whose new replica is still catching up is left alone.
 fn partition_steps(view: &View) -> Option<Action> {
     let rf = replicas(view);
     let loads = view.loads();
     for (p, g) in &view.partitions {
         let partition = *p;
         let leader = g.leader?;
-        if g.voters.len() < rf {
-            if let Some(node) = candidate(view, g, &loads) {
-                return Some(Action::AddReplica { partition, node });
-            }
-        }
         let draining: Vec<NodeId> = g
             .voters
             .iter()
             .filter(|v| !view.active(v))
             .copied()
             .collect();
-        if let Some(bad) = draining.iter().find(|v| **v != leader).or(draining.first()) {
-            if g.voters.len() <= rf {
-                if let Some(node) = candidate(view, g, &loads) {
-                    return Some(Action::AddReplica { partition, node });
-                }
+        if g.voters.len() < rf || (!draining.is_empty() && g.voters.len() <= rf) {
+            match grow(view, partition, g, &loads) {
+                Grow::Step(action) => return Some(action),
+                Grow::Wait => continue,
+                Grow::Cannot => {}
             }
+        }
+        if let Some(bad) = draining.iter().find(|v| **v != leader).or(draining.first()) {
             if g.voters.len() == 1 {
                 continue; // the last voter stays until a replacement exists
             }
@@ -256,11 +304,22 @@ fn partition_steps(view: &View) -> Option<Action> {
                 node: *node,
             });
         }
-        if let Some(l) = g.learners.iter().find(|l| !g.voters.contains(l)) {
+        // A learner of a full partition: a replica move under way (the learner is promoted, then
+        // the busiest voter leaves), or a leftover, removed when its member cannot take it. A
+        // short partition keeps its learner while the member does not answer: it is the
+        // replacement.
+        let full = g.voters.len() >= rf;
+        let learners = || g.learners.iter().filter(|l| !g.voters.contains(l));
+        if let Some(l) = learners().find(|l| full && !view.usable(l)) {
             return Some(Action::RemoveReplica {
                 partition,
                 node: *l,
             });
+        }
+        match grow(view, partition, g, &loads) {
+            Grow::Step(action @ Action::Promote { .. }) => return Some(action),
+            Grow::Wait => continue,
+            _ => {}
         }
         if let Some(h) = g
             .hosts
@@ -356,6 +415,7 @@ mod tests {
             leader: Some(NodeId(leader)),
             voters: set(voters),
             learners: BTreeSet::new(),
+            caught_up: BTreeSet::new(),
             hosts: set(voters),
         }
     }
@@ -407,9 +467,19 @@ mod tests {
             }
             Action::AddReplica { partition, node } => {
                 let g = view.partitions.get_mut(partition).expect("partition");
-                g.learners.remove(node);
-                g.voters.insert(*node);
+                assert!(!g.voters.contains(node) && !g.learners.contains(node));
+                g.learners.insert(*node);
                 g.hosts.insert(*node);
+            }
+            Action::Promote { partition, node } => {
+                let g = view.partitions.get_mut(partition).expect("partition");
+                assert!(
+                    g.caught_up.contains(node),
+                    "promotes only a caught-up learner"
+                );
+                g.learners.remove(node);
+                g.caught_up.remove(node);
+                g.voters.insert(*node);
             }
             Action::RemoveReplica { partition, node } => {
                 let g = view.partitions.get_mut(partition).expect("partition");
@@ -432,10 +502,15 @@ mod tests {
         }
     }
 
-    /// Runs the plan to a fixed point (bounded), returning the steps taken.
+    /// Runs the plan to a fixed point (bounded), returning the steps taken. A learner catches up
+    /// in the round after it was added.
     fn settle(view: &mut View) -> Vec<Action> {
         let mut steps = Vec::new();
-        while let Some(a) = next_action(view) {
+        loop {
+            for g in view.partitions.values_mut() {
+                g.caught_up = g.learners.clone();
+            }
+            let Some(a) = next_action(view) else { break };
             apply(view, &a);
             steps.push(a);
             assert!(steps.len() < 200, "does not settle: {steps:?}");
@@ -529,6 +604,56 @@ mod tests {
         view.partitions.get_mut(&PartitionId(2)).expect("p2").leader = None;
         view.members.get_mut(&NodeId(1)).expect("1").draining = true;
         assert_eq!(next_action(&view), None);
+    }
+
+    #[test]
+    fn a_new_replica_votes_only_once_caught_up_and_other_partitions_go_on_meanwhile() {
+        let mut view = three();
+        // p0's leader stepped down (a transfer); p1 lost a voter to a drain that has finished.
+        let p0 = view.partitions.get_mut(&PartitionId(0)).expect("p0");
+        p0.voters.remove(&NodeId(1));
+        p0.leader = Some(NodeId(2));
+        let p1 = view.partitions.get_mut(&PartitionId(1)).expect("p1");
+        p1.voters.remove(&NodeId(3));
+        let add = |p, n| Action::AddReplica {
+            partition: PartitionId(p),
+            node: NodeId(n),
+        };
+        assert_eq!(next_action(&view), Some(add(0, 1)));
+        apply(&mut view, &add(0, 1));
+        // Still catching up: p0 waits, p1 is repaired meanwhile.
+        assert_eq!(next_action(&view), Some(add(1, 3)));
+        apply(&mut view, &add(1, 3));
+        assert_eq!(next_action(&view), None, "both learners are catching up");
+        view.partitions
+            .get_mut(&PartitionId(1))
+            .expect("p1")
+            .caught_up = set(&[3]);
+        let promote = Action::Promote {
+            partition: PartitionId(1),
+            node: NodeId(3),
+        };
+        assert_eq!(next_action(&view), Some(promote.clone()));
+        apply(&mut view, &promote);
+        assert_eq!(next_action(&view), None);
+        // A learner whose member stopped answering is not waited for (and here no other member
+        // can take p0's replica instead).
+        view.members.get_mut(&NodeId(1)).expect("1").live = false;
+        assert_eq!(
+            next_action(&view),
+            None,
+            "no other member can take p0's replica"
+        );
+        view.members.get_mut(&NodeId(1)).expect("1").live = true;
+        view.partitions
+            .get_mut(&PartitionId(0))
+            .expect("p0")
+            .caught_up = set(&[1]);
+        settle(&mut view);
+        for g in view.partitions.values() {
+            assert_eq!(g.voters, set(&[1, 2, 3]));
+            assert!(g.learners.is_empty());
+        }
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! The members are recorded in the meta group ([`proto::record::NodeEntry`]). Every node keeps its
 //! transport's address book in step with that record and registers itself in it. The meta group's
 //! leader runs the controller: each round it asks every member for the status of the groups it
-//! hosts, builds a [`plan::View`], and performs the one step [`plan::next_action`] names (adding a
-//! replica waits for it to catch up, by log or snapshot, before promoting it). One step at a time,
-//! each committed before the next, keeps every partition available and its quorum intact.
+//! hosts, builds a [`plan::View`], and performs the one step [`plan::next_action`] names. One step
+//! at a time, each committed before the next, keeps every partition available and its quorum
+//! intact; no step waits for long (a new replica is added as a learner and promoted in a later
+//! round, once its leader reports it caught up), so one slow partition does not hold up the rest.
 
 use super::{read, storage, write, Inner, GROUP_TREES};
 use crate::error::{Error, Result};
@@ -25,8 +26,10 @@ use std::time::Duration;
 const ROUND_MS: u64 = 500;
 /// Longest a member may take to report its groups before the controller counts it as down.
 const GROUPS_TIMEOUT_MS: u64 = 2_000;
-/// Longest a new replica may take to catch up before its addition is abandoned (retried later).
-const CATCH_UP_MS: u64 = 60_000;
+/// A learner at most this many entries behind its leader's log has caught up: a few replication
+/// messages (300 entries each) under load, and within the log the leader keeps after a snapshot,
+/// so promoting it to voter neither stalls commits nor needs a snapshot install.
+const CAUGHT_UP_LAG: u64 = 1_000;
 /// How long the voters that should not take over a transferred leadership hold their elections.
 const HOLD_ELECTIONS_MS: u64 = 5_000;
 /// Longest a node keeps trying to join through its seed.
@@ -98,6 +101,11 @@ pub(super) async fn run(inner: Weak<Inner>) {
             inner.control_round().await;
         }
     }
+}
+
+/// Whether `learner` has caught up with the log of the leader whose status this is.
+fn caught_up(leader: &cluster::GroupStatus, learner: NodeId) -> bool {
+    leader.lag(learner).is_some_and(|lag| lag <= CAUGHT_UP_LAG)
 }
 
 /// Peer address of a member record.
@@ -244,7 +252,8 @@ impl Inner {
         }
     }
 
-    /// On the partition's leader: adds `node` as a learner, waits for it to catch up, promotes it.
+    /// On the partition's leader: adds `node` as a learner (once committed; it catches up in the
+    /// background). Nothing to do if it is in the membership already.
     pub(crate) async fn add_replica(
         &self,
         partition: PartitionId,
@@ -255,16 +264,44 @@ impl Inner {
         let addr: SocketAddr = addr
             .parse()
             .map_err(|_| Error::Invalid(format!("peer address {addr:?} is not ip:port")))?;
-        let unavailable =
-            |e: cluster::Error| Error::Unavailable(format!("partition {partition}: {e}"));
+        let status = p.group.status();
+        if status.voters.contains(&node) || status.learners.contains(&node) {
+            return Ok(());
+        }
         p.group
-            .add_learner_caught_up(node, addr, Duration::from_millis(CATCH_UP_MS))
+            .add_learner(node, addr)
             .await
-            .map_err(unavailable)?;
-        let mut voters: BTreeSet<NodeId> = p.group.status().voters.into_iter().collect();
+            .map_err(|e| Error::Unavailable(format!("partition {partition}: {e}")))?;
+        tracing::info!(%partition, %node, "learner added");
+        Ok(())
+    }
+
+    /// On the partition's leader: makes learner `node` a voter, once it has caught up.
+    pub(crate) async fn promote(&self, partition: PartitionId, node: NodeId) -> Result<()> {
+        let p = self.led(partition)?;
+        let status = p.group.status();
+        if status.voters.contains(&node) {
+            return Ok(());
+        }
+        if !status.learners.contains(&node) {
+            return Err(Error::Conflict(format!(
+                "node {} is not a learner of partition {partition}",
+                node.0
+            )));
+        }
+        if !caught_up(&status, node) {
+            return Err(Error::Unavailable(format!(
+                "node {} is still catching up with partition {partition}; retry",
+                node.0
+            )));
+        }
+        let mut voters: BTreeSet<NodeId> = status.voters.into_iter().collect();
         voters.insert(node);
-        p.group.change_voters(voters).await.map_err(unavailable)?;
-        tracing::info!(%partition, %node, "replica added");
+        p.group
+            .change_voters(voters)
+            .await
+            .map_err(|e| Error::Unavailable(format!("partition {partition}: {e}")))?;
+        tracing::info!(%partition, %node, "replica promoted to voter");
         Ok(())
     }
 
@@ -419,6 +456,12 @@ impl Inner {
                     g.leader = Some(*node);
                     g.voters = s.voters.iter().copied().collect();
                     g.learners = s.learners.iter().copied().collect();
+                    g.caught_up = s
+                        .learners
+                        .iter()
+                        .copied()
+                        .filter(|l| caught_up(s, *l))
+                        .collect();
                 }
             }
         }
@@ -436,8 +479,15 @@ impl Inner {
         }
     }
 
-    /// One controller round on the meta leader: look, then take at most one step.
+    /// One controller round on the meta leader: look, then take at most one step. A leader cut
+    /// off from its quorum still believes it leads until it hears of a newer term; the read-index
+    /// round trip first keeps such a stale leader from running a second controller.
     async fn control_round(&self) {
+        let confirm = self.meta.raft().ensure_linearizable();
+        let wait = Duration::from_millis(GROUPS_TIMEOUT_MS);
+        if !matches!(tokio::time::timeout(wait, confirm).await, Ok(Ok(_))) {
+            return;
+        }
         let view = self.view().await;
         let Some(action) = plan::next_action(&view) else {
             return;
@@ -487,8 +537,16 @@ impl Inner {
                     node: *node,
                     addr,
                 };
-                let within = Duration::from_millis(CATCH_UP_MS + forward::FORWARD_TIMEOUT_MS);
-                self.on(leader_of(partition)?, request, within)
+                self.on(leader_of(partition)?, request, short)
+                    .await
+                    .map(drop)
+            }
+            Action::Promote { partition, node } => {
+                let request = Forward::Promote {
+                    partition: *partition,
+                    node: *node,
+                };
+                self.on(leader_of(partition)?, request, short)
                     .await
                     .map(drop)
             }
@@ -723,15 +781,7 @@ impl Inner {
                         role: s.role.clone(),
                         applied: s.last_applied_index,
                         snapshot: s.snapshot_index,
-                        lag: leading.as_ref().and_then(|l| {
-                            let last = l.last_log_index.unwrap_or(0);
-                            if l.node == *n {
-                                return Some(0);
-                            }
-                            l.matched
-                                .get(n)
-                                .map(|m| last.saturating_sub(m.unwrap_or(0)))
-                        }),
+                        lag: leading.as_ref().and_then(|l| l.lag(*n)),
                     })
                     .collect(),
             };

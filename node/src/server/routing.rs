@@ -455,6 +455,9 @@ impl Inner {
                 .add_replica(partition, node, &addr)
                 .await
                 .map(|()| Reply::Done),
+            Forward::Promote { partition, node } => {
+                self.promote(partition, node).await.map(|()| Reply::Done)
+            }
             Forward::RemoveReplica { partition, node } => self
                 .remove_replica(partition, node)
                 .await
