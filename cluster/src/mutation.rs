@@ -12,13 +12,16 @@ pub enum Mutation {
     AcceptWithoutFence = 2,
     /// A JOIN completes as soon as one of its joinOn tasks ends.
     JoinOnFirstBranch = 3,
+    /// Every timer (timeouts, retry backoffs) fires 1.5 s after it is due.
+    LateTimers = 4,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 3] = [
+    pub const ALL: [Mutation; 4] = [
         Mutation::AckBeforeFlush,
         Mutation::AcceptWithoutFence,
         Mutation::JoinOnFirstBranch,
+        Mutation::LateTimers,
     ];
 
     /// The name used on the simulator's command line.
@@ -27,6 +30,7 @@ impl Mutation {
             Mutation::AckBeforeFlush => "ack-before-flush",
             Mutation::AcceptWithoutFence => "accept-without-fence",
             Mutation::JoinOnFirstBranch => "join-on-first-branch",
+            Mutation::LateTimers => "late-timers",
         }
     }
 

@@ -41,6 +41,7 @@ counters! {
     SnapshotInstalled => "snapshot installed on a replica",
     TaskRetried => "task attempt retried",
     TaskTimedOut => "task attempt timed out",
+    TimedOutAfterHealing => "task attempt timed out after the faults healed",
     JoinCompleted => "join completed",
 }
 

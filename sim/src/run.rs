@@ -26,6 +26,13 @@ const TICK_MS: u64 = 2;
 const SNAPSHOT_LOGS: u64 = 200;
 /// The longest election timeout (cluster::GroupOptions default), which bounds long delays.
 const ELECTION_MAX_MS: u64 = 400;
+/// After the faults heal, how long the cluster gets to settle (elect leaders, restart nodes) before
+/// the timers must be on time again.
+const SETTLE_MS: u64 = 5_000;
+/// Starts made after the faults healed (that many per ten workflows), spread over this long from
+/// when the cluster settled.
+const LATE_STARTS_PER_TEN: usize = 1;
+const LATE_START_WINDOW_MS: u64 = 10_000;
 /// How often leaders and terms are sampled; digests and records less often.
 const SAMPLE_GROUPS_MS: u64 = 10;
 const SAMPLE_DIGESTS_MS: u64 = 200;
@@ -165,6 +172,11 @@ pub fn run(config: &Config) -> Report {
         nodes: members.keys().copied().collect(),
         workflows: config.workflows,
         start_window_ms: config.safety_ms * 2 / 3,
+        late_starts: config.workflows * LATE_STARTS_PER_TEN / 10,
+        late_window_ms: (
+            config.safety_ms + SETTLE_MS,
+            config.safety_ms + SETTLE_MS + LATE_START_WINDOW_MS,
+        ),
         oracle: oracle.clone(),
         counters: counters.clone(),
         rng: Arc::new(Mutex::new(ChaCha8Rng::seed_from_u64(rng.gen()))),
@@ -615,6 +627,11 @@ impl Run {
         })
     }
 
+    /// The nodes' wall clock once the healed cluster has settled.
+    fn settled_wall_ms(&self) -> u64 {
+        crate::EPOCH_MS + self.config.safety_ms + SETTLE_MS
+    }
+
     fn finish(mut self, now: u64, steps: u64) -> Report {
         let records = self.leader_records();
         {
@@ -624,6 +641,8 @@ impl Run {
                 facts: &facts,
                 skew_ms: MAX_SKEW_MS.unsigned_abs(),
                 now_ms: now,
+                settled_wall_ms: self.settled_wall_ms(),
+                now_wall_ms: crate::EPOCH_MS + now,
             };
             self.checker.finish(&end);
         }
@@ -688,6 +707,9 @@ impl Run {
                 }
                 if t.status == proto::model::TaskStatus::TimedOut {
                     self.counters.bump(Counter::TaskTimedOut);
+                    if t.start_time >= ms(self.settled_wall_ms()) {
+                        self.counters.bump(Counter::TimedOutAfterHealing);
+                    }
                 }
                 if t.task_type == proto::model::task_type::JOIN
                     && t.status == proto::model::TaskStatus::Completed

@@ -113,8 +113,12 @@ pub struct Workload {
     pub net: Arc<Net>,
     pub nodes: Vec<NodeId>,
     pub workflows: usize,
-    /// Starts are spread over this many simulated milliseconds.
+    /// Starts are spread over this many simulated milliseconds...
     pub start_window_ms: u64,
+    /// ...except the last `late_starts`, spread over this window of simulated time (after the
+    /// faults healed, so that timers are checked in a healed cluster too).
+    pub late_starts: usize,
+    pub late_window_ms: (u64, u64),
     pub oracle: Arc<Oracle>,
     pub counters: Arc<Counters>,
     pub rng: Arc<Mutex<ChaCha8Rng>>,
@@ -168,11 +172,19 @@ impl Workload {
         }
         let names: Vec<String> = workflow_defs().into_iter().map(|d| d.name).collect();
         let mut starts = Vec::new();
-        let gap = self.start_window_ms / self.workflows.max(1) as u64;
+        let early = self.workflows.saturating_sub(self.late_starts);
+        let gap = self.start_window_ms / early.max(1) as u64;
+        let (late_from, late_to) = self.late_window_ms;
+        let late_gap = late_to.saturating_sub(late_from) / self.late_starts.max(1) as u64;
         for i in 0..self.workflows {
+            if i == early {
+                let wait = late_from.saturating_sub(crate::net::now_ms());
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+            }
             let name = names[self.rng().gen_range(0..names.len())].clone();
             let w = self.clone();
             starts.push(tokio::spawn(w.start(i, name)));
+            let gap = if i < early { gap } else { late_gap };
             let jitter = self.rng().gen_range(0..=gap.max(1));
             tokio::time::sleep(Duration::from_millis(jitter)).await;
         }
@@ -244,7 +256,8 @@ impl Workload {
                 self.counters.bump(Counter::WorkerDied);
                 continue;
             }
-            let late = chaos && (roll < 0.10 || (slow && roll < 0.35));
+            // A slow worker overruns its timeout now and then even in a healed cluster.
+            let late = (chaos && roll < 0.10) || (slow && roll < if chaos { 0.35 } else { 0.20 });
             let work_ms = if late {
                 self.counters.bump(Counter::WorkerLate);
                 task.response_timeout_seconds * 1_000 + self.rng().gen_range(200..2_000)

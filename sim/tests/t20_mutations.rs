@@ -32,6 +32,11 @@ fn a_join_completing_on_its_first_branch_is_caught() {
 }
 
 #[test]
+fn timers_firing_late_in_a_healed_cluster_are_caught() {
+    caught("late-timers");
+}
+
+#[test]
 fn an_unknown_mutation_is_refused() {
     let (ok, out) = common::sim(&["--seed", "0", "--mutation", "no-such-bug"]);
     assert!(!ok, "{out}");

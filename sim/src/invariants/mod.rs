@@ -13,6 +13,7 @@ mod no_lost_workflow;
 mod replica_digests;
 mod terminal_absorbs;
 mod timers_not_early;
+pub mod timers_on_time;
 
 use crate::ms;
 use crate::workload::Facts;
@@ -56,6 +57,10 @@ pub struct Ending<'a> {
     /// Largest clock skew any node had, milliseconds.
     pub skew_ms: u64,
     pub now_ms: u64,
+    /// Wall-clock milliseconds (the nodes' clocks, all unskewed again) from which the healed
+    /// cluster has settled; and at the end.
+    pub settled_wall_ms: u64,
+    pub now_wall_ms: u64,
 }
 
 /// Checks the invariants over one run.
@@ -133,6 +138,11 @@ impl Checker {
             found.extend(join_complete::check(record, end.skew_ms));
             found.extend(fork_once::check(record));
             found.extend(timers_not_early::check(record, end.skew_ms));
+            found.extend(timers_on_time::check(
+                record,
+                end.settled_wall_ms,
+                end.now_wall_ms,
+            ));
         }
         for (inv, detail) in found {
             self.report(inv, end.now_ms, detail);
