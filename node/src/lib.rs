@@ -10,6 +10,7 @@ pub mod clock;
 pub mod engine;
 pub mod error;
 pub mod forward;
+pub mod gateway;
 pub mod meta;
 pub mod partition;
 pub mod placement;

@@ -3,7 +3,8 @@
 //! `baton server` with no flags runs the embedded default: one node, data in `./baton-data`, the
 //! Conductor-compatible HTTP API on 127.0.0.1:8080, 8 workflow partitions and the meta group.
 //! `baton server --cluster 1=ADDR,2=ADDR,3=ADDR --node-id N --certs DIR` runs node N of a cluster;
-//! `baton certs --nodes 1,2,3` creates the certificates the nodes authenticate each other with.
+//! `baton certs --nodes 1,2,3` creates the certificates the nodes authenticate each other with
+//! (and the workers CA); `baton worker-cert --id W --task-types a,b` creates a worker's.
 
 use clap::{Parser, Subcommand};
 use proto::NodeId;
@@ -49,13 +50,19 @@ enum Command {
         /// starts find the cluster in the data directory.
         #[arg(long, conflicts_with = "cluster", requires = "listen")]
         join: Option<SocketAddr>,
-        /// Directory with the cluster's certificates (`baton certs`); needed with --cluster.
+        /// Directory with the cluster's certificates (`baton certs`); needed with --cluster and
+        /// --workers.
         #[arg(long, default_value = "baton-certs")]
         certs: PathBuf,
+        /// Serve QUIC workers (the `worker` SDK) on this UDP address, with mutual TLS: the node's
+        /// certificate and the workers CA from --certs (`baton certs`, `baton worker-cert`).
+        #[arg(long)]
+        workers: Option<SocketAddr>,
     },
-    /// Create a cluster CA and a certificate for each node (mutual TLS between nodes).
+    /// Create a cluster CA and a certificate for each node (mutual TLS between nodes), and a
+    /// workers CA that signs worker certificates (`baton worker-cert`).
     Certs {
-        /// Output directory (must not already hold a ca.pem).
+        /// Output directory (must not already hold a ca.pem or workers-ca.pem).
         #[arg(long, default_value = "baton-certs")]
         out: PathBuf,
         /// Node ids, e.g. `1,2,3`.
@@ -64,6 +71,22 @@ enum Command {
         /// Host names or IP addresses the nodes are reached by (added to every certificate).
         #[arg(long, value_delimiter = ',', default_value = "127.0.0.1,localhost")]
         host: Vec<String>,
+    },
+    /// Create a worker's certificate, signed by the workers CA of `baton certs`: it names the
+    /// worker and the task types it may work.
+    WorkerCert {
+        /// Directory holding the workers CA (workers-ca.pem, workers-ca.key).
+        #[arg(long, default_value = "baton-certs")]
+        certs: PathBuf,
+        /// The worker's id (printable ASCII, no spaces).
+        #[arg(long)]
+        id: String,
+        /// Task types the worker may work, e.g. `charge,refund`, or `*` for every type.
+        #[arg(long, value_delimiter = ',', required = true)]
+        task_types: Vec<String>,
+        /// Output directory for worker-<id>.pem and worker-<id>.key (default: --certs).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -111,8 +134,13 @@ fn main() -> anyhow::Result<()> {
             cluster,
             join,
             certs,
+            workers,
         } => {
             let node = NodeId(node_id);
+            let workers = workers.map(|listen| node::gateway::worker::WorkerGatewayOptions {
+                listen,
+                certs: certs.clone(),
+            });
             let cluster = match (cluster, listen) {
                 (None, Some(listen)) if join.is_some() => Some(node::server::ClusterOptions {
                     listen,
@@ -149,6 +177,7 @@ fn main() -> anyhow::Result<()> {
                 partitions,
                 node,
                 cluster,
+                workers,
             };
             runtime.block_on(node::server::serve(options, shutdown_signal()))
         }
@@ -158,9 +187,44 @@ fn main() -> anyhow::Result<()> {
                 anyhow::anyhow!("cannot write certificates to {}: {e}", out.display())
             })?;
             println!(
-                "wrote ca.pem, ca.key and node certificates for {ids:?} to {}",
+                "wrote ca.pem, ca.key, workers-ca.pem, workers-ca.key and node certificates for \
+                 {ids:?} to {}",
                 out.display()
             );
+            Ok(())
+        }
+        Command::WorkerCert {
+            certs,
+            id,
+            task_types,
+            out,
+        } => {
+            use cluster::tls::{WORKERS_CA_CERT_FILE, WORKERS_CA_KEY_FILE};
+            for file in [WORKERS_CA_CERT_FILE, WORKERS_CA_KEY_FILE] {
+                let path = certs.join(file);
+                if !path.exists() {
+                    anyhow::bail!(
+                        "{} not found: run `baton certs` first (it creates the workers CA), or \
+                         point --certs at its directory",
+                        path.display()
+                    );
+                }
+            }
+            let ca = cluster::tls::load_workers_ca(&certs).map_err(|e| {
+                anyhow::anyhow!("cannot load the workers CA from {}: {e}", certs.display())
+            })?;
+            let cert = cluster::tls::generate_worker_cert(&ca, &id, &task_types)
+                .map_err(|e| anyhow::anyhow!("cannot create worker {id:?}'s certificate: {e}"))?;
+            let out = out.unwrap_or(certs);
+            let (cert_path, key_path) =
+                cluster::tls::write_worker_cert(&out, &cert).map_err(|e| {
+                    anyhow::anyhow!(
+                        "cannot write worker {id:?}'s certificate to {}: {e}",
+                        out.display()
+                    )
+                })?;
+            println!("wrote {}", cert_path.display());
+            println!("wrote {}", key_path.display());
             Ok(())
         }
     }

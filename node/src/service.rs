@@ -47,6 +47,11 @@ pub struct Node {
 }
 
 impl Node {
+    /// This node's id.
+    pub fn id(&self) -> proto::NodeId {
+        self.inner.node
+    }
+
     // ---- metadata ----
     /// Creates or replaces task definitions (`POST` and `PUT /api/metadata/taskdefs`).
     pub async fn put_task_defs(&self, defs: Vec<TaskDef>) -> Result<()> {
@@ -154,6 +159,14 @@ impl Node {
     /// Records a worker's result; answers the task id.
     pub async fn update_task(&self, result: TaskResult) -> Result<String> {
         self.inner.update_task(result).await
+    }
+    /// Records a QUIC worker's result under its lease (`Conflict` once the lease has ended).
+    pub async fn update_leased(
+        &self,
+        result: TaskResult,
+        lease: proto::worker::Lease,
+    ) -> Result<()> {
+        self.inner.update_leased(result, lease).await
     }
     /// Records a result and leases the worker's next task of the same type, if one is ready.
     pub async fn update_task_v2(&self, result: TaskResult) -> Result<Option<Task>> {

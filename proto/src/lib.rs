@@ -10,5 +10,6 @@ pub mod ids;
 pub mod limits;
 pub mod model;
 pub mod record;
+pub mod worker;
 
 pub use ids::{NodeId, PartitionId, TaskId, WorkflowId};

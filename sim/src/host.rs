@@ -71,6 +71,7 @@ pub fn options(
             join: None,
             certs: std::path::PathBuf::new(),
         }),
+        workers: None,
     }
 }
 

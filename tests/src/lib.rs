@@ -119,11 +119,18 @@ pub struct Server {
     /// How many times the process was (re)started; each start gets its own log file.
     generation: u32,
     api: Api,
+    /// Arguments added to every start.
+    extra_args: Vec<String>,
 }
 
 impl Server {
     /// Starts a single node with [`PARTITIONS`] partitions and waits until `/health` answers.
     pub fn start() -> Server {
+        Server::start_with_args(&[])
+    }
+
+    /// Like [`Server::start`], with more arguments for `baton server` (kept for restarts).
+    pub fn start_with_args(extra_args: &[String]) -> Server {
         let data_dir = tempfile::Builder::new()
             .prefix("baton-test-")
             .tempdir()
@@ -135,6 +142,7 @@ impl Server {
             port,
             generation: 0,
             api: Api::new(&format!("http://127.0.0.1:{port}")),
+            extra_args: extra_args.to_vec(),
         };
         server.spawn();
         server
@@ -193,6 +201,7 @@ impl Server {
             .arg(format!("127.0.0.1:{}", self.port))
             .arg("--partitions")
             .arg(PARTITIONS.to_string())
+            .args(&self.extra_args)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("clone the log file handle"))
             .stderr(log);

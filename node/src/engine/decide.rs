@@ -72,6 +72,10 @@ pub fn decide(
     let mut ctx = Ctx::new(record, now, rng);
     match input {
         Input::TaskResult(result) => task_result(&mut ctx, result)?,
+        Input::LeasedResult { result, lease } => {
+            check_lease(&ctx, &result, &lease)?;
+            task_result(&mut ctx, result)?;
+        }
         Input::Lease { task_id, worker_id } => lease(&mut ctx, &task_id, worker_id)?,
         Input::Timer(key) => timer(&mut ctx, &key),
         Input::Pause => ops::pause(&mut ctx)?,
@@ -155,6 +159,40 @@ fn task_result(ctx: &mut Ctx<'_>, result: TaskResult) -> Result<(), Error> {
             t.callback_after_seconds = 0;
             advance(ctx);
         }
+    }
+    Ok(())
+}
+
+/// A fenced result's lease must still hold: same task, the type the lease names, IN_PROGRESS, and
+/// not leased again since (its poll count unchanged).
+fn check_lease(
+    ctx: &Ctx<'_>,
+    result: &TaskResult,
+    lease: &proto::worker::Lease,
+) -> Result<(), Error> {
+    if result.task_id != lease.task_id {
+        return Err(Error::Invalid(format!(
+            "the result is for task {} but quotes the lease of task {}",
+            result.task_id, lease.task_id
+        )));
+    }
+    let t = &ctx.wf.tasks[find_task(ctx, &result.task_id)?];
+    if t.task_type != lease.task_type {
+        return Err(Error::Invalid(format!(
+            "task {} is of type {}, not {}",
+            lease.task_id, t.task_type, lease.task_type
+        )));
+    }
+    if t.status != TaskStatus::InProgress || t.poll_count != lease.poll_count {
+        let now = if t.status == TaskStatus::InProgress {
+            "leased again".to_owned()
+        } else {
+            t.status.as_str().to_owned()
+        };
+        return Err(Error::Conflict(format!(
+            "the lease of task {} has ended: the task is {now}",
+            lease.task_id
+        )));
     }
     Ok(())
 }

@@ -46,6 +46,12 @@ pub struct StartInput {
 pub enum Input {
     /// A worker's update (`POST /api/tasks`).
     TaskResult(TaskResult),
+    /// A QUIC worker's update, fenced by the lease it got the task with: refused (`Conflict`) when
+    /// that lease has ended — the attempt is terminal, or the task was leased again since.
+    LeasedResult {
+        result: TaskResult,
+        lease: proto::worker::Lease,
+    },
     /// A worker polled: move this SCHEDULED (or re-queued IN_PROGRESS) task to IN_PROGRESS for it.
     Lease {
         task_id: TaskId,

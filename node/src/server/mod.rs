@@ -61,6 +61,8 @@ pub struct Options {
     pub node: NodeId,
     /// `None`: the embedded single node.
     pub cluster: Option<ClusterOptions>,
+    /// `Some`: serve QUIC workers (`--workers`).
+    pub workers: Option<crate::gateway::worker::WorkerGatewayOptions>,
 }
 
 impl Default for Options {
@@ -71,6 +73,7 @@ impl Default for Options {
             partitions: 8,
             node: NodeId(1),
             cluster: None,
+            workers: None,
         }
     }
 }
@@ -611,11 +614,39 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(options.http)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", options.http))?;
+    let gateway = match &options.workers {
+        Some(w) => {
+            let g = crate::gateway::worker::WorkerGateway::start(node.clone(), w)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            tracing::info!(workers = %w.listen, "serving QUIC workers");
+            Some(g)
+        }
+        None => None,
+    };
+    // One shutdown signal for both front doors: QUIC workers are told to drain while the HTTP
+    // server finishes its requests.
+    let (stopping, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        stopping.send_replace(true);
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let workers_done = {
+        let stop = stopped(stop_rx.clone());
+        async move {
+            stop.await;
+            if let Some(g) = gateway {
+                g.shutdown().await;
+            }
+        }
+    };
     tracing::info!(node = %options.node, http = %options.http, data_dir = %options.data_dir.display(), partitions = node.inner.partition_count, hosted = node.inner.hosted().len(), members = read(&node.inner.members).len(), "baton node serving");
     let app = crate::api::router(node.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let http = axum::serve(listener, app).with_graceful_shutdown(stopped(stop_rx));
+    let (served, ()) = tokio::join!(std::future::IntoFuture::into_future(http), workers_done);
+    served?;
     node.inner.shutdown().await;
     tracing::info!("baton node stopped");
     Ok(())

@@ -161,6 +161,24 @@ impl Inner {
         Ok(task_id.to_string())
     }
 
+    /// Records a QUIC worker's result under the lease it got the task with (committed before it
+    /// returns); `Conflict` when that lease has ended.
+    pub async fn update_leased(
+        &self,
+        result: TaskResult,
+        lease: proto::worker::Lease,
+    ) -> Result<()> {
+        let task_id = parse_task_id(&result.task_id)?;
+        check_payload("task output", &result.output_data)?;
+        let wf = self
+            .owner_of(&result.workflow_instance_id, &task_id)
+            .await?;
+        let input = Input::LeasedResult { result, lease };
+        self.route_op(&wf, WorkflowOp::Input(Box::new(input)))
+            .await
+            .map(drop)
+    }
+
     pub async fn update_task_v2(&self, result: TaskResult) -> Result<Option<Task>> {
         let worker_id = result.worker_id.clone();
         let task_id = parse_task_id(&result.task_id)?;

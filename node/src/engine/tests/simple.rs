@@ -538,3 +538,51 @@ fn start_rejects_invalid_definitions() {
     };
     assert!(matches!(start(s, T0, &mut rng), Err(Error::Invalid(_))));
 }
+
+/// A QUIC worker's result quotes the lease it got the task with; once that lease has ended (the
+/// attempt timed out or failed, or the task was leased again after a callback), the result is
+/// refused and changes nothing, where an HTTP result for a terminal task is quietly absorbed.
+#[test]
+fn a_fenced_result_needs_its_lease_to_hold() {
+    let mut h = harness();
+    h.poll("t1");
+    let t1 = h.task("t1").clone();
+    let lease = proto::worker::Lease::of(&t1);
+    let result = |status, callback| TaskResult {
+        workflow_instance_id: t1.workflow_instance_id.as_str().into(),
+        task_id: t1.task_id.as_str().into(),
+        status,
+        callback_after_seconds: callback,
+        ..Default::default()
+    };
+    let leased = |result, lease: &proto::worker::Lease| Input::LeasedResult {
+        result,
+        lease: lease.clone(),
+    };
+    // A heartbeat (IN_PROGRESS) under the lease is taken; the lease still holds after it.
+    assert!(h.ok(leased(result(TaskResultStatus::InProgress, 0), &lease)));
+    // A lease naming another type is refused as invalid (a worker may not borrow a grant).
+    let mut other = lease.clone();
+    other.task_type = "another_type".into();
+    assert!(matches!(
+        h.apply(leased(result(TaskResultStatus::Completed, 0), &other)),
+        Err(Error::Invalid(_))
+    ));
+    // Requeued by a callback and leased again: the first lease has ended.
+    assert!(h.ok(leased(result(TaskResultStatus::InProgress, 5), &lease)));
+    h.advance_ms(5_000);
+    h.poll("t1");
+    let version = h.rec.version;
+    assert!(matches!(
+        h.apply(leased(result(TaskResultStatus::Completed, 0), &lease)),
+        Err(Error::Conflict(m)) if m.contains("leased again")
+    ));
+    assert_eq!(h.rec.version, version, "a refused result changes nothing");
+    let current = proto::worker::Lease::of(h.task("t1"));
+    assert!(h.ok(leased(result(TaskResultStatus::Completed, 0), &current)));
+    // Terminal now: the same lease is stale.
+    assert!(matches!(
+        h.apply(leased(result(TaskResultStatus::Completed, 0), &current)),
+        Err(Error::Conflict(m)) if m.contains("COMPLETED")
+    ));
+}

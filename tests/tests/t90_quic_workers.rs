@@ -1,0 +1,316 @@
+//! Workers over QUIC (issue 5): workers built on the Rust SDK (`worker` crate) connect with mutual
+//! TLS, get tasks pushed against their credit, and have their results acknowledged after commit.
+//! The certificates come from `baton certs` and `baton worker-cert`; the refusals (no client
+//! certificate, another CA, a task type the certificate does not grant) are checked against the
+//! real node.
+
+use harness::cluster::{free_udp_port, write_certs};
+use harness::Server;
+use rustls_pki_types::pem::PemObject;
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use worker::{Outcome, Task, Tls, Worker};
+
+const TASK: &str = "quic_echo";
+/// Longest a workflow may take here.
+const LONG_WAIT: Duration = Duration::from_secs(60);
+
+/// Runs `baton worker-cert`: a certificate for worker `id` granting `types`, into `dir`.
+fn worker_cert(dir: &Path, id: &str, types: &str) {
+    let output = std::process::Command::new(harness::baton_bin())
+        .args(["worker-cert", "--certs"])
+        .arg(dir)
+        .args(["--id", id, "--task-types", types])
+        .output()
+        .expect("run baton worker-cert");
+    assert!(
+        output.status.success(),
+        "baton worker-cert failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A single node serving QUIC workers, with its certificate directory.
+fn node_with_workers(certs: &Path) -> (Server, SocketAddr) {
+    write_certs(certs, &[1]);
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_udp_port())
+        .parse()
+        .expect("addr");
+    let server = Server::start_with_args(&[
+        "--workers".into(),
+        addr.to_string(),
+        "--certs".into(),
+        certs.display().to_string(),
+    ]);
+    let api = server.api();
+    api.register_task_defs(&[json!({
+        "name": TASK, "retryCount": 1, "retryLogic": "FIXED", "retryDelaySeconds": 0,
+        "responseTimeoutSeconds": 2, "timeoutSeconds": 30, "timeoutPolicy": "RETRY"
+    })]);
+    api.register_workflow_def(&json!({
+        "name": "quic_chain", "version": 1, "schemaVersion": 2,
+        "tasks": [
+            {"name": TASK, "taskReferenceName": "a", "type": "SIMPLE",
+             "inputParameters": {"n": "${workflow.input.n}"}},
+            {"name": TASK, "taskReferenceName": "b", "type": "SIMPLE",
+             "inputParameters": {"n": "${a.output.echo.n}"}}
+        ],
+        "outputParameters": {"n": "${b.output.echo.n}"}
+    }));
+    (server, addr)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// An echo worker: completes every task with `{"echo": input}`.
+fn echo_worker(nodes: Vec<SocketAddr>, tls: Tls, id: &str, concurrency: u32) -> Worker {
+    Worker::builder()
+        .nodes(nodes)
+        .tls(tls)
+        .worker_id(id)
+        .handler(TASK, concurrency, |task: Task| async move {
+            Ok(Outcome::completed(json!({ "echo": task.input() })))
+        })
+        .build()
+        .expect("worker builds")
+}
+
+/// Waits (bounded) until the worker's status satisfies `ok`.
+async fn wait_status(handle: &worker::Handle, what: &str, ok: impl Fn(&worker::Status) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut watch = handle.watch();
+    loop {
+        if ok(&watch.borrow_and_update()) {
+            return;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "{what}: worker status is {:?}",
+            handle.status()
+        );
+        let _ = tokio::time::timeout(left, watch.changed()).await;
+    }
+}
+
+#[test]
+fn quic_workers_complete_workflows_with_results_acknowledged_after_commit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = dir.path().join("certs");
+    let (server, addr) = node_with_workers(&certs);
+    worker_cert(&certs, "echo-1", TASK);
+    let api = server.api().clone();
+    let rt = runtime();
+    let tls = Tls::from_dir(&certs, "echo-1").expect("worker tls");
+    let handle = rt.block_on(async { echo_worker(vec![addr], tls, "echo-1", 16).start() });
+
+    let ids: Vec<String> = (0..200)
+        .map(|n| api.start_workflow("quic_chain", &json!({"n": n})))
+        .collect();
+    for (n, id) in ids.iter().enumerate() {
+        let wf = api.wait_workflow_status(id, "COMPLETED", LONG_WAIT);
+        assert_eq!(wf["output"]["n"], json!(n), "{wf}");
+        for t in wf["tasks"].as_array().expect("tasks") {
+            assert_eq!(
+                t["workerId"],
+                json!("echo-1"),
+                "the certificate names the worker"
+            );
+            assert_eq!(t["status"], json!("COMPLETED"));
+        }
+    }
+    rt.block_on(async {
+        wait_status(&handle, "every result acknowledged", |s| {
+            s.results_acked >= 400 && s.unacked == 0
+        })
+        .await;
+        handle.shutdown().await.expect("graceful shutdown");
+    });
+    assert_eq!(handle.status().results_stale, 0);
+}
+
+/// A result that comes after the attempt timed out is refused as stale and changes nothing; the
+/// retry (a new attempt with its own lease) completes the workflow.
+#[test]
+fn a_result_after_the_lease_ended_is_refused_as_stale() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = dir.path().join("certs");
+    let (server, addr) = node_with_workers(&certs);
+    worker_cert(&certs, "slow-1", TASK);
+    let api = server.api().clone();
+    let rt = runtime();
+    let tls = Tls::from_dir(&certs, "slow-1").expect("worker tls");
+    let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let handle = rt.block_on(async {
+        Worker::builder()
+            .node(addr)
+            .tls(tls)
+            .worker_id("slow-1")
+            .handler(TASK, 4, move |task: Task| {
+                let first = first.clone();
+                async move {
+                    // The first attempt overruns its 2 s response timeout.
+                    if first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(3_500)).await;
+                    }
+                    Ok(Outcome::completed(json!({ "echo": task.input() })))
+                }
+            })
+            .build()
+            .expect("worker builds")
+            .start()
+    });
+    let id = api.start_workflow("quic_chain", &json!({"n": 7}));
+    let wf = api.wait_workflow_status(&id, "COMPLETED", LONG_WAIT);
+    let attempts: Vec<&Value> = wf["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter(|t| t["referenceTaskName"] == "a")
+        .collect();
+    assert_eq!(attempts.len(), 2, "{wf}");
+    assert_eq!(attempts[0]["status"], json!("TIMED_OUT"), "{wf}");
+    assert_eq!(attempts[1]["status"], json!("COMPLETED"), "{wf}");
+    rt.block_on(async {
+        wait_status(&handle, "the late result refused as stale", |s| {
+            s.results_stale == 1
+        })
+        .await;
+        handle.shutdown().await.expect("graceful shutdown");
+    });
+    let again = api.workflow(&id);
+    assert_eq!(again["tasks"][0]["status"], json!("TIMED_OUT"), "{again}");
+}
+
+#[test]
+fn a_task_type_the_certificate_does_not_grant_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = dir.path().join("certs");
+    let (_server, addr) = node_with_workers(&certs);
+    worker_cert(&certs, "other-1", "some_other_type");
+    let rt = runtime();
+    let tls = Tls::from_dir(&certs, "other-1").expect("worker tls");
+    rt.block_on(async {
+        let handle = echo_worker(vec![addr], tls, "other-1", 1).start();
+        wait_status(&handle, "refused", |s| {
+            matches!(
+                &s.last_error,
+                Some(worker::Error::Refused { code: proto::worker::ErrorCode::Forbidden, message, .. })
+                    if message.contains("does not allow task type") && message.contains(TASK)
+            )
+        })
+        .await;
+        let _ = handle.shutdown().await;
+    });
+}
+
+#[test]
+fn a_worker_certificate_from_another_ca_is_refused_at_the_handshake() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = dir.path().join("certs");
+    let (_server, addr) = node_with_workers(&certs);
+    // Another deployment's CA issues a certificate for the same worker name and type.
+    let foreign = dir.path().join("foreign");
+    write_certs(&foreign, &[1]);
+    worker_cert(&foreign, "echo-1", TASK);
+    let ca = std::fs::read(certs.join("ca.pem")).expect("ca");
+    let cert = std::fs::read(foreign.join("worker-echo-1.pem")).expect("cert");
+    let key = std::fs::read(foreign.join("worker-echo-1.key")).expect("key");
+    let tls = Tls::from_pem(&ca, &cert, &key).expect("tls");
+    let rt = runtime();
+    rt.block_on(async {
+        let handle = echo_worker(vec![addr], tls, "echo-1", 1).start();
+        wait_status(&handle, "handshake refused", |s| {
+            matches!(
+                &s.last_error,
+                Some(worker::Error::Connect { .. } | worker::Error::Connection { .. })
+            ) && !matches!(s.state, worker::State::Connected { .. })
+        })
+        .await;
+        let status = handle.status();
+        let message = status.last_error.map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            message.to_lowercase().contains("certificate") || message.contains("UnknownCA"),
+            "{message}"
+        );
+        let _ = handle.shutdown().await;
+    });
+}
+
+#[test]
+fn a_connection_without_a_client_certificate_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = dir.path().join("certs");
+    let (_server, addr) = node_with_workers(&certs);
+    let rt = runtime();
+    let refused = rt.block_on(async move {
+        let ca = std::fs::read(certs.join("ca.pem")).expect("ca");
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&ca) {
+            roots.add(cert.expect("ca pem")).expect("root");
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .expect("tls13")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![proto::worker::ALPN_WORKER.to_vec()];
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(config).expect("quic tls");
+        let mut endpoint =
+            quinn::Endpoint::client("127.0.0.1:0".parse().expect("addr")).expect("endpoint");
+        endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+        // The handshake may complete on the client's side before the node's refusal arrives;
+        // either way no hello is ever answered.
+        let attempt = async {
+            let conn = endpoint
+                .connect(addr, proto::worker::NODE_SERVER_NAME)
+                .map_err(|e| e.to_string())?
+                .await
+                .map_err(|e| e.to_string())?;
+            let (mut send, mut recv) = conn.open_bi().await.map_err(|e| {
+                conn.close_reason()
+                    .map_or_else(|| e.to_string(), |r| r.to_string())
+            })?;
+            let hello = proto::worker::WorkerFrame::Hello {
+                worker_id: "anonymous".into(),
+                subscriptions: vec![proto::worker::Subscription {
+                    task_type: TASK.into(),
+                    domain: None,
+                    capacity: 1,
+                }],
+                versions: proto::worker::PROTOCOL_VERSIONS.to_vec(),
+            };
+            let reason = |e: &dyn std::fmt::Display| {
+                conn.close_reason()
+                    .map_or_else(|| e.to_string(), |r| r.to_string())
+            };
+            send.write_all(&proto::worker::encode_frame(&hello))
+                .await
+                .map_err(|e| reason(&e))?;
+            let mut header = [0u8; 4];
+            recv.read_exact(&mut header).await.map_err(|e| reason(&e))?;
+            Ok::<_, String>(format!(
+                "the node answered a worker without a certificate: {header:?}"
+            ))
+        };
+        tokio::time::timeout(Duration::from_secs(10), attempt)
+            .await
+            .expect("the refusal comes within 10 s")
+    });
+    let error = refused.expect_err("a worker without a client certificate gets nothing");
+    assert!(
+        error.to_lowercase().contains("certificate"),
+        "the refusal names the missing certificate: {error}"
+    );
+}
