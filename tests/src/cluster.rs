@@ -81,6 +81,26 @@ pub fn write_certs(dir: &Path, nodes: &[u64]) {
     }
 }
 
+/// Runs `baton worker-cert`: a certificate for worker `id` granting `task_types` (`a,b` or `*`),
+/// written into `dir` next to the CAs `baton certs` wrote there.
+pub fn write_worker_cert(dir: &Path, id: &str, task_types: &str) {
+    let bin = require_bin();
+    let output = Command::new(&bin)
+        .args(["worker-cert", "--certs"])
+        .arg(dir)
+        .args(["--id", id, "--task-types", task_types])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {} worker-cert: {e}", bin.display()));
+    assert!(
+        output.status.success(),
+        "baton worker-cert failed with {}\nstdout: {}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// The partition of a workflow or task id: ids are UUID-shaped and carry their partition in the
 /// last 16 bits (DESIGN §3), taken modulo the partition count.
 pub fn partition_of(id: &str, partitions: usize) -> usize {
@@ -129,6 +149,7 @@ struct Launch<'a> {
     id: u64,
     http_port: u16,
     quic_port: u16,
+    worker_port: u16,
     data_dir: &'a Path,
     certs: &'a Path,
     cluster: &'a str,
@@ -158,6 +179,8 @@ impl Launch<'_> {
             })
             .arg("--certs")
             .arg(self.certs)
+            .arg("--workers")
+            .arg(format!("127.0.0.1:{}", self.worker_port))
             .arg("--partitions")
             .arg(self.partitions.to_string())
             .stdin(Stdio::null())
@@ -180,6 +203,8 @@ struct Node {
     id: u64,
     http_port: u16,
     quic_port: u16,
+    /// The QUIC worker gateway's port (`--workers`).
+    worker_port: u16,
     /// Holds `data/` and one `node-<id>-<generation>.log` per start.
     dir: PathBuf,
     child: Option<Child>,
@@ -249,11 +274,13 @@ impl Cluster {
             std::fs::create_dir_all(&node_dir).expect("create the node directory");
             let http_port = pick(free_port);
             let quic_port = pick(free_udp_port);
+            let worker_port = pick(free_udp_port);
             let base = format!("http://127.0.0.1:{http_port}");
             nodes.push(Node {
                 id: *id,
                 http_port,
                 quic_port,
+                worker_port,
                 dir: node_dir,
                 child: None,
                 generation: 0,
@@ -323,6 +350,11 @@ impl Cluster {
             .iter_mut()
             .find(|n| n.id == id)
             .unwrap_or_else(|| panic!("no node {id} in this cluster"))
+    }
+
+    /// Where node `id` serves QUIC workers.
+    pub fn worker_addr(&self, id: u64) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.node(id).worker_port))
     }
 
     /// The HTTP client of node `id` (requests time out after [`crate::REQUEST_TIMEOUT`]).
@@ -409,6 +441,7 @@ impl Cluster {
             id,
             http_port: node.http_port,
             quic_port: node.quic_port,
+            worker_port: node.worker_port,
             data_dir: &data_dir,
             certs: &certs,
             cluster: &cluster_arg,
@@ -635,6 +668,7 @@ impl Cluster {
             id,
             http_port: node.http_port,
             quic_port: node.quic_port,
+            worker_port: node.worker_port,
             data_dir,
             certs,
             cluster: &self.cluster_arg,

@@ -4,7 +4,7 @@
 //! certificate, another CA, a task type the certificate does not grant) are checked against the
 //! real node.
 
-use harness::cluster::{free_udp_port, write_certs};
+use harness::cluster::{free_udp_port, write_certs, write_worker_cert as worker_cert};
 use harness::Server;
 use rustls_pki_types::pem::PemObject;
 use serde_json::{json, Value};
@@ -17,22 +17,6 @@ use worker::{Outcome, Task, Tls, Worker};
 const TASK: &str = "quic_echo";
 /// Longest a workflow may take here.
 const LONG_WAIT: Duration = Duration::from_secs(60);
-
-/// Runs `baton worker-cert`: a certificate for worker `id` granting `types`, into `dir`.
-fn worker_cert(dir: &Path, id: &str, types: &str) {
-    let output = std::process::Command::new(harness::baton_bin())
-        .args(["worker-cert", "--certs"])
-        .arg(dir)
-        .args(["--id", id, "--task-types", types])
-        .output()
-        .expect("run baton worker-cert");
-    assert!(
-        output.status.success(),
-        "baton worker-cert failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
 
 /// A single node serving QUIC workers, with its certificate directory.
 fn node_with_workers(certs: &Path) -> (Server, SocketAddr) {
@@ -312,5 +296,126 @@ fn a_connection_without_a_client_certificate_is_refused() {
     assert!(
         error.to_lowercase().contains("certificate"),
         "the refusal names the missing certificate: {error}"
+    );
+}
+
+/// Issue 5's acceptance test: 1,000 workflows through QUIC workers built on the SDK, on three
+/// nodes, while the node leading the most partitions is killed. Every workflow completes, no step
+/// completes twice, and results that come after their attempt timed out (a 20th of the first
+/// attempts overrun their response timeout across the failover) are refused as stale.
+#[test]
+fn a_thousand_workflows_through_quic_workers_survive_a_killed_node() {
+    let mut c = harness::cluster::Cluster::start(3);
+    worker_cert(c.certs_dir(), "qa", TASK);
+    worker_cert(c.certs_dir(), "qb", TASK);
+    let api = c.api(2);
+    api.register_task_defs(&[json!({
+        "name": TASK, "retryCount": 3, "retryLogic": "FIXED", "retryDelaySeconds": 0,
+        "responseTimeoutSeconds": 3, "timeoutSeconds": 60, "timeoutPolicy": "RETRY"
+    })]);
+    api.register_workflow_def(&json!({
+        "name": "quic_chain", "version": 1, "schemaVersion": 2,
+        "tasks": [
+            {"name": TASK, "taskReferenceName": "a", "type": "SIMPLE",
+             "inputParameters": {"n": "${workflow.input.n}"}},
+            {"name": TASK, "taskReferenceName": "b", "type": "SIMPLE",
+             "inputParameters": {"n": "${a.output.echo.n}"}}
+        ],
+        "outputParameters": {"n": "${b.output.echo.n}"}
+    }));
+    let victim = c
+        .leader_counts()
+        .into_iter()
+        .max_by_key(|(id, n)| (*n, *id))
+        .map(|(id, _)| id)
+        .expect("leaders");
+    let rt = runtime();
+    let nodes: Vec<SocketAddr> = c.ids().into_iter().map(|id| c.worker_addr(id)).collect();
+    let start_worker = |id: &str, nodes: Vec<SocketAddr>| {
+        let tls = Tls::from_dir(c.certs_dir(), id).expect("worker tls");
+        Worker::builder()
+            .nodes(nodes)
+            .tls(tls)
+            .worker_id(id)
+            .handler(TASK, 64, |task: Task| async move {
+                let n = task.input()["n"].as_u64().unwrap_or(0);
+                // Every 20th workflow's first attempt of `a` overruns the 3 s response timeout.
+                if n.is_multiple_of(20)
+                    && task.task().reference_task_name == "a"
+                    && task.task().retry_count == 0
+                {
+                    tokio::time::sleep(Duration::from_millis(6_000)).await;
+                }
+                Ok(Outcome::completed(json!({ "echo": task.input() })))
+            })
+            .build()
+            .expect("worker builds")
+            .start()
+    };
+    // One worker starts at the victim, the other elsewhere; both know every node.
+    let mut rotated = nodes.clone();
+    rotated.rotate_left(1);
+    let (qa, qb) = rt.block_on(async {
+        (
+            start_worker("qa", nodes.clone()),
+            start_worker("qb", rotated),
+        )
+    });
+
+    let starters: Vec<u64> = c.ids().into_iter().filter(|id| *id != victim).collect();
+    let mut ids = Vec::new();
+    for n in 0..1_000u64 {
+        let via = c.api(starters[n as usize % starters.len()]);
+        ids.push(via.start_workflow("quic_chain", &json!({ "n": n })));
+        if n == 400 {
+            c.kill9(victim);
+        }
+    }
+    let survivor = c.api(starters[0]);
+    let deadline = Instant::now() + Duration::from_secs(180);
+    for (n, id) in ids.iter().enumerate() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let wf = survivor.wait_workflow_status(id, "COMPLETED", left.max(Duration::from_secs(1)));
+        assert_eq!(wf["output"]["n"], json!(n), "{wf}");
+        for reference in ["a", "b"] {
+            let attempts: Vec<&Value> = wf["tasks"]
+                .as_array()
+                .expect("tasks")
+                .iter()
+                .filter(|t| t["referenceTaskName"] == reference)
+                .collect();
+            let completed = attempts
+                .iter()
+                .filter(|t| t["status"] == "COMPLETED")
+                .count();
+            assert_eq!(completed, 1, "{reference} completed exactly once: {wf}");
+            assert_eq!(
+                attempts.last().map(|t| t["status"].clone()),
+                Some(json!("COMPLETED")),
+                "{wf}"
+            );
+        }
+    }
+    let stale = rt.block_on(async {
+        for h in [&qa, &qb] {
+            wait_status(h, "results acknowledged", |s| s.unacked == 0).await;
+        }
+        let stale = qa.status().results_stale + qb.status().results_stale;
+        for h in [&qa, &qb] {
+            h.shutdown().await.expect("graceful shutdown");
+        }
+        stale
+    });
+    // 50 first attempts overran; each was retried (its result refused) unless a failover delayed
+    // its timeout past the 6 s the worker took.
+    let acked = qa.status().results_acked + qb.status().results_acked;
+    println!("node {victim} killed; {acked} results acknowledged, {stale} refused as stale");
+    assert!(
+        stale >= 25,
+        "only {stale} late results were refused as stale"
+    );
+    assert!(
+        acked >= 2_000,
+        "{acked} results acknowledged for 2,000 steps"
     );
 }

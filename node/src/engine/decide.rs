@@ -164,7 +164,9 @@ fn task_result(ctx: &mut Ctx<'_>, result: TaskResult) -> Result<(), Error> {
 }
 
 /// A fenced result's lease must still hold: same task, the type the lease names, IN_PROGRESS, and
-/// not leased again since (its poll count unchanged).
+/// not leased again since (its poll count unchanged). A resend of the result that already ended the
+/// task under this lease (its acknowledgement was lost with a node) is let through, and
+/// [`task_result`] absorbs it: the worker gets its acknowledgement, nothing changes.
 fn check_lease(
     ctx: &Ctx<'_>,
     result: &TaskResult,
@@ -183,7 +185,11 @@ fn check_lease(
             lease.task_id, t.task_type, lease.task_type
         )));
     }
-    if t.status != TaskStatus::InProgress || t.poll_count != lease.poll_count {
+    let same_lease = t.poll_count == lease.poll_count;
+    if same_lease && t.status.is_terminal() && t.status == TaskStatus::from(result.status) {
+        return Ok(());
+    }
+    if t.status != TaskStatus::InProgress || !same_lease {
         let now = if t.status == TaskStatus::InProgress {
             "leased again".to_owned()
         } else {

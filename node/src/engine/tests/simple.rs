@@ -580,9 +580,11 @@ fn a_fenced_result_needs_its_lease_to_hold() {
     assert_eq!(h.rec.version, version, "a refused result changes nothing");
     let current = proto::worker::Lease::of(h.task("t1"));
     assert!(h.ok(leased(result(TaskResultStatus::Completed, 0), &current)));
-    // Terminal now: the same lease is stale.
+    // The same result sent again (its acknowledgement was lost) is acknowledged and changes
+    // nothing; another outcome under the ended lease is stale.
+    assert!(!h.ok(leased(result(TaskResultStatus::Completed, 0), &current)));
     assert!(matches!(
-        h.apply(leased(result(TaskResultStatus::Completed, 0), &current)),
+        h.apply(leased(result(TaskResultStatus::Failed, 0), &current)),
         Err(Error::Conflict(m)) if m.contains("COMPLETED")
     ));
 }
