@@ -30,10 +30,17 @@ fn node_with_workers(certs: &Path) -> (Server, SocketAddr) {
         "--certs".into(),
         certs.display().to_string(),
     ]);
-    let api = server.api();
+    define_chain(server.api(), 1, 2);
+    (server, addr)
+}
+
+/// `quic_chain`: two echo steps, `a` then `b`, passing `n` along; the task type retries
+/// `retries` times and times an attempt out after `response_timeout_s` without a result.
+fn define_chain(api: &harness::Api, retries: u32, response_timeout_s: u32) {
     api.register_task_defs(&[json!({
-        "name": TASK, "retryCount": 1, "retryLogic": "FIXED", "retryDelaySeconds": 0,
-        "responseTimeoutSeconds": 2, "timeoutSeconds": 30, "timeoutPolicy": "RETRY"
+        "name": TASK, "retryCount": retries, "retryLogic": "FIXED", "retryDelaySeconds": 0,
+        "responseTimeoutSeconds": response_timeout_s, "timeoutSeconds": 60,
+        "timeoutPolicy": "RETRY"
     })]);
     api.register_workflow_def(&json!({
         "name": "quic_chain", "version": 1, "schemaVersion": 2,
@@ -45,7 +52,6 @@ fn node_with_workers(certs: &Path) -> (Server, SocketAddr) {
         ],
         "outputParameters": {"n": "${b.output.echo.n}"}
     }));
-    (server, addr)
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -308,21 +314,7 @@ fn a_thousand_workflows_through_quic_workers_survive_a_killed_node() {
     let mut c = harness::cluster::Cluster::start(3);
     worker_cert(c.certs_dir(), "qa", TASK);
     worker_cert(c.certs_dir(), "qb", TASK);
-    let api = c.api(2);
-    api.register_task_defs(&[json!({
-        "name": TASK, "retryCount": 3, "retryLogic": "FIXED", "retryDelaySeconds": 0,
-        "responseTimeoutSeconds": 3, "timeoutSeconds": 60, "timeoutPolicy": "RETRY"
-    })]);
-    api.register_workflow_def(&json!({
-        "name": "quic_chain", "version": 1, "schemaVersion": 2,
-        "tasks": [
-            {"name": TASK, "taskReferenceName": "a", "type": "SIMPLE",
-             "inputParameters": {"n": "${workflow.input.n}"}},
-            {"name": TASK, "taskReferenceName": "b", "type": "SIMPLE",
-             "inputParameters": {"n": "${a.output.echo.n}"}}
-        ],
-        "outputParameters": {"n": "${b.output.echo.n}"}
-    }));
+    define_chain(&c.api(2), 3, 3);
     let victim = c
         .leader_counts()
         .into_iter()
