@@ -215,7 +215,7 @@ fn main() -> anyhow::Result<()> {
             })?;
             let cert = cluster::tls::generate_worker_cert(&ca, &id, &task_types)
                 .map_err(|e| anyhow::anyhow!("cannot create worker {id:?}'s certificate: {e}"))?;
-            let out = out.unwrap_or(certs);
+            let out = out.unwrap_or_else(|| certs.clone());
             let (cert_path, key_path) =
                 cluster::tls::write_worker_cert(&out, &cert).map_err(|e| {
                     anyhow::anyhow!(
@@ -225,6 +225,15 @@ fn main() -> anyhow::Result<()> {
                 })?;
             println!("wrote {}", cert_path.display());
             println!("wrote {}", key_path.display());
+            // The worker checks nodes against the cluster CA: put it beside the worker's files
+            // (the SDK's `Tls::from_dir` reads all three from one directory).
+            let ca = out.join(cluster::tls::CA_CERT_FILE);
+            if !ca.exists() {
+                std::fs::copy(certs.join(cluster::tls::CA_CERT_FILE), &ca).map_err(|e| {
+                    anyhow::anyhow!("cannot copy the cluster CA to {}: {e}", ca.display())
+                })?;
+                println!("wrote {}", ca.display());
+            }
             Ok(())
         }
     }
