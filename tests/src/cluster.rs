@@ -418,6 +418,30 @@ impl Cluster {
         node.stopped = false;
     }
 
+    /// Stops node `id` gracefully with SIGTERM and waits up to `within` for it to exit (then kills
+    /// it); answers whether it exited cleanly in time.
+    pub fn terminate(&mut self, id: u64, within: Duration) -> bool {
+        let node = self.node_mut(id);
+        let Some(mut child) = node.child.take() else {
+            return false;
+        };
+        signal(child.id(), "TERM");
+        let deadline = Instant::now() + within;
+        let clean = loop {
+            match child.try_wait().expect("query the node process") {
+                Some(status) => break status.success(),
+                None if Instant::now() >= deadline => {
+                    child.kill().expect("SIGKILL the node");
+                    child.wait().expect("reap the node");
+                    break false;
+                }
+                None => thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        node.stopped = false;
+        clean
+    }
+
     /// Starts node `id` again on its data directory and ports (killing it first if it runs), then
     /// waits until the whole cluster is ready again.
     pub fn restart(&mut self, id: u64) {

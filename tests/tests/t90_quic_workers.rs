@@ -410,3 +410,64 @@ fn a_thousand_workflows_through_quic_workers_survive_a_killed_node() {
     // node is sent again and acknowledged then.
     assert_eq!(acked, 2_000, "results acknowledged for 2,000 steps");
 }
+
+/// A node stopping gracefully (SIGTERM) tells its workers to drain: they deliver what they hold
+/// and move to another node, the node exits cleanly, and every workflow completes with each step
+/// once.
+#[test]
+fn a_node_stopping_gracefully_sends_its_workers_elsewhere() {
+    let mut c = harness::cluster::Cluster::start(3);
+    worker_cert(c.certs_dir(), "qd", TASK);
+    define_chain(&c.api(2), 3, 5);
+    let rt = runtime();
+    let nodes: Vec<SocketAddr> = c.ids().into_iter().map(|id| c.worker_addr(id)).collect();
+    let first = nodes[0];
+    let tls = Tls::from_dir(c.certs_dir(), "qd").expect("worker tls");
+    let handle = rt.block_on(async {
+        Worker::builder()
+            .nodes(nodes)
+            .tls(tls)
+            .worker_id("qd")
+            .handler(TASK, 8, |task: Task| async move {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                Ok(Outcome::completed(json!({ "echo": task.input() })))
+            })
+            .build()
+            .expect("worker builds")
+            .start()
+    });
+    let api = c.api(2);
+    let ids: Vec<String> = (0..60)
+        .map(|n| api.start_workflow("quic_chain", &json!({ "n": n })))
+        .collect();
+    rt.block_on(wait_status(&handle, "working through node 1", |s| {
+        s.running > 0 && matches!(s.state, worker::State::Connected { node, .. } if node == first)
+    }));
+    assert!(
+        c.terminate(1, Duration::from_secs(30)),
+        "node 1 exits cleanly on SIGTERM"
+    );
+    rt.block_on(wait_status(
+        &handle,
+        "moved to another node",
+        |s| matches!(s.state, worker::State::Connected { node, .. } if node != first),
+    ));
+    for (n, id) in ids.iter().enumerate() {
+        let wf = api.wait_workflow_status(id, "COMPLETED", LONG_WAIT);
+        assert_eq!(wf["output"]["n"], json!(n), "{wf}");
+        for reference in ["a", "b"] {
+            let completed = wf["tasks"]
+                .as_array()
+                .expect("tasks")
+                .iter()
+                .filter(|t| t["referenceTaskName"] == reference && t["status"] == "COMPLETED")
+                .count();
+            assert_eq!(completed, 1, "{reference} completed exactly once: {wf}");
+        }
+    }
+    rt.block_on(async {
+        wait_status(&handle, "results acknowledged", |s| s.unacked == 0).await;
+        handle.shutdown().await.expect("graceful shutdown");
+    });
+    assert_eq!(handle.status().results_acked, 120);
+}
