@@ -374,3 +374,47 @@ fn bad_input_is_rejected_without_changing_state() {
         "refused requests must not schedule tasks"
     );
 }
+
+/// Conductor's HTTP worker loop stays fast: a batch poll waiting on an empty queue returns as soon
+/// as a task is ready (well before its timeout), and `update-v2` answers the worker's next task of
+/// the same type with the result.
+#[test]
+fn a_waiting_batch_poll_wakes_for_a_new_task_and_update_v2_hands_back_the_next() {
+    let server = setup();
+    let api = server.api().clone();
+    let task_type = "integration_task_1";
+    let waiting = {
+        let api = api.clone();
+        std::thread::spawn(move || {
+            let asked = std::time::Instant::now();
+            let tasks = api.batch_poll(task_type, "long-poller", 1, 30_000);
+            (tasks, asked.elapsed())
+        })
+    };
+    // Give the poll time to be waiting on the empty queue when the workflows start. (Were it not
+    // waiting yet, it would find the task at once: the test could not fail for that, only prove
+    // less.)
+    std::thread::sleep(Duration::from_millis(300));
+    let first = api.start_workflow(WF, &json!({"param1": "a", "param2": "b"}));
+    let second = api.start_workflow(WF, &json!({"param1": "c", "param2": "d"}));
+    let (tasks, waited) = waiting.join().expect("poller thread");
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    assert!(
+        waited < Duration::from_secs(20),
+        "the poll woke for the new task instead of waiting out its 30 s timeout ({waited:?})"
+    );
+    let leased = &tasks[0];
+    let next = api.post_json(
+        "/api/tasks/update-v2",
+        &task_result(leased, "COMPLETED", json!({"done": 1}), None, None),
+    );
+    let next = next
+        .expect_status(200, "update-v2 with another task ready")
+        .json();
+    assert_eq!(next["taskType"], json!(task_type), "{next}");
+    assert_eq!(next["status"], json!("IN_PROGRESS"), "{next}");
+    assert_ne!(next["taskId"], leased["taskId"]);
+    let owners = [first.as_str(), second.as_str()];
+    assert!(owners.contains(&next["workflowInstanceId"].as_str().unwrap_or_default()));
+    assert_ne!(next["workflowInstanceId"], leased["workflowInstanceId"]);
+}
