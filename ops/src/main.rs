@@ -16,7 +16,11 @@
 //!   leader.
 //! - `snapshot`: snapshot (and compact) every group hosted on the node.
 //!
-//! Rolling upgrades and `bench` come later.
+//! - `bench [--quick]`: start a local `baton server` and measure it (see [`bench`]).
+//!
+//! Rolling upgrades come later.
+
+mod bench;
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
@@ -80,6 +84,8 @@ enum Command {
     },
     /// Snapshot (and compact) every group hosted on the node given by --url.
     Snapshot,
+    /// Start a local baton server and benchmark it (ignores --url).
+    Bench(bench::BenchArgs),
 }
 
 /// A non-2xx answer: the status and the server's message.
@@ -534,6 +540,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Snapshot => {
             api.post("/api/admin/snapshot", None)?;
             println!("snapshot taken of every group on {}", api.base);
+        }
+        Command::Bench(args) => {
+            if !bench::run(args)? {
+                bail!("the benchmark lost or failed workflows");
+            }
         }
     }
     Ok(())

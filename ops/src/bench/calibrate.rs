@@ -1,0 +1,98 @@
+//! The machine's own yardsticks, printed with every run: how long a small durable append and a
+//! loopback round trip take here and now, so numbers from different runs and machines can be
+//! read side by side (BENCHMARKS.md: "always print your own").
+
+use super::stats::Latency;
+use anyhow::Context;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::Instant;
+
+/// Appends per fdatasync sample.
+const SYNC_SAMPLES: usize = 200;
+/// Bytes per append.
+const SYNC_BYTES: usize = 4096;
+/// Loopback round trips sampled.
+const RTT_SAMPLES: usize = 2_000;
+/// Bytes per round trip message.
+const RTT_BYTES: usize = 64;
+
+pub struct Calibration {
+    pub fsync: Latency,
+    pub rtt: Latency,
+    pub git: String,
+    pub nproc: usize,
+}
+
+impl Calibration {
+    pub fn measure() -> anyhow::Result<Self> {
+        Ok(Self {
+            fsync: fdatasync()?,
+            rtt: loopback_rtt()?,
+            git: git_commit(),
+            nproc: nproc(),
+        })
+    }
+}
+
+pub fn nproc() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+/// `SYNC_SAMPLES` appends of `SYNC_BYTES`, each followed by `sync_data` (fdatasync).
+fn fdatasync() -> anyhow::Result<Latency> {
+    let mut file = tempfile::tempfile().context("cannot create the calibration file")?;
+    let block = vec![0x5a_u8; SYNC_BYTES];
+    let mut hist = Latency::new();
+    for _ in 0..SYNC_SAMPLES {
+        let started = Instant::now();
+        file.write_all(&block)?;
+        file.sync_data()?;
+        hist.record(started.elapsed());
+    }
+    Ok(hist)
+}
+
+/// `RTT_SAMPLES` round trips of `RTT_BYTES` through a local echo thread (TCP_NODELAY).
+fn loopback_rtt() -> anyhow::Result<Latency> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut stream, _) = listener.accept()?;
+        stream.set_nodelay(true)?;
+        let mut buf = [0_u8; RTT_BYTES];
+        for _ in 0..RTT_SAMPLES {
+            stream.read_exact(&mut buf)?;
+            stream.write_all(&buf)?;
+        }
+        Ok(())
+    });
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_nodelay(true)?;
+    let mut buf = [7_u8; RTT_BYTES];
+    let mut hist = Latency::new();
+    for _ in 0..RTT_SAMPLES {
+        let started = Instant::now();
+        stream.write_all(&buf)?;
+        stream.read_exact(&mut buf)?;
+        hist.record(started.elapsed());
+    }
+    echo.join()
+        .map_err(|_| anyhow::anyhow!("the echo thread panicked"))??;
+    Ok(hist)
+}
+
+/// `git rev-parse --short HEAD` in the current directory, or `unknown`.
+fn git_commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}

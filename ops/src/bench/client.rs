@@ -1,0 +1,153 @@
+//! A minimal blocking client for the Conductor API calls the bench makes. One per thread: each
+//! reqwest blocking client has its own I/O thread, so threads do not queue behind each other.
+
+use anyhow::{bail, Context};
+use reqwest::StatusCode;
+use serde_json::Value;
+use std::time::Duration;
+
+/// Upper bound on any one request (long polls included).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub struct Client {
+    http: reqwest::blocking::Client,
+    base: String,
+}
+
+/// A workflow's status as far as the bench cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Running,
+    Completed,
+    /// FAILED, TERMINATED, TIMED_OUT: it will not complete.
+    Failed,
+}
+
+impl Client {
+    pub fn new(base: &str) -> anyhow::Result<Self> {
+        Ok(Self {
+            http: reqwest::blocking::Client::builder()
+                .timeout(REQUEST_TIMEOUT)
+                .build()
+                .context("cannot build the HTTP client")?,
+            base: base.trim_end_matches('/').to_owned(),
+        })
+    }
+
+    fn post(&self, path: &str, body: &Value) -> anyhow::Result<(StatusCode, String)> {
+        let resp = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .json(body)
+            .send()
+            .with_context(|| format!("POST {path}"))?;
+        let status = resp.status();
+        Ok((status, resp.text().unwrap_or_default()))
+    }
+
+    fn get(&self, path: &str) -> anyhow::Result<(StatusCode, String)> {
+        let resp = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .with_context(|| format!("GET {path}"))?;
+        let status = resp.status();
+        Ok((status, resp.text().unwrap_or_default()))
+    }
+
+    fn post_ok(&self, path: &str, body: &Value) -> anyhow::Result<String> {
+        let (status, text) = self.post(path, body)?;
+        if !status.is_success() {
+            bail!("POST {path}: {status}: {}", text.trim());
+        }
+        Ok(text)
+    }
+
+    /// `POST /api/metadata/taskdefs` with a JSON array.
+    pub fn register_task_defs(&self, defs: &Value) -> anyhow::Result<()> {
+        self.post_ok("/api/metadata/taskdefs", defs).map(drop)
+    }
+
+    /// `POST /api/metadata/workflow`.
+    pub fn register_workflow(&self, def: &Value) -> anyhow::Result<()> {
+        self.post_ok("/api/metadata/workflow", def).map(drop)
+    }
+
+    /// `POST /api/workflow/{name}`; answers the new workflow's id.
+    pub fn start(&self, name: &str, input: &Value) -> anyhow::Result<String> {
+        let text = self.post_ok(&format!("/api/workflow/{name}"), input)?;
+        let text = text.trim();
+        let id = match serde_json::from_str::<Value>(text) {
+            Ok(Value::String(s)) => s,
+            _ => text.to_owned(),
+        };
+        if id.is_empty() {
+            bail!("POST /api/workflow/{name} answered no id");
+        }
+        Ok(id)
+    }
+
+    /// `GET /api/workflow/{id}?includeTasks=false`.
+    pub fn status(&self, id: &str) -> anyhow::Result<Status> {
+        let path = format!("/api/workflow/{id}?includeTasks=false");
+        let (code, text) = self.get(&path)?;
+        if !code.is_success() {
+            bail!("GET {path}: {code}: {}", text.trim());
+        }
+        let wf: Value = serde_json::from_str(&text).with_context(|| format!("GET {path}"))?;
+        Ok(match wf["status"].as_str() {
+            Some("COMPLETED") => Status::Completed,
+            Some("RUNNING") | Some("PAUSED") => Status::Running,
+            _ => Status::Failed,
+        })
+    }
+
+    /// `GET /api/tasks/poll/batch/{type}`: up to `count` tasks, waiting up to `timeout_ms`.
+    pub fn poll(
+        &self,
+        task_type: &str,
+        worker: &str,
+        count: usize,
+        timeout_ms: u64,
+    ) -> anyhow::Result<Vec<Value>> {
+        let path = format!(
+            "/api/tasks/poll/batch/{task_type}?workerid={worker}&count={count}&timeout={timeout_ms}"
+        );
+        let (code, text) = self.get(&path)?;
+        match code {
+            StatusCode::NO_CONTENT => Ok(Vec::new()),
+            c if c.is_success() => {
+                if text.trim().is_empty() {
+                    return Ok(Vec::new());
+                }
+                let tasks: Value =
+                    serde_json::from_str(&text).with_context(|| format!("GET {path}"))?;
+                Ok(tasks.as_array().cloned().unwrap_or_default())
+            }
+            c => bail!("GET {path}: {c}: {}", text.trim()),
+        }
+    }
+
+    /// `POST /api/tasks/update-v2` completing `task`; answers the next task handed out, if any.
+    pub fn complete(&self, task: &Value, worker: &str) -> anyhow::Result<Option<Value>> {
+        let result = serde_json::json!({
+            "workflowInstanceId": task["workflowInstanceId"],
+            "taskId": task["taskId"],
+            "workerId": worker,
+            "status": "COMPLETED",
+            "outputData": { "ok": true },
+        });
+        let (code, text) = self.post("/api/tasks/update-v2", &result)?;
+        match code {
+            StatusCode::NO_CONTENT => Ok(None),
+            c if c.is_success() => {
+                if text.trim().is_empty() {
+                    return Ok(None);
+                }
+                let next: Value = serde_json::from_str(&text).context("update-v2 answer")?;
+                Ok(next.is_object().then_some(next))
+            }
+            c => bail!("POST /api/tasks/update-v2: {c}: {}", text.trim()),
+        }
+    }
+}

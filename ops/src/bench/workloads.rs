@@ -1,0 +1,331 @@
+//! The workloads. Each registers nothing itself (see [`definitions`]), drives workflows against
+//! the target, and answers a [`Outcome`]: counts, latency histogram and the time it measured.
+//!
+//! Completion is observed by polling `GET /api/workflow/{id}`, with a pause that grows with the
+//! workflow's age (1 ms up to a tenth of its age, at most 10 ms), so a latency is overstated by at
+//! most about 10% (1 ms for fast workflows). The status polls cost the server CPU too, and that
+//! CPU is included in the CPU-ms per 1,000 steps.
+
+use super::client::{Client, Status};
+use super::stats::Latency;
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The one task type every workload uses.
+pub const TASK_TYPE: &str = "baton_bench_task";
+pub const W1: &str = "baton_bench_w1_one_task";
+pub const W2: &str = "baton_bench_w2_fork3_join";
+pub const W3: &str = "baton_bench_w3_chain10";
+/// SIMPLE tasks per workflow of each workload.
+pub const W1_STEPS: u64 = 1;
+pub const W2_STEPS: u64 = 3;
+pub const W3_STEPS: u64 = 10;
+/// Threads that start W2's workflows (each takes every n-th arrival slot).
+const W2_STARTERS: usize = 4;
+/// Threads that watch W2's running workflows for completion.
+const W2_CHECKERS: usize = 2;
+/// Longest a closed-loop driver waits for one workflow before counting it lost.
+const WORKFLOW_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The task and workflow definitions to register before any workload runs.
+pub fn definitions() -> (Value, Vec<Value>) {
+    let task_defs = json!([{
+        "name": TASK_TYPE,
+        "description": "batonctl bench: completed at once by in-process workers",
+        "ownerEmail": "bench@baton.local",
+        "retryCount": 0,
+        "timeoutSeconds": 0,
+        "timeoutPolicy": "TIME_OUT_WF",
+        "responseTimeoutSeconds": 600,
+    }]);
+    let simple = |r: String| json!({ "name": TASK_TYPE, "taskReferenceName": r, "type": "SIMPLE" });
+    let workflow = |name: &str, tasks: Vec<Value>| {
+        json!({
+            "name": name,
+            "version": 1,
+            "schemaVersion": 2,
+            "ownerEmail": "bench@baton.local",
+            "tasks": tasks,
+        })
+    };
+    let w1 = workflow(W1, vec![simple("t1".into())]);
+    let branches: Vec<Value> = ["a", "b", "c"]
+        .iter()
+        .map(|b| json!([simple(format!("branch_{b}"))]))
+        .collect();
+    let w2 = workflow(
+        W2,
+        vec![
+            json!({ "name": "fork", "taskReferenceName": "fork", "type": "FORK_JOIN",
+                    "forkTasks": branches }),
+            json!({ "name": "join", "taskReferenceName": "join", "type": "JOIN",
+                    "joinOn": ["branch_a", "branch_b", "branch_c"] }),
+        ],
+    );
+    let w3 = workflow(
+        W3,
+        (1..=W3_STEPS)
+            .map(|i| simple(format!("step_{i}")))
+            .collect(),
+    );
+    (task_defs, vec![w1, w2, w3])
+}
+
+/// What a workload observed.
+pub struct Outcome {
+    pub started: u64,
+    pub completed: u64,
+    pub failed: u64,
+    /// Failed starts and status reads.
+    pub errors: u64,
+    pub latency: Latency,
+    /// From the first start to the last completion observed (the throughput denominator).
+    pub elapsed: Duration,
+}
+
+/// Polls `id` until it leaves RUNNING or `deadline` passes (then `Ok(None)`).
+fn wait_done(
+    client: &Client,
+    id: &str,
+    started: Instant,
+    deadline: Instant,
+) -> anyhow::Result<Option<Status>> {
+    loop {
+        let status = client.status(id)?;
+        if status != Status::Running {
+            return Ok(Some(status));
+        }
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(poll_pause(started.elapsed()));
+    }
+}
+
+/// The pause between status polls of a workflow this old.
+fn poll_pause(age: Duration) -> Duration {
+    (age / 10).clamp(Duration::from_millis(1), Duration::from_millis(10))
+}
+
+/// Closed loop: `parallel` drivers each start a workflow of `name`, wait for it to finish, and
+/// repeat until `count` workflows have been started in total. Latency is start to completion.
+pub fn closed_loop(url: &str, name: &str, parallel: usize, count: u64) -> anyhow::Result<Outcome> {
+    let next = Arc::new(AtomicU64::new(0));
+    let began = Instant::now();
+    let mut drivers = Vec::new();
+    for _ in 0..parallel {
+        let client = Client::new(url)?;
+        let (next, name) = (next.clone(), name.to_owned());
+        drivers.push(std::thread::spawn(move || {
+            let mut out = Outcome {
+                started: 0,
+                completed: 0,
+                failed: 0,
+                errors: 0,
+                latency: Latency::new(),
+                elapsed: Duration::ZERO,
+            };
+            while next.fetch_add(1, Ordering::Relaxed) < count {
+                let t0 = Instant::now();
+                let id = match client.start(&name, &json!({})) {
+                    Ok(id) => id,
+                    Err(_) => {
+                        out.errors += 1;
+                        continue;
+                    }
+                };
+                out.started += 1;
+                match wait_done(&client, &id, t0, t0 + WORKFLOW_DEADLINE) {
+                    Ok(Some(Status::Completed)) => {
+                        out.completed += 1;
+                        out.latency.record(t0.elapsed());
+                    }
+                    Ok(Some(_)) => out.failed += 1,
+                    Ok(None) => {}
+                    Err(_) => out.errors += 1,
+                }
+            }
+            out
+        }));
+    }
+    let mut total = Outcome {
+        started: 0,
+        completed: 0,
+        failed: 0,
+        errors: 0,
+        latency: Latency::new(),
+        elapsed: Duration::ZERO,
+    };
+    for d in drivers {
+        let out = d
+            .join()
+            .map_err(|_| anyhow::anyhow!("a driver thread panicked"))?;
+        total.started += out.started;
+        total.completed += out.completed;
+        total.failed += out.failed;
+        total.errors += out.errors;
+        total.latency.add(&out.latency);
+    }
+    total.elapsed = began.elapsed();
+    Ok(total)
+}
+
+/// A started workflow W2 is waiting on.
+struct Pending {
+    id: String,
+    /// When it was due to start (latency counts from here, not from the actual start).
+    scheduled: Instant,
+}
+
+/// Open loop: workflows of `name` arrive at `rate_per_s` for `duration`, whatever the server's
+/// pace; then up to `drain` for the stragglers. Latency counts from the *scheduled* arrival, so
+/// a start that was late because the server (or the starter) was slow is charged for it
+/// (coordinated omission corrected).
+pub fn open_loop(
+    url: &str,
+    name: &str,
+    rate_per_s: f64,
+    duration: Duration,
+    drain: Duration,
+    progress: &dyn Fn(String),
+) -> anyhow::Result<Outcome> {
+    let slots = (rate_per_s * duration.as_secs_f64()).round().max(1.0) as u64;
+    let interval = Duration::from_secs_f64(1.0 / rate_per_s.max(0.001));
+    let pending: Arc<Mutex<VecDeque<Pending>>> = Arc::default();
+    let started = Arc::new(AtomicU64::new(0));
+    let completed = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let last_done = Arc::new(Mutex::new(Instant::now()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let t0 = Instant::now() + Duration::from_millis(20);
+
+    let mut starters = Vec::new();
+    for k in 0..W2_STARTERS {
+        let client = Client::new(url)?;
+        let (pending, started, errors) = (pending.clone(), started.clone(), errors.clone());
+        let name = name.to_owned();
+        starters.push(std::thread::spawn(move || {
+            let mut slot = k as u64;
+            while slot < slots {
+                let scheduled = t0 + interval.mul_f64(slot as f64);
+                let now = Instant::now();
+                if scheduled > now {
+                    std::thread::sleep(scheduled - now);
+                }
+                match client.start(&name, &json!({ "slot": slot })) {
+                    Ok(id) => {
+                        started.fetch_add(1, Ordering::Relaxed);
+                        pending
+                            .lock()
+                            .expect("pending lock is never poisoned")
+                            .push_back(Pending { id, scheduled });
+                    }
+                    Err(_) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                slot += W2_STARTERS as u64;
+            }
+        }));
+    }
+
+    let mut checkers = Vec::new();
+    for _ in 0..W2_CHECKERS {
+        let client = Client::new(url)?;
+        let (pending, completed, failed, errors, stop, last_done) = (
+            pending.clone(),
+            completed.clone(),
+            failed.clone(),
+            errors.clone(),
+            stop.clone(),
+            last_done.clone(),
+        );
+        checkers.push(std::thread::spawn(move || {
+            let mut latency = Latency::new();
+            while !stop.load(Ordering::Relaxed) {
+                let (item, backlog) = {
+                    let mut q = pending.lock().expect("pending lock is never poisoned");
+                    (q.pop_front(), q.len())
+                };
+                let Some(item) = item else {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                };
+                match client.status(&item.id) {
+                    Ok(Status::Completed) => {
+                        let now = Instant::now();
+                        latency.record(now.saturating_duration_since(item.scheduled));
+                        completed.fetch_add(1, Ordering::Relaxed);
+                        *last_done.lock().expect("last_done lock is never poisoned") = now;
+                    }
+                    Ok(Status::Failed) => {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    result => {
+                        if result.is_err() {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                        let age = item.scheduled.elapsed();
+                        pending
+                            .lock()
+                            .expect("pending lock is never poisoned")
+                            .push_back(item);
+                        // Few in flight: each is re-read soon, so pause as a single waiter would.
+                        if backlog < W2_CHECKERS {
+                            std::thread::sleep(poll_pause(age));
+                        }
+                    }
+                }
+            }
+            latency
+        }));
+    }
+
+    let mut next_report = Instant::now() + Duration::from_secs(2);
+    let mut starters_done = false;
+    let mut drain_deadline = None;
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        if !starters_done && starters.iter().all(|s| s.is_finished()) {
+            starters_done = true;
+            drain_deadline = Some(Instant::now() + drain);
+        }
+        let s = started.load(Ordering::Relaxed);
+        let done = completed.load(Ordering::Relaxed) + failed.load(Ordering::Relaxed);
+        if Instant::now() >= next_report {
+            progress(format!(
+                "W2: started {s}/{slots}, finished {done}, in flight {}",
+                s - done
+            ));
+            next_report += Duration::from_secs(2);
+        }
+        if starters_done && (done >= s || drain_deadline.is_some_and(|d| Instant::now() >= d)) {
+            break;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for s in starters {
+        s.join()
+            .map_err(|_| anyhow::anyhow!("a starter thread panicked"))?;
+    }
+    let mut latency = Latency::new();
+    for c in checkers {
+        let h = c
+            .join()
+            .map_err(|_| anyhow::anyhow!("a checker thread panicked"))?;
+        latency.add(&h);
+    }
+    let last = *last_done.lock().expect("last_done lock is never poisoned");
+    Ok(Outcome {
+        started: started.load(Ordering::Relaxed),
+        completed: completed.load(Ordering::Relaxed),
+        failed: failed.load(Ordering::Relaxed),
+        errors: errors.load(Ordering::Relaxed),
+        latency,
+        elapsed: last.saturating_duration_since(t0),
+    })
+}
