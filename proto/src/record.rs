@@ -5,9 +5,10 @@
 //! non-self-describing formats such as bincode cannot carry through serde. A denser body is a later
 //! format version, not a silent change.
 
-use crate::ids::{NodeId, WorkflowId};
-use crate::model::{TaskDef, TaskExecLog, Workflow, WorkflowDef};
+use crate::ids::{NodeId, TaskId, WorkflowId};
+use crate::model::{TaskDef, TaskExecLog, Workflow, WorkflowDef, WorkflowStatus};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 
 /// The format version this build writes.
@@ -35,6 +36,16 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 
 /// Decodes a record written by this or the previous format version.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    Ok(serde_json::from_slice(body(bytes)?)?)
+}
+
+/// Decodes a record that borrows from `bytes` (see [`PartitionCommandView`]).
+pub fn decode_borrowed<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, CodecError> {
+    Ok(serde_json::from_slice(body(bytes)?)?)
+}
+
+/// A record's body after checking its format version.
+fn body(bytes: &[u8]) -> Result<&[u8], CodecError> {
     if bytes.len() < 2 {
         return Err(CodecError::Truncated);
     }
@@ -42,7 +53,17 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
         return Err(CodecError::Version(version));
     }
-    Ok(serde_json::from_slice(&bytes[2..])?)
+    Ok(&bytes[2..])
+}
+
+/// Encodes a body that is already this format version's JSON (a [`RawValue`] taken from a
+/// record): the same bytes [`encode`] writes for the value it holds.
+pub fn encode_raw(body: &RawValue) -> Vec<u8> {
+    let json = body.get().as_bytes();
+    let mut out = Vec::with_capacity(2 + json.len());
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(json);
+    out
 }
 
 /// A workflow as a partition stores it: the Conductor view plus Baton's bookkeeping.
@@ -67,6 +88,59 @@ pub enum PartitionCommand {
     },
     /// Removes a workflow and its index rows.
     RemoveWorkflow { workflow_id: WorkflowId },
+}
+
+/// A [`PartitionCommand::PutWorkflow`] that borrows its record, for proposing without copying it.
+/// Encodes to the very bytes of the owned command.
+#[derive(Debug, Serialize)]
+pub enum PartitionCommandRef<'a> {
+    PutWorkflow {
+        record: &'a WorkflowRecord,
+        expected_version: u64,
+    },
+}
+
+/// A [`PartitionCommand`] decoded for applying: a put's record stays raw JSON, so a replica
+/// stores the proposer's bytes without decoding and re-encoding the whole workflow; only
+/// [`RecordHeader`] is read from it.
+#[derive(Debug, Deserialize)]
+pub enum PartitionCommandView<'a> {
+    PutWorkflow {
+        #[serde(borrow)]
+        record: &'a RawValue,
+        expected_version: u64,
+    },
+    RemoveWorkflow {
+        workflow_id: WorkflowId,
+    },
+}
+
+/// The fields of a [`WorkflowRecord`] that applying a put needs (version and index rows); the
+/// rest of the record is skipped, not decoded.
+#[derive(Debug, Deserialize)]
+pub struct RecordHeader {
+    pub version: u64,
+    pub workflow: WorkflowHeader,
+}
+
+/// See [`RecordHeader`].
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowHeader {
+    pub workflow_id: WorkflowId,
+    pub workflow_name: String,
+    pub workflow_version: u32,
+    pub status: WorkflowStatus,
+    #[serde(default)]
+    pub correlation_id: Option<String>,
+    pub tasks: Vec<TaskHeader>,
+}
+
+/// See [`RecordHeader`].
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskHeader {
+    pub task_id: TaskId,
 }
 
 /// The result of applying a [`PartitionCommand`].

@@ -4,27 +4,32 @@
 
 use super::keys;
 use cluster::storage::{Batch, Tree};
-use proto::record::{self, PartitionCommand, PartitionOutcome, WorkflowRecord};
+use proto::record::{self, PartitionCommandView, PartitionOutcome, RecordHeader, WorkflowRecord};
+use serde_json::value::RawValue;
 
 /// The state machine of a workflow partition.
 #[derive(Debug, Default)]
 pub struct WorkflowMachine;
 
 impl WorkflowMachine {
-    fn put(
-        state: &Tree,
-        batch: &mut Batch,
-        record: &WorkflowRecord,
-        expected: u64,
-    ) -> PartitionOutcome {
-        let wf = &record.workflow;
+    /// Stores `raw` (a record's JSON, as the proposer encoded it) if the versions allow; only its
+    /// header is decoded.
+    fn put(state: &Tree, batch: &mut Batch, raw: &RawValue, expected: u64) -> PartitionOutcome {
+        let header: RecordHeader = match serde_json::from_str(raw.get()) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::error!(error = %e, "undecodable workflow record in a put; skipped");
+                return PartitionOutcome::VersionConflict { stored: 0 };
+            }
+        };
+        let wf = &header.workflow;
         let id = &wf.workflow_id;
         let stored = stored_version(state, id);
-        if stored != expected || record.version <= stored {
+        if stored != expected || header.version <= stored {
             return PartitionOutcome::VersionConflict { stored };
         }
-        batch.insert(keys::workflow(id), record::encode(record));
-        batch.insert(keys::version(id), record.version.to_be_bytes().to_vec());
+        batch.insert(keys::workflow(id), record::encode_raw(raw));
+        batch.insert(keys::version(id), header.version.to_be_bytes().to_vec());
         for task in &wf.tasks {
             let key = keys::task(&task.task_id);
             if !matches!(state.contains_key(&key), Ok(true)) {
@@ -78,12 +83,12 @@ pub fn stored_version(state: &Tree, id: &proto::WorkflowId) -> u64 {
 
 impl cluster::StateMachine for WorkflowMachine {
     fn apply(&self, state: &Tree, batch: &mut Batch, command: &[u8]) -> Vec<u8> {
-        let outcome = match record::decode::<PartitionCommand>(command) {
-            Ok(PartitionCommand::PutWorkflow {
+        let outcome = match record::decode_borrowed::<PartitionCommandView>(command) {
+            Ok(PartitionCommandView::PutWorkflow {
                 record,
                 expected_version,
-            }) => Self::put(state, batch, &record, expected_version),
-            Ok(PartitionCommand::RemoveWorkflow { workflow_id }) => {
+            }) => Self::put(state, batch, record, expected_version),
+            Ok(PartitionCommandView::RemoveWorkflow { workflow_id }) => {
                 Self::remove(state, batch, &workflow_id)
             }
             Err(e) => {

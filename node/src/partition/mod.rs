@@ -13,7 +13,7 @@ use crate::clock::Clock;
 use crate::engine::{self, Effect};
 use crate::error::{Error, Result};
 use crate::queue::TaskQueues;
-use proto::record::{self, PartitionCommand, PartitionOutcome, WorkflowRecord};
+use proto::record::{self, PartitionOutcome, WorkflowRecord};
 use proto::{PartitionId, WorkflowId};
 use ractor::{Actor, ActorRef};
 use std::sync::{Arc, OnceLock};
@@ -41,7 +41,8 @@ pub struct PartitionCtx {
 }
 
 impl PartitionCtx {
-    pub async fn propose(&self, cmd: &PartitionCommand) -> Result<PartitionOutcome> {
+    /// Proposes a [`PartitionCommand`] (or its borrowed form, which encodes to the same bytes).
+    pub async fn propose(&self, cmd: &impl serde::Serialize) -> Result<PartitionOutcome> {
         let bytes = self
             .group
             .propose(record::encode(cmd))

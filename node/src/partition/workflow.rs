@@ -9,7 +9,9 @@ use super::{keys, PartitionCtx};
 use crate::engine::{self, Decision, Effect, Input, StartInput, TimerKey};
 use crate::error::{Error, Result};
 use proto::model::TaskExecLog;
-use proto::record::{self, PartitionCommand, PartitionOutcome, WorkflowRecord};
+use proto::record::{
+    self, PartitionCommand, PartitionCommandRef, PartitionOutcome, WorkflowRecord,
+};
 use proto::{TaskId, WorkflowId};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use rand::SeedableRng;
@@ -57,8 +59,8 @@ impl WorkflowState {
     /// Proposes `next` (the record after a decision) and adopts it once committed.
     async fn commit(&mut self, next: WorkflowRecord) -> Result<()> {
         let expected = self.record.as_ref().map_or(0, |r| r.version);
-        let cmd = PartitionCommand::PutWorkflow {
-            record: Box::new(next.clone()),
+        let cmd = PartitionCommandRef::PutWorkflow {
+            record: &next,
             expected_version: expected,
         };
         match self.ctx.propose(&cmd).await? {

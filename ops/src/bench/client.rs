@@ -87,9 +87,9 @@ impl Client {
         Ok(id)
     }
 
-    /// `GET /api/workflow/{id}?includeTasks=false`.
+    /// `GET /api/workflow/{id}/status`.
     pub fn status(&self, id: &str) -> anyhow::Result<Status> {
-        let path = format!("/api/workflow/{id}?includeTasks=false");
+        let path = format!("/api/workflow/{id}/status");
         let (code, text) = self.get(&path)?;
         if !code.is_success() {
             bail!("GET {path}: {code}: {}", text.trim());

@@ -1,8 +1,8 @@
 //! `batonctl bench`: measure Baton honestly (see BENCHMARKS.md).
 //!
-//! It starts its own target (one local `baton server` for now, see [`target`]), prints the
-//! machine's calibration, runs in-process HTTP workers speaking Conductor's task API, and runs
-//! three workloads:
+//! It starts its own target (one local `baton server`, or with `--nodes 3` a cluster on loopback
+//! with RF 3, see [`target`]), prints the machine's calibration, runs in-process HTTP workers
+//! speaking Conductor's task API (spread over the nodes), and runs three workloads:
 //!
 //! - **W1** one SIMPLE task, one workflow at a time: end-to-end latency (start to COMPLETED).
 //! - **W2** FORK of 3 one-task branches + JOIN, open loop at `--rate` workflows/s: latency from the
@@ -15,11 +15,16 @@
 //! `/proc`) per 1,000 steps and its RSS are reported per workload. The run exits non-zero when a
 //! workload lost or failed a workflow.
 //!
-//! What it is not (yet): repeated runs with median and spread, peer systems, multi-node targets
-//! and QUIC workers.
+//! `--repeat N` runs every workload N times (3 by default, 1 with `--quick`); the tables show the
+//! median and the spread (min..max). `--peers dbos,celery,restate` then runs W1 and W2 with the
+//! same sizes on each peer system (scripts in `bench/peers/`, see [`peers`]) and prints them side
+//! by side with Baton, with each system's durability setting and the ratios Baton / peer.
+//!
+//! Not yet: QUIC workers as a worker kind, W4 (timers), W7 (leader killed during W2).
 
 mod calibrate;
 mod client;
+mod peers;
 mod stats;
 mod target;
 mod workers;
@@ -28,6 +33,7 @@ mod workloads;
 use anyhow::{bail, Context};
 use calibrate::Calibration;
 use client::Client;
+use peers::{PeerResult, PeerWorkload};
 use std::path::PathBuf;
 use std::time::Duration;
 use target::{Target, TargetSpec};
@@ -45,9 +51,23 @@ pub struct BenchArgs {
     /// The `baton` binary to benchmark; by default the one next to `batonctl`.
     #[arg(long)]
     baton_bin: Option<PathBuf>,
+    /// Nodes of the target: 1 is the embedded single node; more form a cluster on loopback
+    /// (RF = min(3, nodes)).
+    #[arg(long, default_value_t = 1)]
+    nodes: u16,
     /// Workflow partitions of the target.
     #[arg(long, default_value_t = 4)]
     partitions: u16,
+    /// Runs of every workload (default 1 with --quick, 3 otherwise); tables show the median.
+    #[arg(long)]
+    repeat: Option<usize>,
+    /// Peer systems to run W1 and W2 on beside Baton: a comma-separated subset of
+    /// dbos,celery,restate (see bench/peers/).
+    #[arg(long, value_delimiter = ',')]
+    peers: Vec<String>,
+    /// Where the peers' scripts are.
+    #[arg(long)]
+    peers_dir: Option<PathBuf>,
     /// Worker threads (each batch-polls and completes tasks).
     #[arg(long, default_value_t = 4)]
     workers: usize,
@@ -72,10 +92,22 @@ pub struct BenchArgs {
     /// W3: workflows run in total (default 200 quick, 2,000 otherwise).
     #[arg(long)]
     w3_count: Option<u64>,
+    /// W2 rate sweep: arrival rates (workflows/s) to run W2 at, once each, on Baton and every
+    /// peer, to find the maximum sustainable rate.
+    #[arg(long, value_delimiter = ',')]
+    sweep: Vec<f64>,
+    /// Seconds of arrivals per sweep rate (default 5 with --quick, 20 otherwise).
+    #[arg(long)]
+    sweep_secs: Option<u64>,
+    /// A sweep rate is sustainable when nothing is lost, p99 stays at or under this bound and
+    /// completions keep up with arrivals (at least 95% of the rate).
+    #[arg(long, default_value_t = 1_000.0)]
+    p99_bound_ms: f64,
 }
 
 /// The sizes of one run.
 struct Plan {
+    repeat: usize,
     warmup: u64,
     w1_count: u64,
     rate: f64,
@@ -83,12 +115,16 @@ struct Plan {
     drain: Duration,
     w3_parallel: usize,
     w3_count: u64,
+    sweep: Vec<f64>,
+    sweep_duration: Duration,
+    p99_bound_ms: f64,
 }
 
 impl Plan {
     fn from(args: &BenchArgs) -> Self {
         let q = args.quick;
         Self {
+            repeat: args.repeat.unwrap_or(if q { 1 } else { 3 }).max(1),
             warmup: if q { 20 } else { 200 },
             w1_count: args.w1_count.unwrap_or(if q { 200 } else { 2_000 }),
             rate: args.rate.unwrap_or(if q { 50.0 } else { 200.0 }),
@@ -96,36 +132,128 @@ impl Plan {
             drain: Duration::from_secs(args.drain_secs),
             w3_parallel: args.w3_parallel.unwrap_or(if q { 8 } else { 32 }),
             w3_count: args.w3_count.unwrap_or(if q { 200 } else { 2_000 }),
+            sweep: args.sweep.iter().copied().filter(|r| *r > 0.0).collect(),
+            sweep_duration: Duration::from_secs(args.sweep_secs.unwrap_or(if q { 5 } else { 20 })),
+            p99_bound_ms: args.p99_bound_ms,
         }
     }
 }
 
-/// One row of the final table.
-struct Row {
-    name: &'static str,
-    what: String,
-    steps_per_workflow: u64,
-    outcome: Outcome,
-    cpu_ms: u64,
+/// One run of one workload, as the tables show it (Baton's and the peers' alike).
+#[derive(Debug, Clone)]
+struct Measured {
+    started: u64,
+    completed: u64,
+    failed: u64,
+    lost: u64,
+    steps_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    p999_ms: f64,
+    /// Server CPU per 1,000 steps; `None` when nothing completed.
+    cpu_per_k: Option<f64>,
     rss_mib: f64,
 }
 
-impl Row {
-    fn steps(&self) -> u64 {
-        self.outcome.completed * self.steps_per_workflow
-    }
-
-    fn lost(&self) -> u64 {
-        self.outcome.started.saturating_sub(self.outcome.completed)
-    }
-
-    fn steps_per_s(&self) -> f64 {
-        let secs = self.outcome.elapsed.as_secs_f64();
-        if secs > 0.0 {
-            self.steps() as f64 / secs
-        } else {
-            0.0
+impl Measured {
+    fn of_baton(outcome: &Outcome, steps_per_workflow: u64, cpu_ms: u64, rss_mib: f64) -> Self {
+        let steps = outcome.completed * steps_per_workflow;
+        let secs = outcome.elapsed.as_secs_f64();
+        Self {
+            started: outcome.started,
+            completed: outcome.completed,
+            failed: outcome.failed,
+            lost: outcome
+                .started
+                .saturating_sub(outcome.completed + outcome.failed),
+            steps_per_s: if secs > 0.0 { steps as f64 / secs } else { 0.0 },
+            p50_ms: outcome.latency.ms(0.50),
+            p99_ms: outcome.latency.ms(0.99),
+            p999_ms: outcome.latency.ms(0.999),
+            cpu_per_k: (steps > 0).then(|| cpu_ms as f64 * 1_000.0 / steps as f64),
+            rss_mib,
         }
+    }
+
+    fn of_peer(r: &PeerResult) -> Self {
+        let steps = r.completed * r.steps_per_workflow;
+        Self {
+            started: r.started,
+            completed: r.completed,
+            failed: r.failed,
+            lost: r.lost(),
+            steps_per_s: r.steps_per_s(),
+            p50_ms: r.p50_ms,
+            p99_ms: r.p99_ms,
+            p999_ms: r.p999_ms,
+            cpu_per_k: (steps > 0).then(|| r.cpu_ms as f64 * 1_000.0 / steps as f64),
+            rss_mib: r.rss_mib,
+        }
+    }
+}
+
+/// The repetitions of one workload on one system.
+struct Row {
+    system: String,
+    workload: &'static str,
+    what: String,
+    /// How the system makes a step durable.
+    durability: String,
+    runs: Vec<Measured>,
+    /// Workload-specific remarks for the notes under the table.
+    note: Option<String>,
+}
+
+/// One W2 run of a rate sweep.
+struct SweepPoint {
+    system: String,
+    rate: f64,
+    m: Measured,
+    /// Completed workflows per second over the run (arrivals to last completion).
+    achieved: f64,
+}
+
+impl SweepPoint {
+    /// Nothing lost or failed, p99 within the bound, and completions kept up with arrivals.
+    fn sustainable(&self, p99_bound_ms: f64) -> bool {
+        self.m.lost == 0
+            && self.m.failed == 0
+            && self.m.p99_ms <= p99_bound_ms
+            && self.achieved >= 0.95 * self.rate
+    }
+}
+
+/// The median of `xs` (the lower middle for an even count); 0 when empty.
+fn median(mut xs: Vec<f64>) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    xs.sort_by(f64::total_cmp);
+    xs[(xs.len() - 1) / 2]
+}
+
+impl Row {
+    fn median_of(&self, f: impl Fn(&Measured) -> f64) -> f64 {
+        median(self.runs.iter().map(f).collect())
+    }
+
+    /// `min..max` of a field over the runs (empty with one run).
+    fn spread_of(&self, f: impl Fn(&Measured) -> f64, digits: usize) -> String {
+        if self.runs.len() < 2 {
+            return "-".into();
+        }
+        let xs: Vec<f64> = self.runs.iter().map(f).collect();
+        let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!("{lo:.digits$}..{hi:.digits$}")
+    }
+
+    fn total(&self, f: impl Fn(&Measured) -> u64) -> u64 {
+        self.runs.iter().map(f).sum()
+    }
+
+    fn is_bad(&self) -> bool {
+        self.total(|m| m.lost) > 0 || self.total(|m| m.failed) > 0
     }
 }
 
@@ -136,67 +264,116 @@ fn progress(line: String) {
 /// Runs the bench; `Ok(false)` when a workload lost or failed workflows.
 pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
     let plan = Plan::from(&args);
+    for p in &args.peers {
+        if !peers::KNOWN.contains(&p.as_str()) {
+            bail!(
+                "unknown peer {p:?}: known peers are {}",
+                peers::KNOWN.join(", ")
+            );
+        }
+    }
     let bin = match &args.baton_bin {
         Some(b) => b.clone(),
         None => std::env::current_exe()
             .context("cannot locate batonctl")?
             .with_file_name("baton"),
     };
-    let spec = TargetSpec::LocalServer {
-        bin,
-        partitions: args.partitions,
+    let spec = if args.nodes <= 1 {
+        TargetSpec::LocalServer {
+            bin,
+            partitions: args.partitions,
+        }
+    } else {
+        TargetSpec::LocalCluster {
+            bin,
+            nodes: args.nodes,
+            partitions: args.partitions,
+        }
     };
 
     progress("calibrating (fdatasync, loopback TCP)".into());
     let cal = Calibration::measure()?;
-    print_calibration(&cal, &spec, &args);
+    print_calibration(&cal, &spec, &args, &plan);
 
     progress(format!("starting the target: {}", spec.describe()));
     let target = Target::start(&spec)?;
     let pids = target.pids();
-    let url = target.url().to_owned();
-    progress(format!("target up at {url} (pid {pids:?})"));
+    progress(format!(
+        "target up at {} (pids {pids:?})",
+        target.urls().join(", ")
+    ));
 
-    let result = run_workloads(&url, &pids, &plan, &args);
+    let result = run_workloads(target.urls(), &pids, &plan, &args);
     if result.is_err() {
-        eprintln!("--- target log ---\n{}", target.log_tail());
+        eprintln!("--- target logs ---\n{}", target.log_tail());
     }
-    let rows = result?;
+    let (mut rows, mut sweep) = result?;
     drop(target);
 
+    let peers_dir = args.peers_dir.clone().unwrap_or_else(peers::default_dir);
+    let mut peer_rows = Vec::new();
+    for name in &args.peers {
+        match run_peer(&peers_dir, name, &plan) {
+            Ok((mut r, mut points)) => {
+                peer_rows.append(&mut r);
+                sweep.append(&mut points);
+            }
+            // A peer that cannot install or run here is reported, not fatal to Baton's figures.
+            Err(e) => eprintln!("batonctl bench: peer {name} failed: {e:#}"),
+        }
+    }
+
     print_table(&rows, cal.nproc);
+    if !args.peers.is_empty() {
+        print_side_by_side(&rows, &peer_rows);
+    }
+    if !sweep.is_empty() {
+        print_sweep(&sweep, plan.p99_bound_ms);
+    }
+    rows.append(&mut peer_rows);
     let mut ok = true;
-    for r in &rows {
-        if r.lost() > 0 || r.outcome.failed > 0 || r.outcome.errors > 0 {
+    for p in &sweep {
+        // A sweep is meant to pass the breaking point; only a loss (not lateness) is bad.
+        if p.system == "baton" && p.m.lost > 0 {
             eprintln!(
-                "batonctl bench: {} lost {}, failed {}, errors {}",
-                r.name,
-                r.lost(),
-                r.outcome.failed,
-                r.outcome.errors
+                "batonctl bench: baton lost {} workflows at W2 {}/s",
+                p.m.lost, p.rate
             );
             ok = false;
+        }
+    }
+    for r in &rows {
+        if r.is_bad() {
+            eprintln!(
+                "batonctl bench: {} {} lost {}, failed {}",
+                r.system,
+                r.workload,
+                r.total(|m| m.lost),
+                r.total(|m| m.failed),
+            );
+            // Only Baton's losses fail the run; a peer's are reported.
+            ok &= r.system != "baton";
         }
     }
     Ok(ok)
 }
 
 fn run_workloads(
-    url: &str,
+    urls: &[String],
     pids: &[u32],
     plan: &Plan,
     args: &BenchArgs,
-) -> anyhow::Result<Vec<Row>> {
-    let admin = Client::new(url)?;
+) -> anyhow::Result<(Vec<Row>, Vec<SweepPoint>)> {
+    let admin = Client::new(&urls[0])?;
     let (task_defs, workflow_defs) = workloads::definitions();
     admin.register_task_defs(&task_defs)?;
     for def in &workflow_defs {
         admin.register_workflow(def)?;
     }
-    let workers = Workers::start(url, workloads::TASK_TYPE, args.workers, args.batch)?;
+    let workers = Workers::start(urls, workloads::TASK_TYPE, args.workers, args.batch)?;
 
     progress(format!("warm-up: {} x W1", plan.warmup));
-    let warm = workloads::closed_loop(url, workloads::W1, 1, plan.warmup)?;
+    let warm = workloads::closed_loop(urls, workloads::W1, 1, plan.warmup)?;
     if warm.completed != warm.started || warm.started == 0 {
         bail!(
             "warm-up: {} of {} workflows completed (errors {})",
@@ -206,68 +383,123 @@ fn run_workloads(
         );
     }
 
-    let mut rows = Vec::new();
-    let measure = |name: &'static str,
+    let durability = format!("{FSYNC_MODE}, RF {}", args.nodes.clamp(1, 3));
+    let measure = |workload: &'static str,
                    what: String,
                    steps_per_workflow: u64,
                    body: &dyn Fn() -> anyhow::Result<Outcome>|
      -> anyhow::Result<Row> {
-        progress(format!("{name}: {what}"));
-        let cpu_before = stats::cpu_ms(pids);
-        let outcome = body()?;
-        let cpu_ms = stats::cpu_ms(pids).saturating_sub(cpu_before);
-        let row = Row {
-            name,
-            what,
-            steps_per_workflow,
-            outcome,
-            cpu_ms,
-            rss_mib: stats::rss_mib(pids),
+        let mut row = Row {
+            system: "baton".into(),
+            workload,
+            what: what.clone(),
+            durability: durability.clone(),
+            runs: Vec::new(),
+            note: None,
         };
-        progress(format!(
-            "{name}: completed {}/{} in {:.1} s, {}",
-            row.outcome.completed,
-            row.outcome.started,
-            row.outcome.elapsed.as_secs_f64(),
-            row.outcome.latency.summary(2)
-        ));
+        let mut errors = 0;
+        let mut per_step = Vec::new();
+        for run in 1..=plan.repeat {
+            progress(format!("{workload} (run {run}/{}): {what}", plan.repeat));
+            let cpu_before = stats::cpu_ms(pids);
+            let outcome = body()?;
+            let cpu_ms = stats::cpu_ms(pids).saturating_sub(cpu_before);
+            progress(format!(
+                "{workload}: completed {}/{} in {:.1} s, {}",
+                outcome.completed,
+                outcome.started,
+                outcome.elapsed.as_secs_f64(),
+                outcome.latency.summary(2)
+            ));
+            errors += outcome.errors;
+            per_step.push(outcome.latency.ms(0.50) / steps_per_workflow as f64);
+            row.runs.push(Measured::of_baton(
+                &outcome,
+                steps_per_workflow,
+                cpu_ms,
+                stats::rss_mib(pids),
+            ));
+        }
+        let mut notes = Vec::new();
+        if workload == "W3" {
+            notes.push(format!(
+                "per-step overhead (p50 workflow / 10) {:.2} ms",
+                median(per_step)
+            ));
+        }
+        if errors > 0 {
+            notes.push(format!("{errors} request errors"));
+        }
+        row.note = (!notes.is_empty()).then(|| notes.join("; "));
         Ok(row)
     };
 
-    rows.push(measure(
-        "W1",
-        format!("1 task, sequential, {} workflows", plan.w1_count),
-        workloads::W1_STEPS,
-        &|| workloads::closed_loop(url, workloads::W1, 1, plan.w1_count),
-    )?);
-    rows.push(measure(
-        "W2",
-        format!(
-            "fork 3 + join, open loop {}/s for {} s",
-            plan.rate,
-            plan.w2_duration.as_secs()
-        ),
-        workloads::W2_STEPS,
-        &|| {
-            workloads::open_loop(
-                url,
-                workloads::W2,
+    let rows = vec![
+        measure(
+            "W1",
+            format!("1 task, sequential, {} workflows", plan.w1_count),
+            workloads::W1_STEPS,
+            &|| workloads::closed_loop(urls, workloads::W1, 1, plan.w1_count),
+        )?,
+        measure(
+            "W2",
+            format!(
+                "fork 3 + join, open loop {}/s for {} s",
                 plan.rate,
-                plan.w2_duration,
-                plan.drain,
-                &progress,
-            )
-        },
-    )?);
-    rows.push(measure(
-        "W3",
-        format!(
-            "10-task chain, {} in flight, {} workflows",
-            plan.w3_parallel, plan.w3_count
-        ),
-        workloads::W3_STEPS,
-        &|| workloads::closed_loop(url, workloads::W3, plan.w3_parallel, plan.w3_count),
-    )?);
+                plan.w2_duration.as_secs()
+            ),
+            workloads::W2_STEPS,
+            &|| {
+                workloads::open_loop(
+                    urls,
+                    workloads::W2,
+                    plan.rate,
+                    plan.w2_duration,
+                    plan.drain,
+                    &progress,
+                )
+            },
+        )?,
+        measure(
+            "W3",
+            format!(
+                "10-task chain, {} in flight, {} workflows",
+                plan.w3_parallel, plan.w3_count
+            ),
+            workloads::W3_STEPS,
+            &|| workloads::closed_loop(urls, workloads::W3, plan.w3_parallel, plan.w3_count),
+        )?,
+    ];
+
+    let mut sweep = Vec::new();
+    for &rate in &plan.sweep {
+        progress(format!(
+            "sweep: W2 at {rate}/s for {} s",
+            plan.sweep_duration.as_secs()
+        ));
+        let cpu_before = stats::cpu_ms(pids);
+        let outcome = workloads::open_loop(
+            urls,
+            workloads::W2,
+            rate,
+            plan.sweep_duration,
+            plan.drain,
+            &progress,
+        )?;
+        let cpu_ms = stats::cpu_ms(pids).saturating_sub(cpu_before);
+        let secs = outcome.elapsed.as_secs_f64();
+        let achieved = if secs > 0.0 {
+            outcome.completed as f64 / secs
+        } else {
+            0.0
+        };
+        sweep.push(SweepPoint {
+            system: "baton".into(),
+            rate,
+            m: Measured::of_baton(&outcome, workloads::W2_STEPS, cpu_ms, stats::rss_mib(pids)),
+            achieved,
+        });
+    }
 
     let errors = workers
         .counters
@@ -281,26 +513,108 @@ fn run_workloads(
     progress(format!(
         "workers: {tasks} tasks completed (warm-up included), {errors} failed requests"
     ));
-    Ok(rows)
+    Ok((rows, sweep))
 }
 
-fn print_calibration(cal: &Calibration, spec: &TargetSpec, args: &BenchArgs) {
+/// Runs W1 and W2 on peer `name`, `plan.repeat` times each, with Baton's sizes, then W2 at each
+/// sweep rate.
+fn run_peer(
+    dir: &std::path::Path,
+    name: &str,
+    plan: &Plan,
+) -> anyhow::Result<(Vec<Row>, Vec<SweepPoint>)> {
+    let workloads = [
+        (
+            "W1",
+            format!("1 task, sequential, {} workflows", plan.w1_count),
+            PeerWorkload::W1 {
+                count: plan.w1_count,
+                warmup: plan.warmup,
+            },
+        ),
+        (
+            "W2",
+            format!(
+                "fork 3 + join, open loop {}/s for {} s",
+                plan.rate,
+                plan.w2_duration.as_secs()
+            ),
+            PeerWorkload::W2 {
+                rate: plan.rate,
+                secs: plan.w2_duration.as_secs(),
+                drain_secs: plan.drain.as_secs(),
+                warmup: plan.warmup,
+            },
+        ),
+    ];
+    let mut rows = Vec::new();
+    for (workload, what, spec) in workloads {
+        let mut row = Row {
+            system: name.to_owned(),
+            workload,
+            what,
+            durability: String::new(),
+            runs: Vec::new(),
+            note: None,
+        };
+        for run in 1..=plan.repeat {
+            progress(format!(
+                "peer {name}: {workload} (run {run}/{})",
+                plan.repeat
+            ));
+            let r = peers::run(dir, name, &spec)?;
+            progress(format!(
+                "peer {name}: {workload} completed {}/{}, p50 {:.2} ms, p99 {:.2} ms",
+                r.completed, r.started, r.p50_ms, r.p99_ms
+            ));
+            row.system = format!("{} {}", r.system, r.version);
+            row.durability = r.durability.clone();
+            row.note = Some(format!("workers: {}; {}", r.workers, r.notes));
+            row.runs.push(Measured::of_peer(&r));
+        }
+        rows.push(row);
+    }
+    let mut sweep = Vec::new();
+    for &rate in &plan.sweep {
+        progress(format!("peer {name}: sweep W2 at {rate}/s"));
+        let spec = PeerWorkload::W2 {
+            rate,
+            secs: plan.sweep_duration.as_secs(),
+            drain_secs: plan.drain.as_secs(),
+            warmup: plan.warmup,
+        };
+        let r = peers::run(dir, name, &spec)?;
+        sweep.push(SweepPoint {
+            system: format!("{} {}", r.system, r.version),
+            rate,
+            achieved: if r.elapsed_s > 0.0 {
+                r.completed as f64 / r.elapsed_s
+            } else {
+                0.0
+            },
+            m: Measured::of_peer(&r),
+        });
+    }
+    Ok((rows, sweep))
+}
+
+fn print_calibration(cal: &Calibration, spec: &TargetSpec, args: &BenchArgs, plan: &Plan) {
     println!();
     println!("calibration");
     println!("  git commit        {}", cal.git);
     println!("  nproc             {}", cal.nproc);
     println!("  target            {}", spec.describe());
-    let TargetSpec::LocalServer { bin, .. } = spec;
     println!(
         "  baton binary      {} (a target/debug build is unoptimised: compare release builds)",
-        bin.display()
+        spec.bin().display()
     );
     println!("  fsync mode        {FSYNC_MODE}");
     println!("  payload           {{}} input, {{\"ok\":true}} output per task");
     println!(
-        "  workers           {} HTTP threads in-process, batch poll of {}",
+        "  workers           {} HTTP threads in-process, batch poll of {}, spread over the nodes",
         args.workers, args.batch
     );
+    println!("  repetitions       {}", plan.repeat);
     println!(
         "  fdatasync 4 KB    {}  ({} samples)",
         cal.fsync.summary(3),
@@ -314,56 +628,15 @@ fn print_calibration(cal: &Calibration, spec: &TargetSpec, args: &BenchArgs) {
     println!();
 }
 
-fn print_table(rows: &[Row], nproc: usize) {
-    let mut cells: Vec<Vec<String>> = vec![[
-        "workload",
-        "started",
-        "completed",
-        "failed",
-        "lost",
-        "steps/s",
-        "steps/s/core",
-        "p50_ms",
-        "p99_ms",
-        "p99.9_ms",
-        "cpu_ms/1k_steps",
-        "rss_MiB",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect()];
-    for r in rows {
-        let o = &r.outcome;
-        let steps = r.steps();
-        let cpu_per_k = if steps > 0 {
-            format!("{:.0}", r.cpu_ms as f64 * 1_000.0 / steps as f64)
-        } else {
-            "-".into()
-        };
-        cells.push(vec![
-            r.name.to_owned(),
-            o.started.to_string(),
-            o.completed.to_string(),
-            o.failed.to_string(),
-            r.lost().to_string(),
-            format!("{:.0}", r.steps_per_s()),
-            format!("{:.0}", r.steps_per_s() / nproc as f64),
-            format!("{:.2}", o.latency.ms(0.50)),
-            format!("{:.2}", o.latency.ms(0.99)),
-            format!("{:.2}", o.latency.ms(0.999)),
-            cpu_per_k,
-            format!("{:.0}", r.rss_mib),
-        ]);
-    }
+/// Prints `cells` (the first row is the header) as aligned columns.
+fn print_columns(cells: &[Vec<String>]) {
     let mut width = vec![0; cells[0].len()];
-    for row in &cells {
+    for row in cells {
         for (w, c) in width.iter_mut().zip(row) {
             *w = (*w).max(c.len());
         }
     }
-    println!();
-    println!("results");
-    for row in &cells {
+    for row in cells {
         let line: Vec<String> = row
             .iter()
             .zip(&width)
@@ -376,27 +649,221 @@ fn print_table(rows: &[Row], nproc: usize) {
                 }
             })
             .collect();
-        println!("{}", line.join("  "));
+        println!("{}", line.join("  ").trim_end());
+    }
+}
+
+fn header(names: &[&str]) -> Vec<String> {
+    names.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn cpu_cell(row: &Row) -> String {
+    let xs: Vec<f64> = row.runs.iter().filter_map(|m| m.cpu_per_k).collect();
+    if xs.is_empty() {
+        "-".into()
+    } else {
+        format!("{:.0}", median(xs))
+    }
+}
+
+fn print_table(rows: &[Row], nproc: usize) {
+    let mut cells = vec![header(&[
+        "workload",
+        "started",
+        "completed",
+        "failed",
+        "lost",
+        "steps/s",
+        "(spread)",
+        "steps/s/core",
+        "p50_ms",
+        "p99_ms",
+        "(spread)",
+        "p99.9_ms",
+        "cpu_ms/1k_steps",
+        "rss_MiB",
+    ])];
+    for r in rows {
+        let steps = r.median_of(|m| m.steps_per_s);
+        cells.push(vec![
+            r.workload.to_owned(),
+            r.total(|m| m.started).to_string(),
+            r.total(|m| m.completed).to_string(),
+            r.total(|m| m.failed).to_string(),
+            r.total(|m| m.lost).to_string(),
+            format!("{steps:.0}"),
+            r.spread_of(|m| m.steps_per_s, 0),
+            format!("{:.0}", steps / nproc as f64),
+            format!("{:.2}", r.median_of(|m| m.p50_ms)),
+            format!("{:.2}", r.median_of(|m| m.p99_ms)),
+            r.spread_of(|m| m.p99_ms, 1),
+            format!("{:.2}", r.median_of(|m| m.p999_ms)),
+            cpu_cell(r),
+            format!("{:.0}", r.median_of(|m| m.rss_mib)),
+        ]);
     }
     println!();
+    println!("results (baton; medians of the runs, counts summed over them)");
+    print_columns(&cells);
+    println!();
     for r in rows {
-        let mut note = format!("{}: {}", r.name, r.what);
-        if r.name == "W3" && r.outcome.completed > 0 {
-            let per_step = r.outcome.latency.ms(0.50) / r.steps_per_workflow as f64;
-            let _ = std::fmt::Write::write_fmt(
-                &mut note,
-                format_args!("; per-step overhead (p50 workflow / 10) {per_step:.2} ms"),
-            );
+        match &r.note {
+            Some(note) => println!("  {}: {}; {note}", r.workload, r.what),
+            None => println!("  {}: {}", r.workload, r.what),
         }
-        if r.outcome.errors > 0 {
-            let _ = std::fmt::Write::write_fmt(
-                &mut note,
-                format_args!("; {} request errors", r.outcome.errors),
-            );
-        }
-        println!("  {note}");
     }
     println!("  latency: W1/W3 from start request to COMPLETED observed; W2 from the scheduled");
     println!("  arrival. Completion is seen by status polls (1-10 ms apart), whose CPU the target");
-    println!("  pays and which is included in cpu_ms/1k_steps. One repetition: no spread yet.");
+    println!("  pays and which is included in cpu_ms/1k_steps.");
+}
+
+/// W1 and W2 of Baton and every peer, with the ratios Baton / peer.
+fn print_side_by_side(baton: &[Row], peers: &[Row]) {
+    let mut cells = vec![header(&[
+        "workload",
+        "system",
+        "completed",
+        "lost",
+        "steps/s",
+        "p50_ms",
+        "p99_ms",
+        "cpu_ms/1k_steps",
+        "rss_MiB",
+        "baton/peer steps/s",
+        "baton/peer p50",
+        "baton/peer p99",
+    ])];
+    let mut durability = Vec::new();
+    for workload in ["W1", "W2"] {
+        let Some(b) = baton.iter().find(|r| r.workload == workload) else {
+            continue;
+        };
+        let (bs, b50, b99) = (
+            b.median_of(|m| m.steps_per_s),
+            b.median_of(|m| m.p50_ms),
+            b.median_of(|m| m.p99_ms),
+        );
+        for r in std::iter::once(b).chain(peers.iter().filter(|r| r.workload == workload)) {
+            let (s, p50, p99) = (
+                r.median_of(|m| m.steps_per_s),
+                r.median_of(|m| m.p50_ms),
+                r.median_of(|m| m.p99_ms),
+            );
+            let is_baton = std::ptr::eq(r, b);
+            let ratio = |a: f64, peer: f64| {
+                if is_baton || peer <= 0.0 {
+                    "-".to_owned()
+                } else {
+                    format!("{:.2}", a / peer)
+                }
+            };
+            cells.push(vec![
+                workload.to_owned(),
+                r.system.clone(),
+                r.total(|m| m.completed).to_string(),
+                r.total(|m| m.lost).to_string(),
+                format!("{s:.0}"),
+                format!("{p50:.2}"),
+                format!("{p99:.2}"),
+                cpu_cell(r),
+                format!("{:.0}", r.median_of(|m| m.rss_mib)),
+                ratio(bs, s),
+                ratio(b50, p50),
+                ratio(b99, p99),
+            ]);
+            if !durability
+                .iter()
+                .any(|(name, _): &(String, String)| name == &r.system)
+            {
+                durability.push((r.system.clone(), r.durability.clone()));
+            }
+        }
+    }
+    println!();
+    println!("side by side (same machine, same run; medians)");
+    print_columns(&cells);
+    println!();
+    println!("  durability:");
+    for (system, d) in &durability {
+        println!("    {system}: {d}");
+    }
+    for r in peers {
+        if let Some(note) = &r.note {
+            println!("  {} {}: {note}", r.system, r.workload);
+        }
+    }
+    println!("  baton/peer steps/s above 1 means Baton does more; p50/p99 below 1 means Baton is faster.");
+    println!("  cpu_ms/1k_steps counts each system's server-side processes (see its notes).");
+}
+
+/// The W2 sweep of every system, and each one's maximum sustainable rate.
+fn print_sweep(points: &[SweepPoint], p99_bound_ms: f64) {
+    let mut cells = vec![header(&[
+        "system",
+        "rate/s",
+        "started",
+        "completed",
+        "lost",
+        "achieved/s",
+        "steps/s",
+        "p50_ms",
+        "p99_ms",
+        "cpu_ms/1k_steps",
+        "sustainable",
+    ])];
+    let mut best: Vec<(String, Option<&SweepPoint>)> = Vec::new();
+    for p in points {
+        let ok = p.sustainable(p99_bound_ms);
+        cells.push(vec![
+            p.system.clone(),
+            format!("{}", p.rate),
+            p.m.started.to_string(),
+            p.m.completed.to_string(),
+            p.m.lost.to_string(),
+            format!("{:.1}", p.achieved),
+            format!("{:.0}", p.m.steps_per_s),
+            format!("{:.2}", p.m.p50_ms),
+            format!("{:.2}", p.m.p99_ms),
+            p.m.cpu_per_k.map_or("-".into(), |c| format!("{c:.0}")),
+            if ok { "yes" } else { "no" }.into(),
+        ]);
+        let slot = match best.iter_mut().find(|(s, _)| *s == p.system) {
+            Some(slot) => slot,
+            None => {
+                best.push((p.system.clone(), None));
+                best.last_mut().expect("just pushed")
+            }
+        };
+        if ok && slot.1.is_none_or(|b| b.rate < p.rate) {
+            slot.1 = Some(p);
+        }
+    }
+    println!();
+    println!(
+        "W2 sweep (sustainable: nothing lost, p99 <= {p99_bound_ms} ms, completions >= 95% of the rate)"
+    );
+    print_columns(&cells);
+    println!();
+    let baton = best
+        .iter()
+        .find(|(s, _)| s == "baton")
+        .and_then(|(_, b)| *b)
+        .map(|b| b.m.steps_per_s);
+    for (system, b) in &best {
+        match b {
+            Some(b) => {
+                let ratio = match baton {
+                    Some(x) if system != "baton" && b.m.steps_per_s > 0.0 => {
+                        format!(" (baton/peer {:.2})", x / b.m.steps_per_s)
+                    }
+                    _ => String::new(),
+                };
+                println!(
+                    "  {system}: max sustainable W2 rate {}/s, {:.0} steps/s{ratio}",
+                    b.rate, b.m.steps_per_s
+                );
+            }
+            None => println!("  {system}: no sweep rate was sustainable"),
+        }
+    }
 }

@@ -1,13 +1,16 @@
 //! The system under test: a value that starts, names its HTTP endpoint and processes, and stops.
 //!
-//! Only one kind exists yet ([`TargetSpec::LocalServer`], one `baton server` child on loopback);
-//! a 3-node cluster and QUIC workers are further kinds to add here. A target owns its temporary
-//! data directory and kills its processes when dropped, so a failed run leaves nothing behind.
+//! Two kinds: [`TargetSpec::LocalServer`] (one `baton server` child on loopback, the embedded
+//! default) and [`TargetSpec::LocalCluster`] (several `baton server` children on loopback forming
+//! one cluster, RF = min(3, nodes), with certificates from `baton certs`). A target owns its
+//! temporary directory and kills its processes when dropped, so a failed run leaves nothing behind.
 
 use anyhow::{bail, Context};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::net::TcpListener;
+use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,6 +25,12 @@ const LOG_TAIL_BYTES: u64 = 4_000;
 pub enum TargetSpec {
     /// One `baton server` process with a fresh data directory on a free loopback port.
     LocalServer { bin: PathBuf, partitions: u16 },
+    /// `nodes` `baton server` processes forming one cluster on loopback.
+    LocalCluster {
+        bin: PathBuf,
+        nodes: u16,
+        partitions: u16,
+    },
 }
 
 impl TargetSpec {
@@ -31,31 +40,96 @@ impl TargetSpec {
             TargetSpec::LocalServer { partitions, .. } => {
                 format!("1 node (local baton server), RF 1, {partitions} partitions")
             }
+            TargetSpec::LocalCluster {
+                nodes, partitions, ..
+            } => format!(
+                "{nodes} nodes (local baton servers on loopback), RF {}, {partitions} partitions",
+                (*nodes).min(3)
+            ),
+        }
+    }
+
+    /// The `baton` binary the target runs.
+    pub fn bin(&self) -> &Path {
+        match self {
+            TargetSpec::LocalServer { bin, .. } | TargetSpec::LocalCluster { bin, .. } => bin,
         }
     }
 }
 
 /// A running target.
 pub struct Target {
-    url: String,
+    /// Each node's HTTP base URL, without a trailing slash.
+    urls: Vec<String>,
     /// The processes that make up the target (their CPU and RSS are what the bench reports).
     children: Vec<Child>,
-    log: PathBuf,
-    /// Holds the data directory alive until the target is dropped.
-    _dir: tempfile::TempDir,
+    /// Each node's log.
+    logs: Vec<PathBuf>,
+    /// Certificates, data directories and logs; removed when the target is dropped.
+    dir: tempfile::TempDir,
 }
 
 impl Target {
     /// Starts the target and waits until it answers `GET /health`.
     pub fn start(spec: &TargetSpec) -> anyhow::Result<Self> {
-        match spec {
-            TargetSpec::LocalServer { bin, partitions } => local_server(bin, *partitions),
+        let bin = spec.bin();
+        if !bin.is_file() {
+            bail!(
+                "baton binary not found at {}: build it (`cargo build --release -p baton-node \
+                 --bin baton`) or pass --baton-bin",
+                bin.display()
+            );
         }
+        let dir = tempfile::Builder::new()
+            .prefix("baton-bench-")
+            .tempdir()
+            .context("cannot create the target's directory")?;
+        let mut target = Target {
+            urls: Vec::new(),
+            children: Vec::new(),
+            logs: Vec::new(),
+            dir,
+        };
+        match spec {
+            TargetSpec::LocalServer { partitions, .. } => {
+                target.spawn(bin, 1, *partitions, &[])?;
+                target.wait_ready(usize::from(*partitions) + 1)?;
+            }
+            TargetSpec::LocalCluster {
+                nodes, partitions, ..
+            } => {
+                let ids: Vec<u16> = (1..=*nodes).collect();
+                let certs = target.dir.path().join("certs");
+                write_certs(bin, &certs, &ids)?;
+                let peers: Vec<(u16, u16)> = ids
+                    .iter()
+                    .map(|id| free_udp_port().map(|p| (*id, p)))
+                    .collect::<anyhow::Result<_>>()?;
+                let cluster = peers
+                    .iter()
+                    .map(|(id, p)| format!("{id}=127.0.0.1:{p}"))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                for (id, port) in &peers {
+                    let args = [
+                        "--listen".to_owned(),
+                        format!("127.0.0.1:{port}"),
+                        "--cluster".to_owned(),
+                        cluster.clone(),
+                        "--certs".to_owned(),
+                        certs.display().to_string(),
+                    ];
+                    target.spawn(bin, *id, *partitions, &args)?;
+                }
+                target.wait_ready(usize::from(*partitions) + 1)?;
+            }
+        }
+        Ok(target)
     }
 
-    /// The HTTP base URL, without a trailing slash.
-    pub fn url(&self) -> &str {
-        &self.url
+    /// Every node's HTTP base URL.
+    pub fn urls(&self) -> &[String] {
+        &self.urls
     }
 
     /// The process ids of the target's processes.
@@ -63,9 +137,14 @@ impl Target {
         self.children.iter().map(Child::id).collect()
     }
 
-    /// The last bytes of the target's log.
+    /// The last bytes of each node's log.
     pub fn log_tail(&self) -> String {
-        file_tail(&self.log, LOG_TAIL_BYTES)
+        self.logs
+            .iter()
+            .enumerate()
+            .map(|(i, log)| format!("--- node {} ---\n{}", i + 1, file_tail(log, LOG_TAIL_BYTES)))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Kills and reaps every process.
@@ -83,47 +162,134 @@ impl Drop for Target {
     }
 }
 
-fn local_server(bin: &Path, partitions: u16) -> anyhow::Result<Target> {
-    if !bin.is_file() {
+impl Target {
+    /// Starts node `id` with a fresh data directory and HTTP port, plus `extra` arguments.
+    fn spawn(
+        &mut self,
+        bin: &Path,
+        id: u16,
+        partitions: u16,
+        extra: &[String],
+    ) -> anyhow::Result<()> {
+        let port = free_port()?;
+        let log = self.dir.path().join(format!("node-{id}.log"));
+        let log_file = File::create(&log).context("cannot create the server log")?;
+        let child = Command::new(bin)
+            .arg("server")
+            .arg("--node-id")
+            .arg(id.to_string())
+            .arg("--data-dir")
+            .arg(self.dir.path().join(format!("data-{id}")))
+            .arg("--http")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--partitions")
+            .arg(partitions.to_string())
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(
+                log_file
+                    .try_clone()
+                    .context("cannot clone the log handle")?,
+            )
+            .stderr(log_file)
+            .spawn()
+            .with_context(|| format!("cannot start {}", bin.display()))?;
+        self.urls.push(format!("http://127.0.0.1:{port}"));
+        self.children.push(child);
+        self.logs.push(log);
+        Ok(())
+    }
+
+    /// Waits until every node answers `GET /health` and the nodes report `groups` groups (the
+    /// meta group and the partitions), each with a leader that every node names.
+    fn wait_ready(&mut self, groups: usize) -> anyhow::Result<()> {
+        let http = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()?;
+        let deadline = Instant::now() + START_DEADLINE;
+        loop {
+            for child in &mut self.children {
+                if let Some(status) = child.try_wait()? {
+                    bail!(
+                        "baton exited during start-up with {status}\n{}",
+                        self.log_tail()
+                    );
+                }
+            }
+            let last = match ready(&http, &self.urls, groups) {
+                Ok(()) => return Ok(()),
+                Err(e) => format!("{e:#}"),
+            };
+            if Instant::now() >= deadline {
+                bail!(
+                    "the target was not ready within {START_DEADLINE:?}: {last}\n{}",
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Whether every node is healthy and agrees on a leader of each of `groups` groups.
+fn ready(http: &reqwest::blocking::Client, urls: &[String], groups: usize) -> anyhow::Result<()> {
+    let mut leaders: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+    for url in urls {
+        let health = http.get(format!("{url}/health")).send()?;
+        if !health.status().is_success() {
+            bail!("{url}/health answered {}", health.status());
+        }
+        let status: Vec<Value> = http
+            .get(format!("{url}/api/admin/status"))
+            .send()?
+            .error_for_status()?
+            .json()?;
+        for group in status {
+            let name = group["name"].as_str().unwrap_or_default().to_owned();
+            let Some(leader) = group["leader"].as_u64() else {
+                bail!("{url} knows no leader of {name}");
+            };
+            leaders.entry(name).or_default().insert(leader);
+        }
+    }
+    if leaders.len() != groups {
+        bail!("{} groups known, expected {groups}", leaders.len());
+    }
+    if let Some((name, seen)) = leaders.iter().find(|(_, seen)| seen.len() != 1) {
+        bail!("nodes disagree on the leader of {name}: {seen:?}");
+    }
+    Ok(())
+}
+
+/// Runs `baton certs` for `ids` into `dir` (cluster and workers CAs, one certificate per node).
+fn write_certs(bin: &Path, dir: &Path, ids: &[u16]) -> anyhow::Result<()> {
+    let list: Vec<String> = ids.iter().map(u16::to_string).collect();
+    let output = Command::new(bin)
+        .arg("certs")
+        .arg("--out")
+        .arg(dir)
+        .arg("--nodes")
+        .arg(list.join(","))
+        .arg("--host")
+        .arg("127.0.0.1")
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {} certs", bin.display()))?;
+    if !output.status.success() {
         bail!(
-            "baton binary not found at {}: build it (`cargo build -p baton-node --bin baton`) \
-             or pass --baton-bin",
-            bin.display()
+            "baton certs failed with {}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
         );
     }
-    let dir = tempfile::Builder::new()
-        .prefix("baton-bench-")
-        .tempdir()
-        .context("cannot create the data directory")?;
-    let port = free_port()?;
-    let url = format!("http://127.0.0.1:{port}");
-    let log = dir.path().join("server.log");
-    let log_file = File::create(&log).context("cannot create the server log")?;
-    let child = Command::new(bin)
-        .arg("server")
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .arg("--http")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--partitions")
-        .arg(partitions.to_string())
-        .stdin(Stdio::null())
-        .stdout(
-            log_file
-                .try_clone()
-                .context("cannot clone the log handle")?,
-        )
-        .stderr(log_file)
-        .spawn()
-        .with_context(|| format!("cannot start {}", bin.display()))?;
-    let mut target = Target {
-        url,
-        children: vec![child],
-        log,
-        _dir: dir,
-    };
-    wait_healthy(&mut target)?;
-    Ok(target)
+    Ok(())
+}
+
+/// A loopback UDP port nobody uses right now (for a node's QUIC peer address).
+fn free_udp_port() -> anyhow::Result<u16> {
+    let socket = UdpSocket::bind("127.0.0.1:0").context("cannot find a free UDP port")?;
+    Ok(socket.local_addr()?.port())
 }
 
 /// A loopback port nobody listens on right now (the OS picks it; a race with another process
@@ -131,36 +297,6 @@ fn local_server(bin: &Path, partitions: u16) -> anyhow::Result<Target> {
 fn free_port() -> anyhow::Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0").context("cannot find a free port")?;
     Ok(listener.local_addr()?.port())
-}
-
-fn wait_healthy(target: &mut Target) -> anyhow::Result<()> {
-    let http = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(2))
-        .build()?;
-    let deadline = Instant::now() + START_DEADLINE;
-    let health = format!("{}/health", target.url);
-    loop {
-        for child in &mut target.children {
-            if let Some(status) = child.try_wait()? {
-                bail!(
-                    "baton exited during start-up with {status}\n--- log ---\n{}",
-                    target.log_tail()
-                );
-            }
-        }
-        if let Ok(resp) = http.get(&health).send() {
-            if resp.status().is_success() {
-                return Ok(());
-            }
-        }
-        if Instant::now() >= deadline {
-            bail!(
-                "{health} did not answer within {START_DEADLINE:?}\n--- log ---\n{}",
-                target.log_tail()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn file_tail(path: &Path, max: u64) -> String {

@@ -28,12 +28,18 @@ pub struct Workers {
 }
 
 impl Workers {
-    pub fn start(url: &str, task_type: &str, threads: usize, batch: usize) -> anyhow::Result<Self> {
+    /// Starts `threads` workers; worker `i` polls node `i` mod the node count.
+    pub fn start(
+        urls: &[String],
+        task_type: &str,
+        threads: usize,
+        batch: usize,
+    ) -> anyhow::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
         let mut handles = Vec::with_capacity(threads);
         for i in 0..threads {
-            let client = Client::new(url)?;
+            let client = Client::new(&urls[i % urls.len()])?;
             let (stop, counters) = (stop.clone(), counters.clone());
             let task_type = task_type.to_owned();
             let worker = format!("bench-worker-{i}");

@@ -1,9 +1,9 @@
 //! The workloads. Each registers nothing itself (see [`definitions`]), drives workflows against
 //! the target, and answers a [`Outcome`]: counts, latency histogram and the time it measured.
 //!
-//! Completion is observed by polling `GET /api/workflow/{id}`, with a pause that grows with the
-//! workflow's age (1 ms up to a tenth of its age, at most 10 ms), so a latency is overstated by at
-//! most about 10% (1 ms for fast workflows). The status polls cost the server CPU too, and that
+//! Completion is observed by polling `GET /api/workflow/{id}/status` (Conductor's short answer),
+//! with a pause that grows with the workflow's age (1 ms up to a tenth of its age, at most 10 ms),
+//! so a latency is overstated by at most about 10% (1 ms for fast workflows). The status polls cost the server CPU too, and that
 //! CPU is included in the CPU-ms per 1,000 steps.
 
 use super::client::{Client, Status};
@@ -110,14 +110,19 @@ fn poll_pause(age: Duration) -> Duration {
     (age / 10).clamp(Duration::from_millis(1), Duration::from_millis(10))
 }
 
-/// Closed loop: `parallel` drivers each start a workflow of `name`, wait for it to finish, and
+/// Closed loop (driver `i` talks to node `i` mod the node count): `parallel` drivers each start a workflow of `name`, wait for it to finish, and
 /// repeat until `count` workflows have been started in total. Latency is start to completion.
-pub fn closed_loop(url: &str, name: &str, parallel: usize, count: u64) -> anyhow::Result<Outcome> {
+pub fn closed_loop(
+    urls: &[String],
+    name: &str,
+    parallel: usize,
+    count: u64,
+) -> anyhow::Result<Outcome> {
     let next = Arc::new(AtomicU64::new(0));
     let began = Instant::now();
     let mut drivers = Vec::new();
-    for _ in 0..parallel {
-        let client = Client::new(url)?;
+    for i in 0..parallel {
+        let client = Client::new(&urls[i % urls.len()])?;
         let (next, name) = (next.clone(), name.to_owned());
         drivers.push(std::thread::spawn(move || {
             let mut out = Outcome {
@@ -185,7 +190,7 @@ struct Pending {
 /// a start that was late because the server (or the starter) was slow is charged for it
 /// (coordinated omission corrected).
 pub fn open_loop(
-    url: &str,
+    urls: &[String],
     name: &str,
     rate_per_s: f64,
     duration: Duration,
@@ -205,7 +210,7 @@ pub fn open_loop(
 
     let mut starters = Vec::new();
     for k in 0..W2_STARTERS {
-        let client = Client::new(url)?;
+        let client = Client::new(&urls[k % urls.len()])?;
         let (pending, started, errors) = (pending.clone(), started.clone(), errors.clone());
         let name = name.to_owned();
         starters.push(std::thread::spawn(move || {
@@ -234,8 +239,8 @@ pub fn open_loop(
     }
 
     let mut checkers = Vec::new();
-    for _ in 0..W2_CHECKERS {
-        let client = Client::new(url)?;
+    for k in 0..W2_CHECKERS {
+        let client = Client::new(&urls[k % urls.len()])?;
         let (pending, completed, failed, errors, stop, last_done) = (
             pending.clone(),
             completed.clone(),
