@@ -85,7 +85,7 @@ enum Command {
     /// Snapshot (and compact) every group hosted on the node given by --url.
     Snapshot,
     /// Start a local baton server and benchmark it (ignores --url).
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
 }
 
 /// A non-2xx answer: the status and the server's message.
@@ -542,7 +542,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("snapshot taken of every group on {}", api.base);
         }
         Command::Bench(args) => {
-            if !bench::run(args)? {
+            if !bench::run(*args)? {
                 bail!("the benchmark lost or failed workflows");
             }
         }
