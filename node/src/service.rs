@@ -262,4 +262,9 @@ impl Node {
     pub fn groups(&self) -> Vec<cluster::GroupStatus> {
         self.inner.group_statuses()
     }
+
+    /// Storage flushes (fsyncs) this node asked for since it started.
+    pub fn storage_flushes(&self) -> u64 {
+        self.inner.db.flushes()
+    }
 }

@@ -12,6 +12,7 @@ pub mod sled;
 use futures::future::BoxFuture;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The key and value type of every backend: cheap to clone, inline when short.
@@ -91,17 +92,17 @@ const SLOW_FLUSH: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Cheap cloneable handle to a database.
 #[derive(Clone)]
-pub struct Db(Arc<dyn Backend>);
+pub struct Db(Arc<dyn Backend>, Arc<AtomicU64>);
 
 impl Db {
     /// A database on `backend`.
     pub fn new(backend: Arc<dyn Backend>) -> Db {
-        Db(backend)
+        Db(backend, Arc::default())
     }
 
     /// Opens (or creates) the sled database in the directory `path`.
     pub fn open_sled(path: &Path) -> StorageResult<Db> {
-        Ok(Db(Arc::new(sled::SledBackend::open(path)?)))
+        Ok(Db::new(Arc::new(sled::SledBackend::open(path)?)))
     }
 
     /// Opens the tree `name`, creating it if absent.
@@ -124,9 +125,15 @@ impl Db {
         self.open_tree(DEFAULT_TREE)
     }
 
+    /// Flushes asked of the backend since the database was opened (for `batonctl bench`).
+    pub fn flushes(&self) -> u64 {
+        self.1.load(Ordering::Relaxed)
+    }
+
     /// Makes every write so far durable (all trees). A slow flush is logged.
     pub async fn flush(&self) -> StorageResult<()> {
         let started = tokio::time::Instant::now();
+        self.1.fetch_add(1, Ordering::Relaxed);
         let flushed = self.0.flush().await;
         let took = started.elapsed();
         if took >= SLOW_FLUSH {

@@ -47,6 +47,20 @@ pub async fn status(State(node): State<Node>) -> Json<Vec<cluster::GroupStatus>>
     Json(node.groups())
 }
 
+/// The node's storage counters (`GET /api/admin/storage`).
+#[derive(Debug, Serialize)]
+pub struct StorageBody {
+    /// Durable flushes of the node's database since the node started (each is a
+    /// `sync_file_range`/fsync of sled's log); `batonctl bench` reports them per step.
+    pub flushes: u64,
+}
+
+pub async fn storage(State(node): State<Node>) -> Json<StorageBody> {
+    Json(StorageBody {
+        flushes: node.storage_flushes(),
+    })
+}
+
 /// One group's digest, for comparing replicas.
 #[derive(Debug, Serialize)]
 pub struct DigestBody {

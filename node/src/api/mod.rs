@@ -136,6 +136,7 @@ fn routes() -> axum::Router<Node> {
         // ---- Baton administration ----
         .route("/api/admin/status", get(health::status))
         .route("/api/admin/digest", get(health::digest))
+        .route("/api/admin/storage", get(health::storage))
         .route("/api/admin/cluster", get(admin::cluster))
         .route("/api/admin/nodes", post(admin::add_node))
         .route("/api/admin/nodes/{id}", delete(admin::remove_node))

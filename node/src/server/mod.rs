@@ -110,7 +110,7 @@ pub struct Inner {
     rng: Mutex<rand_chacha::ChaCha8Rng>,
     /// Snapshot interval override for every group opened here (see [`Seams::snapshot_logs`]).
     snapshot_logs: Option<u64>,
-    db: cluster::storage::Db,
+    pub(crate) db: cluster::storage::Db,
 }
 
 impl Inner {

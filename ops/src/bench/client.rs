@@ -87,6 +87,19 @@ impl Client {
         Ok(id)
     }
 
+    /// `GET /api/admin/storage`: the node's durable flushes so far.
+    pub fn storage_flushes(&self) -> anyhow::Result<u64> {
+        let path = "/api/admin/storage";
+        let (code, text) = self.get(path)?;
+        if !code.is_success() {
+            bail!("GET {path}: {code}: {}", text.trim());
+        }
+        let v: Value = serde_json::from_str(&text).with_context(|| format!("GET {path}"))?;
+        v["flushes"]
+            .as_u64()
+            .with_context(|| format!("GET {path}: no flushes in {text}"))
+    }
+
     /// `GET /api/workflow/{id}/status`.
     pub fn status(&self, id: &str) -> anyhow::Result<Status> {
         let path = format!("/api/workflow/{id}/status");

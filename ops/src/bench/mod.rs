@@ -153,13 +153,49 @@ struct Measured {
     /// Server CPU per 1,000 steps; `None` when nothing completed.
     cpu_per_k: Option<f64>,
     rss_mib: f64,
+    /// Durable flushes (all nodes) per step; `None` when not known (peers).
+    flushes_per_step: Option<f64>,
+    /// KiB written to storage (all nodes) per step; `None` when not known (peers).
+    write_kib_per_step: Option<f64>,
+}
+
+/// What the target's storage did during one run: flushes and bytes written, all nodes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Io {
+    flushes: u64,
+    bytes: u64,
+}
+
+impl Io {
+    fn now(admins: &[Client], pids: &[u32]) -> Self {
+        Self {
+            flushes: admins.iter().filter_map(|c| c.storage_flushes().ok()).sum(),
+            bytes: stats::write_bytes(pids),
+        }
+    }
+
+    fn since(self, before: Io) -> Io {
+        Io {
+            flushes: self.flushes.saturating_sub(before.flushes),
+            bytes: self.bytes.saturating_sub(before.bytes),
+        }
+    }
 }
 
 impl Measured {
-    fn of_baton(outcome: &Outcome, steps_per_workflow: u64, cpu_ms: u64, rss_mib: f64) -> Self {
+    fn of_baton(
+        outcome: &Outcome,
+        steps_per_workflow: u64,
+        cpu_ms: u64,
+        rss_mib: f64,
+        io: Io,
+    ) -> Self {
         let steps = outcome.completed * steps_per_workflow;
         let secs = outcome.elapsed.as_secs_f64();
+        let per_step = |x: f64| (steps > 0).then(|| x / steps as f64);
         Self {
+            flushes_per_step: per_step(io.flushes as f64),
+            write_kib_per_step: per_step(io.bytes as f64 / 1024.0),
             started: outcome.started,
             completed: outcome.completed,
             failed: outcome.failed,
@@ -188,6 +224,8 @@ impl Measured {
             p999_ms: r.p999_ms,
             cpu_per_k: (steps > 0).then(|| r.cpu_ms as f64 * 1_000.0 / steps as f64),
             rss_mib: r.rss_mib,
+            flushes_per_step: None,
+            write_kib_per_step: None,
         }
     }
 }
@@ -365,6 +403,10 @@ fn run_workloads(
     args: &BenchArgs,
 ) -> anyhow::Result<(Vec<Row>, Vec<SweepPoint>)> {
     let admin = Client::new(&urls[0])?;
+    let admins = urls
+        .iter()
+        .map(|u| Client::new(u))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let (task_defs, workflow_defs) = workloads::definitions();
     admin.register_task_defs(&task_defs)?;
     for def in &workflow_defs {
@@ -402,8 +444,10 @@ fn run_workloads(
         for run in 1..=plan.repeat {
             progress(format!("{workload} (run {run}/{}): {what}", plan.repeat));
             let cpu_before = stats::cpu_ms(pids);
+            let io_before = Io::now(&admins, pids);
             let outcome = body()?;
             let cpu_ms = stats::cpu_ms(pids).saturating_sub(cpu_before);
+            let io = Io::now(&admins, pids).since(io_before);
             progress(format!(
                 "{workload}: completed {}/{} in {:.1} s, {}",
                 outcome.completed,
@@ -418,6 +462,7 @@ fn run_workloads(
                 steps_per_workflow,
                 cpu_ms,
                 stats::rss_mib(pids),
+                io,
             ));
         }
         let mut notes = Vec::new();
@@ -478,6 +523,7 @@ fn run_workloads(
             plan.sweep_duration.as_secs()
         ));
         let cpu_before = stats::cpu_ms(pids);
+        let io_before = Io::now(&admins, pids);
         let outcome = workloads::open_loop(
             urls,
             workloads::W2,
@@ -487,6 +533,7 @@ fn run_workloads(
             &progress,
         )?;
         let cpu_ms = stats::cpu_ms(pids).saturating_sub(cpu_before);
+        let io = Io::now(&admins, pids).since(io_before);
         let secs = outcome.elapsed.as_secs_f64();
         let achieved = if secs > 0.0 {
             outcome.completed as f64 / secs
@@ -496,7 +543,13 @@ fn run_workloads(
         sweep.push(SweepPoint {
             system: "baton".into(),
             rate,
-            m: Measured::of_baton(&outcome, workloads::W2_STEPS, cpu_ms, stats::rss_mib(pids)),
+            m: Measured::of_baton(
+                &outcome,
+                workloads::W2_STEPS,
+                cpu_ms,
+                stats::rss_mib(pids),
+                io,
+            ),
             achieved,
         });
     }
@@ -658,11 +711,16 @@ fn header(names: &[&str]) -> Vec<String> {
 }
 
 fn cpu_cell(row: &Row) -> String {
-    let xs: Vec<f64> = row.runs.iter().filter_map(|m| m.cpu_per_k).collect();
+    optional_cell(row, |m| m.cpu_per_k, 0)
+}
+
+/// The median of an optional field over the runs that have it, or `-`.
+fn optional_cell(row: &Row, f: impl Fn(&Measured) -> Option<f64>, digits: usize) -> String {
+    let xs: Vec<f64> = row.runs.iter().filter_map(f).collect();
     if xs.is_empty() {
         "-".into()
     } else {
-        format!("{:.0}", median(xs))
+        format!("{:.digits$}", median(xs))
     }
 }
 
@@ -681,6 +739,8 @@ fn print_table(rows: &[Row], nproc: usize) {
         "(spread)",
         "p99.9_ms",
         "cpu_ms/1k_steps",
+        "flushes/step",
+        "KiB_written/step",
         "rss_MiB",
     ])];
     for r in rows {
@@ -699,6 +759,8 @@ fn print_table(rows: &[Row], nproc: usize) {
             r.spread_of(|m| m.p99_ms, 1),
             format!("{:.2}", r.median_of(|m| m.p999_ms)),
             cpu_cell(r),
+            optional_cell(r, |m| m.flushes_per_step, 2),
+            optional_cell(r, |m| m.write_kib_per_step, 1),
             format!("{:.0}", r.median_of(|m| m.rss_mib)),
         ]);
     }
@@ -787,9 +849,13 @@ fn print_side_by_side(baton: &[Row], peers: &[Row]) {
     for (system, d) in &durability {
         println!("    {system}: {d}");
     }
+    let mut noted: Vec<&str> = Vec::new();
     for r in peers {
         if let Some(note) = &r.note {
-            println!("  {} {}: {note}", r.system, r.workload);
+            if !noted.contains(&r.system.as_str()) {
+                noted.push(&r.system);
+                println!("  {}: {note}", r.system);
+            }
         }
     }
     println!("  baton/peer steps/s above 1 means Baton does more; p50/p99 below 1 means Baton is faster.");
@@ -809,6 +875,7 @@ fn print_sweep(points: &[SweepPoint], p99_bound_ms: f64) {
         "p50_ms",
         "p99_ms",
         "cpu_ms/1k_steps",
+        "flushes/step",
         "sustainable",
     ])];
     let mut best: Vec<(String, Option<&SweepPoint>)> = Vec::new();
@@ -825,6 +892,8 @@ fn print_sweep(points: &[SweepPoint], p99_bound_ms: f64) {
             format!("{:.2}", p.m.p50_ms),
             format!("{:.2}", p.m.p99_ms),
             p.m.cpu_per_k.map_or("-".into(), |c| format!("{c:.0}")),
+            p.m.flushes_per_step
+                .map_or("-".into(), |f| format!("{f:.2}")),
             if ok { "yes" } else { "no" }.into(),
         ]);
         let slot = match best.iter_mut().find(|(s, _)| *s == p.system) {

@@ -81,3 +81,15 @@ pub fn rss_mib(pids: &[u32]) -> f64 {
         .sum::<f64>()
         / 1024.0
 }
+
+/// Bytes the processes caused to be written to storage (`write_bytes` of `/proc/<pid>/io`).
+pub fn write_bytes(pids: &[u32]) -> u64 {
+    pids.iter()
+        .filter_map(|&pid| {
+            let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+            io.lines()
+                .find_map(|l| l.strip_prefix("write_bytes:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
