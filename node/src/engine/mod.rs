@@ -173,7 +173,7 @@ mod state;
 mod validate;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use decide::{decide, start};
 pub use derive::{ready_tasks, timers};

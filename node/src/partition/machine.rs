@@ -101,3 +101,65 @@ impl cluster::StateMachine for WorkflowMachine {
         record::encode(&outcome)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::tests::{def_of, simple, H};
+    use cluster::StateMachine;
+    use proto::record::{PartitionCommand, PartitionCommandRef};
+    use serde_json::json;
+
+    fn outcome(bytes: &[u8]) -> PartitionOutcome {
+        record::decode(bytes).expect("an outcome")
+    }
+
+    #[test]
+    fn a_put_stores_the_proposers_bytes_with_its_index_rows_and_only_once() {
+        let h = H::start(def_of(vec![simple("a")]), json!({}));
+        let borrowed = record::encode(&PartitionCommandRef::PutWorkflow {
+            record: &h.rec,
+            expected_version: 0,
+        });
+        let owned = record::encode(&PartitionCommand::PutWorkflow {
+            record: Box::new(h.rec.clone()),
+            expected_version: 0,
+        });
+        assert_eq!(
+            borrowed, owned,
+            "the borrowed command encodes as the owned one"
+        );
+
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("sled opens");
+        let state = db.open_tree("state").expect("a tree");
+        let mut batch = Batch::default();
+        let out = WorkflowMachine.apply(&state, &mut batch, &borrowed);
+        assert_eq!(outcome(&out), PartitionOutcome::Applied);
+        state.apply_batch(batch).expect("the batch applies");
+
+        let id = &h.rec.workflow.workflow_id;
+        let stored = state
+            .get(keys::workflow(id))
+            .expect("reads")
+            .expect("stored");
+        assert_eq!(stored.as_ref(), record::encode(&h.rec).as_slice());
+        assert_eq!(stored_version(&state, id), 1);
+        assert!(!h.rec.workflow.tasks.is_empty());
+        for task in &h.rec.workflow.tasks {
+            assert!(state
+                .contains_key(keys::task(&task.task_id))
+                .expect("reads"));
+        }
+        let running = keys::running(&h.rec.workflow.workflow_name, id);
+        assert!(state.contains_key(running).expect("reads"));
+
+        let mut again = Batch::default();
+        let out = WorkflowMachine.apply(&state, &mut again, &borrowed);
+        assert_eq!(
+            outcome(&out),
+            PartitionOutcome::VersionConflict { stored: 1 }
+        );
+        assert!(again.is_empty(), "a conflicting put writes nothing");
+    }
+}
