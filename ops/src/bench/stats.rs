@@ -54,6 +54,12 @@ impl Latency {
     }
 }
 
+impl Default for Latency {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// CPU time (user + system) of the processes, in milliseconds; 0 for a process that is gone.
 pub fn cpu_ms(pids: &[u32]) -> u64 {
     pids.iter().map(|&pid| cpu_ms_of(pid).unwrap_or(0)).sum()

@@ -75,6 +75,7 @@ pub fn definitions() -> (Value, Vec<Value>) {
 }
 
 /// What a workload observed.
+#[derive(Default)]
 pub struct Outcome {
     pub started: u64,
     pub completed: u64,
@@ -126,14 +127,7 @@ pub fn closed_loop(
         let client = Client::new(&urls[i % urls.len()])?;
         let (next, name) = (next.clone(), name.to_owned());
         drivers.push(std::thread::spawn(move || {
-            let mut out = Outcome {
-                started: 0,
-                completed: 0,
-                failed: 0,
-                errors: 0,
-                latency: Latency::new(),
-                elapsed: Duration::ZERO,
-            };
+            let mut out = Outcome::default();
             while next.fetch_add(1, Ordering::Relaxed) < count {
                 let t0 = Instant::now();
                 let id = match client.start(&name, &json!({})) {
@@ -157,14 +151,7 @@ pub fn closed_loop(
             out
         }));
     }
-    let mut total = Outcome {
-        started: 0,
-        completed: 0,
-        failed: 0,
-        errors: 0,
-        latency: Latency::new(),
-        elapsed: Duration::ZERO,
-    };
+    let mut total = Outcome::default();
     for d in drivers {
         let out = d
             .join()
