@@ -1,6 +1,8 @@
 //! `batonctl bench --quick` runs end to end against the `baton` binary it starts itself, and loses
-//! no workflow in any workload. Smoke only: timing belongs to the benchmark, not to this test. W2 runs
-//! at 20/s, below what an unoptimised build sustains on 2 cores, so a busy CI box still drains it.
+//! no workflow in any workload: on one node with HTTP workers (W1-W4), and on three nodes with QUIC
+//! workers, where W7 kills the busiest leader during W2. Smoke only: timing belongs to the
+//! benchmark, not to this test. W2 runs at 20/s, below what an unoptimised build sustains on 2
+//! cores, so a busy CI box still drains it.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -22,8 +24,9 @@ fn lost(stdout: &str, workload: &str) -> Option<u64> {
     row.split_whitespace().nth(column)?.parse().ok()
 }
 
-#[test]
-fn bench_quick_runs_and_loses_nothing() {
+/// Runs `batonctl bench --quick --rate 20` with `extra` arguments and checks that it succeeds
+/// and that each of `workloads` reports lost 0.
+fn run_quick(extra: &[&str], workloads: &[&str]) {
     let bin = batonctl_bin();
     assert!(
         bin.is_file(),
@@ -31,7 +34,9 @@ fn bench_quick_runs_and_loses_nothing() {
         bin.display()
     );
     let output = Command::new(&bin)
-        .args(["bench", "--quick", "--rate", "20", "--baton-bin"])
+        .args(["bench", "--quick", "--rate", "20"])
+        .args(extra)
+        .arg("--baton-bin")
         .arg(harness::baton_bin())
         .output()
         .expect("run batonctl bench");
@@ -39,14 +44,36 @@ fn bench_quick_runs_and_loses_nothing() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "batonctl bench --quick failed with {}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
+        "batonctl bench --quick {extra:?} failed with {}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
         output.status
     );
-    for workload in ["W1", "W2", "W3"] {
+    for workload in workloads {
         assert_eq!(
             lost(&stdout, workload),
             Some(0),
             "{workload} must report lost 0\n--- stdout ---\n{stdout}"
         );
     }
+}
+
+#[test]
+fn bench_quick_runs_and_loses_nothing() {
+    run_quick(&[], &["W1", "W2", "W3", "W4"]);
+}
+
+#[test]
+fn bench_quick_on_three_nodes_with_quic_workers_loses_nothing_when_a_leader_is_killed() {
+    run_quick(
+        &[
+            "--nodes",
+            "3",
+            "--worker-kind",
+            "quic",
+            "--w3-count",
+            "100",
+            "--w4-count",
+            "300",
+        ],
+        &["W1", "W2", "W3", "W4", "W7"],
+    );
 }

@@ -268,6 +268,16 @@ fn timer(ctx: &mut Ctx<'_>, key: &TimerKey) {
     let Some(i) = key.task_id.as_ref().and_then(|id| ctx.index_of(id)) else {
         return;
     };
+    if key.kind == TimerKind::Wait {
+        let now = ctx.now;
+        let t = &mut ctx.wf.tasks[i];
+        t.status = TaskStatus::Completed;
+        t.end_time = now;
+        t.update_time = now;
+        ctx.changed = true;
+        advance(ctx);
+        return;
+    }
     let t = &ctx.wf.tasks[i];
     let def = schedule::task_def(&t.workflow_task);
     let (reason, policy) = match key.kind {
@@ -288,7 +298,7 @@ fn timer(ctx: &mut Ctx<'_>, key: &TimerKey) {
             format!("Task total timeout of {} seconds across attempts exceeded", def.total_timeout_seconds),
             TimeoutPolicy::TimeOutWf,
         ),
-        TimerKind::WorkflowTimeout => return,
+        TimerKind::WorkflowTimeout | TimerKind::Wait => return,
     };
     if policy == TimeoutPolicy::AlertOnly {
         return;

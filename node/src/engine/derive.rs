@@ -6,7 +6,7 @@ use super::nav;
 use super::schedule::{secs_ms, task_def};
 use super::*;
 use proto::model::{
-    Task, TaskStatus, TimeoutPolicy, Workflow, WorkflowStatus, WorkflowTimeoutPolicy,
+    task_type, Task, TaskStatus, TimeoutPolicy, Workflow, WorkflowStatus, WorkflowTimeoutPolicy,
 };
 
 /// True for tasks that workers execute (not system tasks Baton runs itself).
@@ -40,6 +40,12 @@ pub(crate) fn due(wf: &Workflow, key: &TimerKey) -> Option<NowMs> {
         return None;
     }
     let t = wf.task(key.task_id.as_ref()?)?;
+    if key.kind == TimerKind::Wait {
+        let armed = t.workflow_task.task_type == task_type::WAIT
+            && t.status == TaskStatus::InProgress
+            && t.wait_timeout > 0;
+        return armed.then_some(t.wait_timeout);
+    }
     if !is_worker(t) || t.status.is_terminal() {
         return None;
     }
@@ -68,7 +74,7 @@ pub(crate) fn due(wf: &Workflow, key: &TimerKey) -> Option<NowMs> {
             t.first_scheduled_time
                 .saturating_add(secs_ms(def.total_timeout_seconds))
         }),
-        TimerKind::WorkflowTimeout => None,
+        TimerKind::WorkflowTimeout | TimerKind::Wait => None,
     }
 }
 
@@ -104,6 +110,15 @@ pub fn timers(workflow: &Workflow) -> Vec<Timer> {
                 if let Some(due_ms) = due(workflow, &key) {
                     out.push(Timer { due_ms, key });
                 }
+            }
+        }
+        for t in workflow.tasks.iter().filter(|t| t.wait_timeout > 0) {
+            let key = TimerKey {
+                kind: TimerKind::Wait,
+                task_id: Some(t.task_id.clone()),
+            };
+            if let Some(due_ms) = due(workflow, &key) {
+                out.push(Timer { due_ms, key });
             }
         }
     }

@@ -131,6 +131,8 @@ pub enum TimerKind {
     TotalTimeout,
     /// The workflow ran past its definition's `timeoutSeconds`.
     WorkflowTimeout,
+    /// A WAIT task's `duration` or `until` came (its `waitTimeout`): it completes.
+    Wait,
 }
 
 /// Identifies a timer within its workflow.
@@ -171,6 +173,7 @@ mod ops;
 mod schedule;
 mod state;
 mod validate;
+mod wait;
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -1,6 +1,6 @@
 //! Creating tasks: one attempt of a workflow task, with its input resolved, and the system tasks that
 //! Baton runs at once when they are reached (FORK_JOIN, JOIN, SWITCH/DECISION, SET_VARIABLE,
-//! TERMINATE, WAIT). Worker tasks start SCHEDULED; what follows a task is the advance loop's business.
+//! TERMINATE, WAIT (see `wait`)). Worker tasks start SCHEDULED; what follows a task is the advance loop's business.
 
 use super::expr::{self, Scope};
 use super::nav::{self, Next};
@@ -97,6 +97,7 @@ pub(crate) fn new_task(
         iteration: 0,
         sub_workflow_id: None,
         first_scheduled_time: scheduled,
+        wait_timeout: 0,
     }
 }
 
@@ -184,8 +185,19 @@ pub(crate) fn schedule(ctx: &mut Ctx<'_>, wt: &WorkflowTask) {
             push(ctx, task);
         }
         task_type::WAIT => {
-            task.status = TaskStatus::InProgress;
             task.start_time = ctx.now;
+            match super::wait::due_ms(&task.input_data, ctx.now) {
+                Ok(Some(due)) if due <= ctx.now => complete_now(ctx, &mut task, Json::new()),
+                Ok(due) => {
+                    task.status = TaskStatus::InProgress;
+                    task.wait_timeout = due.unwrap_or(0);
+                }
+                Err(reason) => {
+                    task.status = TaskStatus::FailedWithTerminalError;
+                    task.end_time = ctx.now;
+                    task.reason_for_incompletion = Some(reason);
+                }
+            }
             push(ctx, task);
         }
         task_type::SWITCH | task_type::DECISION => {

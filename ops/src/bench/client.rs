@@ -9,6 +9,18 @@ use std::time::Duration;
 /// Upper bound on any one request (long polls included).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The target refused a request for good (a 4xx answer): retrying it elsewhere cannot help.
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
 pub struct Client {
     http: reqwest::blocking::Client,
     base: String,
@@ -100,6 +112,25 @@ impl Client {
             .with_context(|| format!("GET {path}: no flushes in {text}"))
     }
 
+    /// `GET /api/workflow/{id}`: the whole workflow with its tasks.
+    pub fn workflow(&self, id: &str) -> anyhow::Result<Value> {
+        self.get_json(&format!("/api/workflow/{id}"))
+    }
+
+    /// `GET /api/admin/status`: every group this node hosts, with its leader.
+    pub fn groups(&self) -> anyhow::Result<Vec<Value>> {
+        let v = self.get_json("/api/admin/status")?;
+        Ok(v.as_array().cloned().unwrap_or_default())
+    }
+
+    fn get_json(&self, path: &str) -> anyhow::Result<Value> {
+        let (code, text) = self.get(path)?;
+        if !code.is_success() {
+            bail!("GET {path}: {code}: {}", text.trim());
+        }
+        serde_json::from_str(&text).with_context(|| format!("GET {path}"))
+    }
+
     /// `GET /api/workflow/{id}/status`.
     pub fn status(&self, id: &str) -> anyhow::Result<Status> {
         let path = format!("/api/workflow/{id}/status");
@@ -160,6 +191,10 @@ impl Client {
                 let next: Value = serde_json::from_str(&text).context("update-v2 answer")?;
                 Ok(next.is_object().then_some(next))
             }
+            c if c.is_client_error() => Err(anyhow::Error::new(Refused(format!(
+                "POST /api/tasks/update-v2: {c}: {}",
+                text.trim()
+            )))),
             c => bail!("POST /api/tasks/update-v2: {c}: {}", text.trim()),
         }
     }

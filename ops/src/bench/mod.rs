@@ -9,6 +9,11 @@
 //!   scheduled arrival (coordinated omission corrected), steps/s, and workflows lost after a drain.
 //! - **W3** a chain of 10 SIMPLE tasks, `--w3-parallel` workflows in flight (closed loop): steps/s
 //!   and the per-step overhead (median workflow latency / 10).
+//! - **W4** `--w4-count` workflows each waiting on a 1 s WAIT timer, started as fast as the target
+//!   takes them: the timers' lateness on the target's clock (`endTime - waitTimeout`).
+//! - **W7** (clusters of 3 or more nodes; last, since it kills a node) W2 while the node leading
+//!   the most partitions is killed halfway: lost workflows (must be 0) and how long its
+//!   partitions took writes again (see [`failover`]).
 //!
 //! A *step* is one SIMPLE task scheduled, handed to a worker, completed and recorded; steps are
 //! counted from completed workflows, never from accepted requests. The target's CPU time (from
@@ -20,11 +25,13 @@
 //! same sizes on each peer system (scripts in `bench/peers/`, see [`peers`]) and prints them side
 //! by side with Baton, with each system's durability setting and the ratios Baton / peer.
 //!
-//! Not yet: QUIC workers as a worker kind, W4 (timers), W7 (leader killed during W2).
+//! Not yet: QUIC workers as a worker kind.
 
 mod calibrate;
 mod client;
+mod failover;
 mod peers;
+mod quic_workers;
 mod stats;
 mod target;
 mod workers;
@@ -34,14 +41,17 @@ use anyhow::{bail, Context};
 use calibrate::Calibration;
 use client::Client;
 use peers::{PeerResult, PeerWorkload};
+use quic_workers::QuicWorkers;
 use std::path::PathBuf;
 use std::time::Duration;
 use target::{Target, TargetSpec};
-use workers::Workers;
+use workers::{Pool, Workers};
 use workloads::Outcome;
 
 /// How the target makes records durable (printed with every result).
 const FSYNC_MODE: &str = "sled flush per batch";
+/// Threads that start W4's workflows.
+const W4_STARTERS: usize = 8;
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
@@ -68,10 +78,14 @@ pub struct BenchArgs {
     /// Where the peers' scripts are.
     #[arg(long)]
     peers_dir: Option<PathBuf>,
-    /// Worker threads (each batch-polls and completes tasks).
+    /// How the bench's workers reach the target: Conductor's HTTP polling (batch poll +
+    /// update-v2) or QUIC with the Rust SDK (tasks pushed against credits, mutual TLS).
+    #[arg(long, value_enum, default_value_t = WorkerKind::Http)]
+    worker_kind: WorkerKind,
+    /// Workers (HTTP: threads that batch-poll; QUIC: SDK workers, one connection each).
     #[arg(long, default_value_t = 4)]
     workers: usize,
-    /// Tasks per batch poll.
+    /// Tasks per batch poll (HTTP), or each QUIC worker's concurrency.
     #[arg(long, default_value_t = 8)]
     batch: usize,
     /// W1: workflows measured (default 200 quick, 2,000 otherwise).
@@ -92,6 +106,9 @@ pub struct BenchArgs {
     /// W3: workflows run in total (default 200 quick, 2,000 otherwise).
     #[arg(long)]
     w3_count: Option<u64>,
+    /// W4: workflows started, each waiting on a 1 s timer (default 1,000 quick, 10,000 otherwise).
+    #[arg(long)]
+    w4_count: Option<u64>,
     /// W2 rate sweep: arrival rates (workflows/s) to run W2 at, once each, on Baton and every
     /// peer, to find the maximum sustainable rate.
     #[arg(long, value_delimiter = ',')]
@@ -105,6 +122,21 @@ pub struct BenchArgs {
     p99_bound_ms: f64,
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerKind {
+    Http,
+    Quic,
+}
+
+impl WorkerKind {
+    fn describe(self) -> &'static str {
+        match self {
+            WorkerKind::Http => "HTTP (batch poll + update-v2)",
+            WorkerKind::Quic => "QUIC (Rust SDK, pushed against credits)",
+        }
+    }
+}
+
 /// The sizes of one run.
 struct Plan {
     repeat: usize,
@@ -115,6 +147,7 @@ struct Plan {
     drain: Duration,
     w3_parallel: usize,
     w3_count: u64,
+    w4_count: u64,
     sweep: Vec<f64>,
     sweep_duration: Duration,
     p99_bound_ms: f64,
@@ -132,6 +165,7 @@ impl Plan {
             drain: Duration::from_secs(args.drain_secs),
             w3_parallel: args.w3_parallel.unwrap_or(if q { 8 } else { 32 }),
             w3_count: args.w3_count.unwrap_or(if q { 200 } else { 2_000 }),
+            w4_count: args.w4_count.unwrap_or(if q { 1_000 } else { 10_000 }),
             sweep: args.sweep.iter().copied().filter(|r| *r > 0.0).collect(),
             sweep_duration: Duration::from_secs(args.sweep_secs.unwrap_or(if q { 5 } else { 20 })),
             p99_bound_ms: args.p99_bound_ms,
@@ -317,16 +351,19 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             .context("cannot locate batonctl")?
             .with_file_name("baton"),
     };
+    let quic = args.worker_kind == WorkerKind::Quic;
     let spec = if args.nodes <= 1 {
         TargetSpec::LocalServer {
             bin,
             partitions: args.partitions,
+            quic,
         }
     } else {
         TargetSpec::LocalCluster {
             bin,
             nodes: args.nodes,
             partitions: args.partitions,
+            quic,
         }
     };
 
@@ -335,14 +372,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
     print_calibration(&cal, &spec, &args, &plan);
 
     progress(format!("starting the target: {}", spec.describe()));
-    let target = Target::start(&spec)?;
-    let pids = target.pids();
+    let mut target = Target::start(&spec)?;
     progress(format!(
-        "target up at {} (pids {pids:?})",
-        target.urls().join(", ")
+        "target up at {} (pids {:?})",
+        target.urls().join(", "),
+        target.pids()
     ));
 
-    let result = run_workloads(target.urls(), &pids, &plan, &args);
+    let result = run_workloads(&mut target, &plan, &args);
     if result.is_err() {
         eprintln!("--- target logs ---\n{}", target.log_tail());
     }
@@ -388,11 +425,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
 }
 
 fn run_workloads(
-    urls: &[String],
-    pids: &[u32],
+    target: &mut Target,
     plan: &Plan,
     args: &BenchArgs,
 ) -> anyhow::Result<(Vec<Row>, Vec<SweepPoint>)> {
+    let (urls, pids) = (&target.urls().to_vec(), &target.pids());
     let admin = Client::new(&urls[0])?;
     let admins = urls
         .iter()
@@ -403,7 +440,21 @@ fn run_workloads(
     for def in &workflow_defs {
         admin.register_workflow(def)?;
     }
-    let workers = Workers::start(urls, workloads::TASK_TYPE, args.workers, args.batch)?;
+    let workers = match args.worker_kind {
+        WorkerKind::Http => Pool::Http(Workers::start(
+            urls,
+            workloads::TASK_TYPE,
+            args.workers,
+            args.batch,
+        )?),
+        WorkerKind::Quic => Pool::Quic(QuicWorkers::start(
+            target.worker_addrs(),
+            &target.certs_dir(),
+            workloads::TASK_TYPE,
+            args.workers,
+            u32::try_from(args.batch).unwrap_or(u32::MAX),
+        )?),
+    };
 
     progress(format!("warm-up: {} x W1", plan.warmup));
     let warm = workloads::closed_loop(urls, workloads::W1, 1, plan.warmup)?;
@@ -416,7 +467,11 @@ fn run_workloads(
         );
     }
 
-    let durability = format!("{FSYNC_MODE}, RF {}", args.nodes.clamp(1, 3));
+    let durability = format!(
+        "{FSYNC_MODE}, RF {}; workers over {}",
+        args.nodes.clamp(1, 3),
+        args.worker_kind.describe()
+    );
     let measure = |workload: &'static str,
                    what: String,
                    steps_per_workflow: u64,
@@ -470,7 +525,7 @@ fn run_workloads(
         Ok(row)
     };
 
-    let rows = vec![
+    let mut rows = vec![
         measure(
             "W1",
             format!("1 task, sequential, {} workflows", plan.w1_count),
@@ -493,6 +548,7 @@ fn run_workloads(
                     plan.w2_duration,
                     plan.drain,
                     &progress,
+                    None,
                 )
             },
         )?,
@@ -504,6 +560,16 @@ fn run_workloads(
             ),
             workloads::W3_STEPS,
             &|| workloads::closed_loop(urls, workloads::W3, plan.w3_parallel, plan.w3_count),
+        )?,
+        measure(
+            "W4",
+            format!(
+                "{} workflows on a {} s timer; latency is the timer's lateness",
+                plan.w4_count,
+                workloads::W4_WAIT.as_secs()
+            ),
+            workloads::W4_STEPS,
+            &|| workloads::timers(urls, plan.w4_count, W4_STARTERS, &progress),
         )?,
     ];
 
@@ -522,6 +588,7 @@ fn run_workloads(
             plan.sweep_duration,
             plan.drain,
             &progress,
+            None,
         )?;
         let cpu_ms = stats::cpu_ms(pids).saturating_sub(cpu_before);
         let io = Io::now(&admins, pids).since(io_before);
@@ -545,19 +612,73 @@ fn run_workloads(
         });
     }
 
-    let errors = workers
-        .counters
-        .errors
-        .load(std::sync::atomic::Ordering::Relaxed);
-    let tasks = workers
-        .counters
-        .completed
-        .load(std::sync::atomic::Ordering::Relaxed);
-    workers.stop();
+    if urls.len() >= 3 {
+        rows.push(leader_killed(target, plan, args, &durability)?);
+    }
+
+    let (tasks, errors) = workers.stop();
     progress(format!(
-        "workers: {tasks} tasks completed (warm-up included), {errors} failed requests"
+        "workers: {tasks} tasks completed (warm-up included), {errors} failed requests or refused results"
     ));
     Ok((rows, sweep))
+}
+
+/// W7, once (it kills a node of the target, so it runs last).
+fn leader_killed(
+    target: &mut Target,
+    plan: &Plan,
+    args: &BenchArgs,
+    durability: &str,
+) -> anyhow::Result<Row> {
+    let what = format!(
+        "W2 open loop {}/s for {} s, the busiest leader killed halfway",
+        plan.rate,
+        plan.w2_duration.as_secs()
+    );
+    progress(format!("W7: {what}"));
+    let report = failover::run(
+        target,
+        args.partitions,
+        plan.rate,
+        plan.w2_duration,
+        plan.drain,
+        &progress,
+    )?;
+    let o = &report.outcome;
+    progress(format!(
+        "W7: completed {}/{}; {}",
+        o.completed,
+        o.started,
+        report.note()
+    ));
+    let m = Measured::of_baton(
+        o,
+        workloads::W2_STEPS,
+        report.cpu_ms,
+        report.rss_mib,
+        Io::default(),
+    );
+    let mut note = report.note();
+    if let Some(worst) = report.worst_resume_ms() {
+        note.push_str(&format!(
+            "; time to resume (slowest partition) {worst:.0} ms"
+        ));
+    }
+    if o.errors > 0 {
+        note.push_str(&format!("; {} request errors", o.errors));
+    }
+    Ok(Row {
+        system: "baton".into(),
+        workload: "W7",
+        what,
+        durability: durability.to_owned(),
+        runs: vec![Measured {
+            flushes_per_step: None,
+            write_kib_per_step: None,
+            ..m
+        }],
+        note: Some(note),
+    })
 }
 
 /// Runs W1 and W2 on peer `name`, `plan.repeat` times each, with Baton's sizes, then W2 at each
@@ -654,10 +775,16 @@ fn print_calibration(cal: &Calibration, spec: &TargetSpec, args: &BenchArgs, pla
     );
     println!("  fsync mode        {FSYNC_MODE}");
     println!("  payload           {{}} input, {{\"ok\":true}} output per task");
-    println!(
-        "  workers           {} HTTP threads in-process, batch poll of {}, spread over the nodes",
-        args.workers, args.batch
-    );
+    match args.worker_kind {
+        WorkerKind::Http => println!(
+            "  workers           {} HTTP threads in-process, batch poll of {}, spread over the nodes",
+            args.workers, args.batch
+        ),
+        WorkerKind::Quic => println!(
+            "  workers           {} QUIC SDK workers in-process, concurrency {} each, spread over the nodes",
+            args.workers, args.batch
+        ),
+    }
     println!("  repetitions       {}", plan.repeat);
     println!(
         "  fdatasync 4 KB    {}  ({} samples)",

@@ -10,7 +10,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::net::{TcpListener, UdpSocket};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -24,14 +24,23 @@ const LOG_TAIL_BYTES: u64 = 4_000;
 #[derive(Debug, Clone)]
 pub enum TargetSpec {
     /// One `baton server` process with a fresh data directory on a free loopback port.
-    LocalServer { bin: PathBuf, partitions: u16 },
+    LocalServer {
+        bin: PathBuf,
+        partitions: u16,
+        /// Serve QUIC workers (`--workers`), with a certificate for [`QUIC_WORKER_ID`].
+        quic: bool,
+    },
     /// `nodes` `baton server` processes forming one cluster on loopback.
     LocalCluster {
         bin: PathBuf,
         nodes: u16,
         partitions: u16,
+        quic: bool,
     },
 }
+
+/// The id of the bench's QUIC workers' certificate (every bench worker shares it).
+pub const QUIC_WORKER_ID: &str = "bench";
 
 impl TargetSpec {
     /// A one-line description for the report (cluster size, replication, partitions).
@@ -65,6 +74,8 @@ pub struct Target {
     children: Vec<Child>,
     /// Each node's log.
     logs: Vec<PathBuf>,
+    /// Each node's QUIC worker address (empty unless the spec asked for QUIC workers).
+    worker_addrs: Vec<SocketAddr>,
     /// Certificates, data directories and logs; removed when the target is dropped.
     dir: tempfile::TempDir,
 }
@@ -88,19 +99,44 @@ impl Target {
             urls: Vec::new(),
             children: Vec::new(),
             logs: Vec::new(),
+            worker_addrs: Vec::new(),
             dir,
         };
+        let certs = target.dir.path().join("certs");
+        let quic_args = |target: &mut Target| -> anyhow::Result<Vec<String>> {
+            let addr = format!("127.0.0.1:{}", free_udp_port()?);
+            target.worker_addrs.push(addr.parse()?);
+            Ok(vec![
+                "--workers".into(),
+                addr,
+                "--certs".into(),
+                certs.display().to_string(),
+            ])
+        };
         match spec {
-            TargetSpec::LocalServer { partitions, .. } => {
-                target.spawn(bin, 1, *partitions, &[])?;
+            TargetSpec::LocalServer {
+                partitions, quic, ..
+            } => {
+                let mut args = Vec::new();
+                if *quic {
+                    write_certs(bin, &certs, &[1])?;
+                    write_worker_cert(bin, &certs)?;
+                    args = quic_args(&mut target)?;
+                }
+                target.spawn(bin, 1, *partitions, &args)?;
                 target.wait_ready(usize::from(*partitions) + 1)?;
             }
             TargetSpec::LocalCluster {
-                nodes, partitions, ..
+                nodes,
+                partitions,
+                quic,
+                ..
             } => {
                 let ids: Vec<u16> = (1..=*nodes).collect();
-                let certs = target.dir.path().join("certs");
                 write_certs(bin, &certs, &ids)?;
+                if *quic {
+                    write_worker_cert(bin, &certs)?;
+                }
                 let peers: Vec<(u16, u16)> = ids
                     .iter()
                     .map(|id| free_udp_port().map(|p| (*id, p)))
@@ -111,14 +147,17 @@ impl Target {
                     .collect::<Vec<_>>()
                     .join(",");
                 for (id, port) in &peers {
-                    let args = [
+                    let mut args = vec![
                         "--listen".to_owned(),
                         format!("127.0.0.1:{port}"),
                         "--cluster".to_owned(),
                         cluster.clone(),
-                        "--certs".to_owned(),
-                        certs.display().to_string(),
                     ];
+                    if *quic {
+                        args.extend(quic_args(&mut target)?);
+                    } else {
+                        args.extend(["--certs".to_owned(), certs.display().to_string()]);
+                    }
                     target.spawn(bin, *id, *partitions, &args)?;
                 }
                 target.wait_ready(usize::from(*partitions) + 1)?;
@@ -130,6 +169,16 @@ impl Target {
     /// Every node's HTTP base URL.
     pub fn urls(&self) -> &[String] {
         &self.urls
+    }
+
+    /// Each node's QUIC worker address (empty without QUIC workers).
+    pub fn worker_addrs(&self) -> &[SocketAddr] {
+        &self.worker_addrs
+    }
+
+    /// Where the certificates are (the cluster CA and the QUIC workers' certificate).
+    pub fn certs_dir(&self) -> PathBuf {
+        self.dir.path().join("certs")
     }
 
     /// The process ids of the target's processes.
@@ -145,6 +194,18 @@ impl Target {
             .map(|(i, log)| format!("--- node {} ---\n{}", i + 1, file_tail(log, LOG_TAIL_BYTES)))
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// Kills node `index` (0-based, in start order) with SIGKILL and reaps it; its URL and pid
+    /// stay listed (requests to it fail).
+    pub fn kill(&mut self, index: usize) -> anyhow::Result<()> {
+        let child = self
+            .children
+            .get_mut(index)
+            .with_context(|| format!("no node at index {index}"))?;
+        child.kill().context("kill")?;
+        child.wait().context("reap")?;
+        Ok(())
     }
 
     /// Kills and reaps every process.
@@ -279,6 +340,29 @@ fn write_certs(bin: &Path, dir: &Path, ids: &[u16]) -> anyhow::Result<()> {
     if !output.status.success() {
         bail!(
             "baton certs failed with {}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// Runs `baton worker-cert` for [`QUIC_WORKER_ID`], allowed every task type, into `dir`.
+fn write_worker_cert(bin: &Path, dir: &Path) -> anyhow::Result<()> {
+    let output = Command::new(bin)
+        .arg("worker-cert")
+        .arg("--certs")
+        .arg(dir)
+        .arg("--id")
+        .arg(QUIC_WORKER_ID)
+        .arg("--task-types")
+        .arg("*")
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {} worker-cert", bin.display()))?;
+    if !output.status.success() {
+        bail!(
+            "baton worker-cert failed with {}: {}",
             output.status,
             String::from_utf8_lossy(&output.stderr)
         );

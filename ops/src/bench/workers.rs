@@ -1,7 +1,7 @@
 //! In-process HTTP workers: threads that batch-poll one task type and complete every task at once
 //! (no work of their own), taking the next task `update-v2` hands back when there is one.
 
-use super::client::Client;
+use super::client::{Client, Refused};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -18,6 +18,30 @@ pub struct Counters {
     pub completed: AtomicU64,
     /// Failed polls and updates.
     pub errors: AtomicU64,
+}
+
+/// The bench's workers, of either kind.
+pub enum Pool {
+    Http(Workers),
+    Quic(super::quic_workers::QuicWorkers),
+}
+
+impl Pool {
+    /// Stops the workers; answers (tasks completed, failed requests or refused results).
+    pub fn stop(self) -> (u64, u64) {
+        let counters = match &self {
+            Pool::Http(w) => w.counters.clone(),
+            Pool::Quic(w) => w.counters.clone(),
+        };
+        match self {
+            Pool::Http(w) => w.stop(),
+            Pool::Quic(w) => w.stop(),
+        }
+        (
+            counters.completed.load(Ordering::Relaxed),
+            counters.errors.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// Running worker threads; [`Workers::stop`] ends them.
@@ -39,12 +63,16 @@ impl Workers {
         let counters = Arc::new(Counters::default());
         let mut handles = Vec::with_capacity(threads);
         for i in 0..threads {
-            let client = Client::new(&urls[i % urls.len()])?;
+            // Worker `i` starts on node `i` mod the node count and moves to the next node after a
+            // failed request (a node that died, in W7).
+            let clients = (0..urls.len())
+                .map(|k| Client::new(&urls[(i + k) % urls.len()]))
+                .collect::<anyhow::Result<Vec<_>>>()?;
             let (stop, counters) = (stop.clone(), counters.clone());
             let task_type = task_type.to_owned();
             let worker = format!("bench-worker-{i}");
             handles.push(std::thread::spawn(move || {
-                run(&client, &task_type, &worker, batch, &stop, &counters)
+                run(&clients, &task_type, &worker, batch, &stop, &counters)
             }));
         }
         Ok(Self {
@@ -62,33 +90,50 @@ impl Workers {
     }
 }
 
+/// Tries to report one task's completion this many times (over the nodes in turn) before giving
+/// it up to its response timeout.
+const COMPLETE_ATTEMPTS: usize = 20;
+
 fn run(
-    client: &Client,
+    clients: &[Client],
     task_type: &str,
     worker: &str,
     batch: usize,
     stop: &AtomicBool,
     counters: &Counters,
 ) {
+    let mut at = 0;
     while !stop.load(Ordering::Relaxed) {
-        let tasks = match client.poll(task_type, worker, batch, POLL_TIMEOUT_MS) {
+        let tasks = match clients[at].poll(task_type, worker, batch, POLL_TIMEOUT_MS) {
             Ok(tasks) => tasks,
             Err(_) => {
                 counters.errors.fetch_add(1, Ordering::Relaxed);
+                at = (at + 1) % clients.len();
                 std::thread::sleep(ERROR_BACKOFF);
                 continue;
             }
         };
         for task in tasks {
             let mut next = Some(task);
+            let mut attempts = 0;
             while let Some(task) = next.take() {
-                match client.complete(&task, worker) {
+                match clients[at].complete(&task, worker) {
                     Ok(n) => {
                         counters.completed.fetch_add(1, Ordering::Relaxed);
                         next = n;
+                        attempts = 0;
+                    }
+                    Err(e) if e.downcast_ref::<Refused>().is_some() => {
+                        // The task is no longer this worker's (timed out and retried): drop it.
+                        counters.errors.fetch_add(1, Ordering::Relaxed);
                     }
                     Err(_) => {
                         counters.errors.fetch_add(1, Ordering::Relaxed);
+                        at = (at + 1) % clients.len();
+                        attempts += 1;
+                        if attempts < COMPLETE_ATTEMPTS && !stop.load(Ordering::Relaxed) {
+                            next = Some(task);
+                        }
                         std::thread::sleep(ERROR_BACKOFF);
                     }
                 }

@@ -19,10 +19,15 @@ pub const TASK_TYPE: &str = "baton_bench_task";
 pub const W1: &str = "baton_bench_w1_one_task";
 pub const W2: &str = "baton_bench_w2_fork3_join";
 pub const W3: &str = "baton_bench_w3_chain10";
+pub const W4: &str = "baton_bench_w4_wait_1s";
+/// How long W4's WAIT waits.
+pub const W4_WAIT: Duration = Duration::from_secs(1);
 /// SIMPLE tasks per workflow of each workload.
 pub const W1_STEPS: u64 = 1;
 pub const W2_STEPS: u64 = 3;
 pub const W3_STEPS: u64 = 10;
+/// W4's step is its timer firing.
+pub const W4_STEPS: u64 = 1;
 /// Threads that start W2's workflows (each takes every n-th arrival slot).
 const W2_STARTERS: usize = 4;
 /// Threads that watch W2's running workflows for completion.
@@ -36,10 +41,14 @@ pub fn definitions() -> (Value, Vec<Value>) {
         "name": TASK_TYPE,
         "description": "batonctl bench: completed at once by in-process workers",
         "ownerEmail": "bench@baton.local",
-        "retryCount": 0,
+        // A task leased by a poll whose answer died with a node (W7) is retried once its
+        // response timeout passes; without faults nothing fails and nothing retries.
+        "retryCount": 2,
+        "retryLogic": "FIXED",
+        "retryDelaySeconds": 0,
         "timeoutSeconds": 0,
         "timeoutPolicy": "TIME_OUT_WF",
-        "responseTimeoutSeconds": 600,
+        "responseTimeoutSeconds": 10,
     }]);
     let simple = |r: String| json!({ "name": TASK_TYPE, "taskReferenceName": r, "type": "SIMPLE" });
     let workflow = |name: &str, tasks: Vec<Value>| {
@@ -71,7 +80,14 @@ pub fn definitions() -> (Value, Vec<Value>) {
             .map(|i| simple(format!("step_{i}")))
             .collect(),
     );
-    (task_defs, vec![w1, w2, w3])
+    let w4 = workflow(
+        W4,
+        vec![
+            json!({ "name": "wait", "taskReferenceName": "wait", "type": "WAIT",
+                     "inputParameters": { "duration": format!("{} seconds", W4_WAIT.as_secs()) } }),
+        ],
+    );
+    (task_defs, vec![w1, w2, w3, w4])
 }
 
 /// What a workload observed.
@@ -85,6 +101,26 @@ pub struct Outcome {
     pub latency: Latency,
     /// From the first start to the last completion observed (the throughput denominator).
     pub elapsed: Duration,
+    /// Every acknowledged start (open loop only).
+    pub starts: Vec<Start>,
+    /// When the open loop's fault was injected, if it had one.
+    pub fault_at: Option<Instant>,
+}
+
+/// One acknowledged start of the open loop.
+#[derive(Debug, Clone)]
+pub struct Start {
+    pub id: String,
+    /// When the start request was sent.
+    pub sent: Instant,
+    /// When its answer (the id) arrived.
+    pub acked: Instant,
+}
+
+/// Something the open loop does to the target `at` after its first arrival (W7 kills a node).
+pub struct Fault<'a> {
+    pub at: Duration,
+    pub act: &'a mut dyn FnMut() -> anyhow::Result<()>,
 }
 
 /// Polls `id` until it leaves RUNNING or `deadline` passes (then `Ok(None)`).
@@ -184,10 +220,12 @@ pub fn open_loop(
     duration: Duration,
     drain: Duration,
     progress: &dyn Fn(String),
+    mut fault: Option<Fault<'_>>,
 ) -> anyhow::Result<Outcome> {
     let slots = (rate_per_s * duration.as_secs_f64()).round().max(1.0) as u64;
     let interval = Duration::from_secs_f64(1.0 / rate_per_s.max(0.001));
     let pending: Arc<Mutex<VecDeque<Pending>>> = Arc::default();
+    let starts: Arc<Mutex<Vec<Start>>> = Arc::default();
     let started = Arc::new(AtomicU64::new(0));
     let completed = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
@@ -200,6 +238,7 @@ pub fn open_loop(
     for k in 0..W2_STARTERS {
         let client = Client::new(&urls[k % urls.len()])?;
         let (pending, started, errors) = (pending.clone(), started.clone(), errors.clone());
+        let starts = starts.clone();
         let name = name.to_owned();
         starters.push(std::thread::spawn(move || {
             let mut slot = k as u64;
@@ -209,9 +248,18 @@ pub fn open_loop(
                 if scheduled > now {
                     std::thread::sleep(scheduled - now);
                 }
+                let sent = Instant::now();
                 match client.start(&name, &json!({ "slot": slot })) {
                     Ok(id) => {
                         started.fetch_add(1, Ordering::Relaxed);
+                        starts
+                            .lock()
+                            .expect("starts lock is never poisoned")
+                            .push(Start {
+                                id: id.clone(),
+                                sent,
+                                acked: Instant::now(),
+                            });
                         pending
                             .lock()
                             .expect("pending lock is never poisoned")
@@ -281,8 +329,19 @@ pub fn open_loop(
     let mut next_report = Instant::now() + Duration::from_secs(2);
     let mut starters_done = false;
     let mut drain_deadline = None;
+    let mut fault_at = None;
     loop {
         std::thread::sleep(Duration::from_millis(20));
+        if let Some(f) = fault
+            .as_mut()
+            .filter(|f| fault_at.is_none() && t0 + f.at <= Instant::now())
+        {
+            fault_at = Some(Instant::now());
+            if let Err(e) = (f.act)() {
+                stop.store(true, Ordering::Relaxed);
+                return Err(e.context("the open loop's fault"));
+            }
+        }
         if !starters_done && starters.iter().all(|s| s.is_finished()) {
             starters_done = true;
             drain_deadline = Some(Instant::now() + drain);
@@ -313,6 +372,7 @@ pub fn open_loop(
         latency.add(&h);
     }
     let last = *last_done.lock().expect("last_done lock is never poisoned");
+    let starts = std::mem::take(&mut *starts.lock().expect("starts lock is never poisoned"));
     Ok(Outcome {
         started: started.load(Ordering::Relaxed),
         completed: completed.load(Ordering::Relaxed),
@@ -320,5 +380,114 @@ pub fn open_loop(
         errors: errors.load(Ordering::Relaxed),
         latency,
         elapsed: last.saturating_duration_since(t0),
+        starts,
+        fault_at,
     })
+}
+
+/// W4: `count` workflows that each wait on a WAIT of [`W4_WAIT`], started by `parallel` threads as
+/// fast as the target takes them (so many timers are armed at once). Latency is the timer's
+/// *lateness* on the target's own clock: the WAIT task's `endTime` minus its `waitTimeout` (when
+/// it was due), read from each finished workflow. Completion is first seen by status polls.
+pub fn timers(
+    urls: &[String],
+    count: u64,
+    parallel: usize,
+    progress: &dyn Fn(String),
+) -> anyhow::Result<Outcome> {
+    let began = Instant::now();
+    let next = Arc::new(AtomicU64::new(0));
+    let ids: Arc<Mutex<Vec<String>>> = Arc::default();
+    let errors = Arc::new(AtomicU64::new(0));
+    let mut starters = Vec::new();
+    for i in 0..parallel {
+        let client = Client::new(&urls[i % urls.len()])?;
+        let (next, ids, errors) = (next.clone(), ids.clone(), errors.clone());
+        starters.push(std::thread::spawn(move || {
+            while next.fetch_add(1, Ordering::Relaxed) < count {
+                match client.start(W4, &json!({})) {
+                    Ok(id) => ids.lock().expect("ids lock is never poisoned").push(id),
+                    Err(_) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    for s in starters {
+        s.join()
+            .map_err(|_| anyhow::anyhow!("a starter thread panicked"))?;
+    }
+    let ids = std::mem::take(&mut *ids.lock().expect("ids lock is never poisoned"));
+    progress(format!(
+        "W4: {} workflows started in {:.1} s; waiting for their timers",
+        ids.len(),
+        began.elapsed().as_secs_f64()
+    ));
+    let deadline = Instant::now() + W4_WAIT + WORKFLOW_DEADLINE;
+    let chunks: Vec<Vec<String>> = ids
+        .chunks(ids.len().div_ceil(parallel.max(1)).max(1))
+        .map(<[String]>::to_vec)
+        .collect();
+    let mut checkers = Vec::new();
+    for (i, chunk) in chunks.into_iter().enumerate() {
+        let client = Client::new(&urls[i % urls.len()])?;
+        checkers.push(std::thread::spawn(move || {
+            let mut out = Outcome::default();
+            let mut last = began;
+            for id in chunk {
+                out.started += 1;
+                match wait_done(&client, &id, began, deadline) {
+                    Ok(Some(Status::Completed)) => {}
+                    Ok(Some(_)) => {
+                        out.failed += 1;
+                        continue;
+                    }
+                    Ok(None) => continue,
+                    Err(_) => {
+                        out.errors += 1;
+                        continue;
+                    }
+                }
+                last = last.max(Instant::now());
+                match client.workflow(&id).map(|wf| lateness_ms(&wf)) {
+                    Ok(Some(ms)) => {
+                        out.completed += 1;
+                        out.latency.record(Duration::from_millis(ms));
+                    }
+                    Ok(None) => out.failed += 1,
+                    Err(_) => out.errors += 1,
+                }
+            }
+            out.elapsed = last.saturating_duration_since(began);
+            out
+        }));
+    }
+    let mut total = Outcome {
+        errors: errors.load(Ordering::Relaxed),
+        ..Outcome::default()
+    };
+    for c in checkers {
+        let out = c
+            .join()
+            .map_err(|_| anyhow::anyhow!("a checker thread panicked"))?;
+        total.started += out.started;
+        total.completed += out.completed;
+        total.failed += out.failed;
+        total.errors += out.errors;
+        total.latency.add(&out.latency);
+        total.elapsed = total.elapsed.max(out.elapsed);
+    }
+    Ok(total)
+}
+
+/// A finished W4 workflow's timer lateness: its WAIT's `endTime - waitTimeout` (never negative),
+/// or `None` when the WAIT did not complete by its timer.
+fn lateness_ms(wf: &Value) -> Option<u64> {
+    let wait = wf["tasks"]
+        .as_array()?
+        .iter()
+        .find(|t| t["taskType"] == "WAIT")?;
+    let (end, due) = (wait["endTime"].as_i64()?, wait["waitTimeout"].as_i64()?);
+    (wait["status"] == "COMPLETED" && due > 0).then(|| u64::try_from(end - due).unwrap_or(0))
 }

@@ -54,6 +54,10 @@ pub struct Task {
     pub sub_workflow_id: Option<String>,
     /// Baton: scheduled time of the first attempt, carried across retries for totalTimeoutSeconds.
     pub first_scheduled_time: EpochMs,
+    /// WAIT with `duration` or `until`: when it completes by itself (epoch ms; 0 = waits for an
+    /// outside completion). Fixed when the task is scheduled.
+    #[serde(default)]
+    pub wait_timeout: EpochMs,
 }
 
 impl Task {

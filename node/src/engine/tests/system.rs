@@ -156,3 +156,89 @@ fn decision_with_case_value_param() {
     let h = H::start(def_of(vec![d]), json!({"case": "zzz"}));
     assert_eq!(h.shape(), shape(&[("d", Completed), ("def", Scheduled)]));
 }
+
+fn wait(r: &str, input: Value) -> WorkflowTask {
+    WorkflowTask {
+        name: r.into(),
+        task_reference_name: r.into(),
+        task_type: "WAIT".into(),
+        input_parameters: obj(input),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn wait_with_a_duration_completes_when_its_timer_fires() {
+    let mut h = H::start(
+        def_of(vec![
+            wait("w", json!({"duration": "${workflow.input.d}"})),
+            simple("after"),
+        ]),
+        json!({"d": "1 seconds"}),
+    );
+    let w = h.task("w").clone();
+    assert_eq!((w.status, w.wait_timeout), (InProgress, T0 + 1_000));
+    let key = TimerKey {
+        kind: TimerKind::Wait,
+        task_id: Some(w.task_id.clone()),
+    };
+    assert_eq!(
+        timers(h.wf()),
+        vec![Timer {
+            due_ms: T0 + 1_000,
+            key: key.clone()
+        }]
+    );
+    h.advance_ms(999);
+    assert!(
+        !h.ok(Input::Timer(key.clone())),
+        "an early timer does nothing"
+    );
+    h.advance_ms(1);
+    assert!(h.ok(Input::Timer(key.clone())));
+    assert_eq!(h.shape(), shape(&[("w", Completed), ("after", Scheduled)]));
+    assert_eq!(h.task("w").end_time, T0 + 1_000);
+    assert!(timers(h.wf()).is_empty());
+    assert!(!h.ok(Input::Timer(key)), "a fired timer is stale");
+}
+
+#[test]
+fn wait_completed_from_outside_disarms_its_timer() {
+    let mut h = H::start(
+        def_of(vec![
+            wait("w", json!({"until": "2100-01-01"})),
+            simple("after"),
+        ]),
+        json!({}),
+    );
+    assert_eq!(timers(h.wf()).len(), 1);
+    h.complete("w", json!({"by": "hand"}));
+    assert_eq!(h.shape(), shape(&[("w", Completed), ("after", Scheduled)]));
+    assert!(timers(h.wf()).is_empty());
+}
+
+#[test]
+fn wait_with_bad_input_fails_the_workflow_and_a_past_time_passes_at_once() {
+    let h = H::start(
+        def_of(vec![wait(
+            "w",
+            json!({"duration": "1s", "until": "2100-01-01"}),
+        )]),
+        json!({}),
+    );
+    assert_eq!(h.st("w"), FailedWithTerminalError);
+    assert_eq!(
+        h.task("w").reason_for_incompletion.as_deref(),
+        Some(crate::engine::wait::BOTH_GIVEN)
+    );
+    assert_eq!(h.status(), WorkflowStatus::Failed);
+
+    let h = H::start(
+        def_of(vec![
+            wait("w", json!({"until": "2000-01-01"})),
+            simple("after"),
+        ]),
+        json!({}),
+    );
+    assert_eq!(h.shape(), shape(&[("w", Completed), ("after", Scheduled)]));
+}
