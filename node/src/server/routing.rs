@@ -107,24 +107,39 @@ impl Inner {
         request: Forward,
         within: Duration,
     ) -> Result<Reply> {
-        let forward = self.forward_within(peer, hops, request, within);
         let answer = match self.partition(partition) {
             Some(p) => {
-                let mut metrics = p.group.raft().metrics();
-                let moved = metrics.wait_for(|m| m.current_leader.is_some_and(|l| l != peer.0));
-                tokio::select! {
-                    answer = forward => answer,
-                    _ = moved => Err(Error::Unavailable(format!(
-                        "partition {partition}: leadership moved off node {peer}; retry"
-                    ))),
-                }
+                self.forward_to_leader(&p.group, peer, hops, request, within)
+                    .await
             }
-            None => forward.await,
+            None => self.forward_within(peer, hops, request, within).await,
         };
         if matches!(answer, Err(Error::Unavailable(_))) {
             self.forget_leader(partition);
         }
         answer
+    }
+
+    /// Sends a request to `peer`, the leader of `group` as the local replica knows it, and gives
+    /// up as soon as that replica learns of another leader: a killed leader's QUIC connection
+    /// would otherwise hold the request until the transport's idle timeout (seconds).
+    async fn forward_to_leader(
+        &self,
+        group: &cluster::Group,
+        peer: NodeId,
+        hops: u8,
+        request: Forward,
+        within: Duration,
+    ) -> Result<Reply> {
+        let mut metrics = group.raft().metrics();
+        let moved = metrics.wait_for(|m| m.current_leader.is_some_and(|l| l != peer.0));
+        tokio::select! {
+            answer = self.forward_within(peer, hops, request, within) => answer,
+            _ = moved => Err(Error::Unavailable(format!(
+                "{}: leadership moved off node {peer}; retry",
+                group.name()
+            ))),
+        }
     }
 
     /// Sends a request to a peer and decodes its answer.
@@ -380,23 +395,57 @@ impl Inner {
 
     /// Makes the local meta replica at least as current as the meta leader was when asked, so a
     /// definition written through any node is visible here. Free on the leader and on one node.
+    ///
+    /// When the meta leader dies, the question moves to the next leader the local replica learns
+    /// of (the same failover rule as operations on a partition), so starts pause for an election
+    /// instead of for the dead leader's connection to time out.
     pub(crate) async fn catch_up_meta(&self) -> Result<()> {
-        if self.transport.is_none() || self.meta.is_leader() {
+        if self.transport.is_none() {
             return Ok(());
         }
-        let leader = match self.meta.leader() {
-            Some(l) if l != self.node => l,
-            _ => return Ok(()),
-        };
-        // Asked as a request that may not travel further (hops = HOPS_MAX - 1 + 1).
-        let index = match self
-            .forward(leader, HOPS_MAX - 1, Forward::MetaReadIndex)
-            .await?
-        {
-            Reply::Index(i) => i,
-            other => return Err(unexpected(&other)),
-        };
         let deadline = tokio::time::Instant::now() + Duration::from_millis(META_CATCH_UP_MS);
+        let index = loop {
+            if self.meta.is_leader() {
+                return Ok(());
+            }
+            let now = tokio::time::Instant::now();
+            match self.meta.leader() {
+                Some(l) if l == self.node => return Ok(()),
+                // Known dead a moment ago, or no leader yet: wait for the election.
+                Some(l) if self.peer_is_down(l) => {}
+                None => {}
+                Some(leader) => {
+                    let within = deadline
+                        .saturating_duration_since(now)
+                        .min(Duration::from_millis(FORWARD_TIMEOUT_MS));
+                    // Asked as a request that may not travel further (hops = HOPS_MAX - 1 + 1).
+                    match self
+                        .forward_to_leader(
+                            &self.meta,
+                            leader,
+                            HOPS_MAX - 1,
+                            Forward::MetaReadIndex,
+                            within,
+                        )
+                        .await
+                    {
+                        Ok(Reply::Index(i)) => break i,
+                        Ok(other) => return Err(unexpected(&other)),
+                        Err(Error::Unavailable(m)) if tokio::time::Instant::now() < deadline => {
+                            tracing::debug!(%leader, reason = %m, "meta read index failed; retrying");
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::Unavailable(
+                    "the meta group has no reachable leader (an election is in progress); retry"
+                        .into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(LEADER_POLL_MS)).await;
+        };
         while self.meta.status().last_applied_index.unwrap_or(0) < index {
             if tokio::time::Instant::now() >= deadline {
                 return Err(Error::Unavailable(
