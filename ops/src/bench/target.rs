@@ -326,43 +326,49 @@ fn ready(http: &reqwest::blocking::Client, urls: &[String], groups: usize) -> an
 /// Runs `baton certs` for `ids` into `dir` (cluster and workers CAs, one certificate per node).
 fn write_certs(bin: &Path, dir: &Path, ids: &[u16]) -> anyhow::Result<()> {
     let list: Vec<String> = ids.iter().map(u16::to_string).collect();
-    let output = Command::new(bin)
-        .arg("certs")
-        .arg("--out")
-        .arg(dir)
-        .arg("--nodes")
-        .arg(list.join(","))
-        .arg("--host")
-        .arg("127.0.0.1")
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {} certs", bin.display()))?;
-    if !output.status.success() {
-        bail!(
-            "baton certs failed with {}: {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    Ok(())
+    let dir = dir.display().to_string();
+    run_baton(
+        bin,
+        &[
+            "certs",
+            "--out",
+            &dir,
+            "--nodes",
+            &list.join(","),
+            "--host",
+            "127.0.0.1",
+        ],
+    )
 }
 
 /// Runs `baton worker-cert` for [`QUIC_WORKER_ID`], allowed every task type, into `dir`.
 fn write_worker_cert(bin: &Path, dir: &Path) -> anyhow::Result<()> {
+    let dir = dir.display().to_string();
+    run_baton(
+        bin,
+        &[
+            "worker-cert",
+            "--certs",
+            &dir,
+            "--id",
+            QUIC_WORKER_ID,
+            "--task-types",
+            "*",
+        ],
+    )
+}
+
+/// Runs a `baton` subcommand to completion; its stderr is the error when it fails.
+fn run_baton(bin: &Path, args: &[&str]) -> anyhow::Result<()> {
     let output = Command::new(bin)
-        .arg("worker-cert")
-        .arg("--certs")
-        .arg(dir)
-        .arg("--id")
-        .arg(QUIC_WORKER_ID)
-        .arg("--task-types")
-        .arg("*")
+        .args(args)
         .stdin(Stdio::null())
         .output()
-        .with_context(|| format!("cannot run {} worker-cert", bin.display()))?;
+        .with_context(|| format!("cannot run {} {}", bin.display(), args[0]))?;
     if !output.status.success() {
         bail!(
-            "baton worker-cert failed with {}: {}",
+            "baton {} failed with {}: {}",
+            args[0],
             output.status,
             String::from_utf8_lossy(&output.stderr)
         );

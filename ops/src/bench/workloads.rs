@@ -107,6 +107,17 @@ pub struct Outcome {
     pub fault_at: Option<Instant>,
 }
 
+impl Outcome {
+    /// Adds another thread's counts and latencies (not its elapsed time).
+    fn add(&mut self, other: &Outcome) {
+        self.started += other.started;
+        self.completed += other.completed;
+        self.failed += other.failed;
+        self.errors += other.errors;
+        self.latency.add(&other.latency);
+    }
+}
+
 /// One acknowledged start of the open loop.
 #[derive(Debug, Clone)]
 pub struct Start {
@@ -192,11 +203,7 @@ pub fn closed_loop(
         let out = d
             .join()
             .map_err(|_| anyhow::anyhow!("a driver thread panicked"))?;
-        total.started += out.started;
-        total.completed += out.completed;
-        total.failed += out.failed;
-        total.errors += out.errors;
-        total.latency.add(&out.latency);
+        total.add(&out);
     }
     total.elapsed = began.elapsed();
     Ok(total)
@@ -471,11 +478,7 @@ pub fn timers(
         let out = c
             .join()
             .map_err(|_| anyhow::anyhow!("a checker thread panicked"))?;
-        total.started += out.started;
-        total.completed += out.completed;
-        total.failed += out.failed;
-        total.errors += out.errors;
-        total.latency.add(&out.latency);
+        total.add(&out);
         total.elapsed = total.elapsed.max(out.elapsed);
     }
     Ok(total)
