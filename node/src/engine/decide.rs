@@ -86,6 +86,11 @@ pub fn decide(
         Input::Rerun(req) => ops::rerun(&mut ctx, req)?,
         Input::SkipTask { reference, request } => ops::skip(&mut ctx, &reference, request)?,
         Input::Decide => advance(&mut ctx),
+        Input::LeaseAll {
+            task_ids,
+            worker_id,
+        } => lease_all(&mut ctx, &task_ids, worker_id)?,
+        Input::TaskResultThenLease(result) => result_then_lease(&mut ctx, result)?,
     }
     Ok(ctx.finish(record.version))
 }
@@ -201,6 +206,61 @@ fn check_lease(
         )));
     }
     Ok(())
+}
+
+/// A result, then the lease of the workflow's first ready task of the reported task's type and
+/// domain (if any) to the reporting worker. A late result for a terminal task leases nothing.
+fn result_then_lease(ctx: &mut Ctx<'_>, result: TaskResult) -> Result<(), Error> {
+    let i = find_task(ctx, &result.task_id)?;
+    let reported = &ctx.wf.tasks[i];
+    let was_open = !reported.status.is_terminal();
+    let (task_type, domain) = (reported.task_def_name.clone(), reported.domain.clone());
+    let worker_id = result.worker_id.clone();
+    task_result(ctx, result)?;
+    if !was_open || ctx.wf.status != WorkflowStatus::Running {
+        return Ok(());
+    }
+    let now = ctx.now;
+    let next = ctx
+        .wf
+        .tasks
+        .iter()
+        .filter(|t| {
+            t.status == TaskStatus::Scheduled
+                && is_worker(t)
+                && t.task_def_name == task_type
+                && t.domain == domain
+                && t.scheduled_time <= now
+        })
+        .map(|t| t.task_id.clone())
+        .next();
+    if let Some(next) = next {
+        lease(ctx, &next, worker_id)?;
+    }
+    Ok(())
+}
+
+/// Leases every task of `task_ids` that can be; refused with the first refusal when none can.
+/// (`lease` checks everything before it changes anything, so a refused one leaves no trace.)
+fn lease_all(
+    ctx: &mut Ctx<'_>,
+    task_ids: &[TaskId],
+    worker_id: Option<String>,
+) -> Result<(), Error> {
+    let mut first_refusal = None;
+    let mut leased = false;
+    for id in task_ids {
+        match lease(ctx, id, worker_id.clone()) {
+            Ok(()) => leased = true,
+            Err(e) => {
+                first_refusal.get_or_insert(e);
+            }
+        }
+    }
+    match first_refusal {
+        Some(e) if !leased => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// A worker polled this task: SCHEDULED (or re-queued IN_PROGRESS) -> IN_PROGRESS.

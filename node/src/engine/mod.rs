@@ -77,6 +77,17 @@ pub enum Input {
     },
     /// Re-evaluate the workflow (`PUT /api/workflow/decide/{id}`).
     Decide,
+    /// One poll claimed several of this workflow's tasks (a fork's branches): lease every one
+    /// that can still be leased, in one decision and so one Raft round instead of one each.
+    /// Refused only when none can be (with the first one's reason).
+    LeaseAll {
+        task_ids: Vec<TaskId>,
+        worker_id: Option<String>,
+    },
+    /// `update-v2`: a worker's update, and if the workflow now has a task of the same type and
+    /// domain ready, that task leased to the same worker in the same decision (DESIGN §11: one
+    /// delta per step; a chain's next step costs no second Raft round).
+    TaskResultThenLease(TaskResult),
 }
 
 /// What the runtime must do after the decision's state is committed. Only the leader performs them.

@@ -114,13 +114,29 @@ impl Inner {
             count.min(POLL_BATCH_MAX),
             self.clock.now_ms(),
         );
-        let leases = claims.into_iter().map(|c| {
-            let input = Input::Lease {
-                task_id: c.task_id,
-                worker_id: worker_id.clone(),
+        // One lease decision per workflow: a fork's branches claimed together cost one Raft
+        // round, not one each (the workflow's actor decides its inputs one after another).
+        let mut by_workflow: Vec<(WorkflowId, Vec<TaskId>)> = Vec::new();
+        for c in claims {
+            match by_workflow.iter_mut().find(|(w, _)| *w == c.workflow_id) {
+                Some((_, ids)) => ids.push(c.task_id),
+                None => by_workflow.push((c.workflow_id, vec![c.task_id])),
+            }
+        }
+        let leases = by_workflow.into_iter().map(|(workflow_id, mut task_ids)| {
+            let input = if task_ids.len() == 1 {
+                Input::Lease {
+                    task_id: task_ids.remove(0),
+                    worker_id: worker_id.clone(),
+                }
+            } else {
+                Input::LeaseAll {
+                    task_ids,
+                    worker_id: worker_id.clone(),
+                }
             };
             async move {
-                self.route_op(&c.workflow_id, WorkflowOp::Input(Box::new(input)))
+                self.route_op(&workflow_id, WorkflowOp::Input(Box::new(input)))
                     .await
             }
         });
@@ -185,7 +201,18 @@ impl Inner {
         let wf = self
             .owner_of(&result.workflow_instance_id, &task_id)
             .await?;
-        self.update_task(result).await?;
+        check_payload("task output", &result.output_data)?;
+        let input = Input::TaskResultThenLease(result);
+        let effects = self
+            .route_op(&wf, WorkflowOp::Input(Box::new(input)))
+            .await?;
+        // The workflow's own next task of this type, leased in the same decision.
+        if let Some(task) = effects.into_iter().find_map(|e| match e {
+            Effect::Deliver(task) => Some(*task),
+            _ => None,
+        }) {
+            return Ok(Some(task));
+        }
         let record = self.record(&wf).await?;
         let Some(task) = record.workflow.task(&task_id) else {
             return Ok(None);

@@ -588,3 +588,110 @@ fn a_fenced_result_needs_its_lease_to_hold() {
         Err(Error::Conflict(m)) if m.contains("COMPLETED")
     ));
 }
+
+#[test]
+fn lease_all_leases_every_ready_task_in_one_decision_and_skips_the_rest() {
+    let fork = WorkflowTask {
+        name: "fork".into(),
+        task_reference_name: "fork".into(),
+        task_type: "FORK_JOIN".into(),
+        fork_tasks: vec![
+            vec![WorkflowTask {
+                task_definition: Some(TaskDef {
+                    retry_count: 1,
+                    retry_delay_seconds: 0,
+                    ..TaskDef::named("task_a")
+                }),
+                ..simple("a")
+            }],
+            vec![simple("b")],
+        ],
+        ..Default::default()
+    };
+    let join = WorkflowTask {
+        name: "join".into(),
+        task_reference_name: "join".into(),
+        task_type: "JOIN".into(),
+        join_on: vec!["a".into(), "b".into()],
+        ..Default::default()
+    };
+    let mut h = H::start(def_of(vec![fork, join]), json!({}));
+    let (a, b) = (h.task("a").task_id.clone(), h.task("b").task_id.clone());
+    let version = h.rec.version;
+    assert!(h.ok(Input::LeaseAll {
+        task_ids: vec![a.clone(), b.clone()],
+        worker_id: Some("w".into()),
+    }));
+    assert_eq!(h.rec.version, version + 1, "one decision, one version");
+    assert_eq!(
+        (h.st("a"), h.st("b")),
+        (TaskStatus::InProgress, TaskStatus::InProgress)
+    );
+    let delivered: Vec<_> = h
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Deliver(t) => Some(t.task_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(delivered, vec![a.clone(), b.clone()]);
+
+    // Both leased already: refused, nothing changes. One of them ready again: only it is leased.
+    assert!(matches!(
+        h.apply(Input::LeaseAll {
+            task_ids: vec![a.clone(), b.clone()],
+            worker_id: None,
+        }),
+        Err(Error::Conflict(_))
+    ));
+    h.fail("a");
+    let retry = h.task("a").task_id.clone();
+    assert_ne!(retry, a);
+    assert!(h.ok(Input::LeaseAll {
+        task_ids: vec![b, retry.clone()],
+        worker_id: None,
+    }));
+    assert_eq!(
+        h.effects,
+        vec![Effect::Deliver(Box::new(h.task("a").clone()))]
+    );
+    assert_eq!(h.task("a").task_id, retry);
+}
+
+#[test]
+fn a_result_then_lease_hands_the_workers_next_task_of_its_type_in_the_same_decision() {
+    let same_type = |r: &str| WorkflowTask {
+        name: "task_x".into(),
+        ..simple(r)
+    };
+    let mut h = H::start(
+        def_of(vec![same_type("a"), same_type("b"), simple("c")]),
+        json!({}),
+    );
+    h.poll("a");
+    let version = h.rec.version;
+    let report = |h: &H, r: &str| TaskResult {
+        workflow_instance_id: h.wf().workflow_id.as_str().into(),
+        task_id: h.task(r).task_id.as_str().into(),
+        status: TaskResultStatus::Completed,
+        worker_id: Some("w9".into()),
+        ..Default::default()
+    };
+    assert!(h.ok(Input::TaskResultThenLease(report(&h, "a"))));
+    assert_eq!(h.rec.version, version + 1, "one decision");
+    assert_eq!(
+        (h.st("a"), h.st("b")),
+        (TaskStatus::Completed, TaskStatus::InProgress)
+    );
+    assert_eq!(h.task("b").worker_id.as_deref(), Some("w9"));
+    assert_eq!(
+        h.effects,
+        vec![Effect::Deliver(Box::new(h.task("b").clone()))]
+    );
+
+    // The next task is of another type: it stays in the queue for its own workers.
+    assert!(h.ok(Input::TaskResultThenLease(report(&h, "b"))));
+    assert_eq!(h.st("c"), TaskStatus::Scheduled);
+    assert!(h.effects.is_empty());
+}
