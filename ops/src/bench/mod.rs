@@ -20,6 +20,9 @@
 //! `/proc`) per 1,000 steps and its RSS are reported per workload. The run exits non-zero when a
 //! workload lost or failed a workflow.
 //!
+//! The `--sweep` of W2 rates runs after them on a fresh target of the same shape, so neither the
+//! state the other workloads left nor W7's killed node weighs on it.
+//!
 //! `--repeat N` runs every workload N times (3 by default, 1 with `--quick`); the tables show the
 //! median and the spread (min..max). `--peers dbos,celery,restate` then runs W1 and W2 with the
 //! same sizes on each peer system (scripts in `bench/peers/`, see [`peers`]) and prints them side
@@ -383,8 +386,21 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
     if result.is_err() {
         eprintln!("--- target logs ---\n{}", target.log_tail());
     }
-    let (mut rows, mut sweep) = result?;
+    let mut rows = result?;
     drop(target);
+    let mut sweep = Vec::new();
+    if !plan.sweep.is_empty() {
+        progress(format!(
+            "starting a fresh target for the sweep: {}",
+            spec.describe()
+        ));
+        let target = Target::start(&spec)?;
+        let result = run_sweep(&target, &plan, &args);
+        if result.is_err() {
+            eprintln!("--- target logs ---\n{}", target.log_tail());
+        }
+        sweep = result?;
+    }
 
     let peers_dir = args.peers_dir.clone().unwrap_or_else(peers::default_dir);
     let mut peer_rows = Vec::new();
@@ -424,17 +440,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
     Ok(ok)
 }
 
-fn run_workloads(
-    target: &mut Target,
-    plan: &Plan,
-    args: &BenchArgs,
-) -> anyhow::Result<(Vec<Row>, Vec<SweepPoint>)> {
-    let (urls, pids) = (&target.urls().to_vec(), &target.pids());
+/// Registers the definitions on `target`, starts the workers and runs the warm-up.
+fn prepare(target: &Target, plan: &Plan, args: &BenchArgs) -> anyhow::Result<Pool> {
+    let urls = target.urls();
     let admin = Client::new(&urls[0])?;
-    let admins = urls
-        .iter()
-        .map(|u| Client::new(u))
-        .collect::<anyhow::Result<Vec<_>>>()?;
     let (task_defs, workflow_defs) = workloads::definitions();
     admin.register_task_defs(&task_defs)?;
     for def in &workflow_defs {
@@ -455,7 +464,6 @@ fn run_workloads(
             u32::try_from(args.batch).unwrap_or(u32::MAX),
         )?),
     };
-
     progress(format!("warm-up: {} x W1", plan.warmup));
     let warm = workloads::closed_loop(urls, workloads::W1, 1, plan.warmup)?;
     if warm.completed != warm.started || warm.started == 0 {
@@ -466,6 +474,24 @@ fn run_workloads(
             warm.errors
         );
     }
+    Ok(workers)
+}
+
+/// Stops the workers and reports what they did.
+fn finish(workers: Pool) {
+    let (tasks, errors) = workers.stop();
+    progress(format!(
+        "workers: {tasks} tasks completed (warm-up included), {errors} failed requests or refused results"
+    ));
+}
+
+fn run_workloads(target: &mut Target, plan: &Plan, args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
+    let (urls, pids) = (&target.urls().to_vec(), &target.pids());
+    let admins = urls
+        .iter()
+        .map(|u| Client::new(u))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let workers = prepare(target, plan, args)?;
 
     let durability = format!(
         "{FSYNC_MODE}, RF {}; workers over {}",
@@ -573,6 +599,23 @@ fn run_workloads(
         )?,
     ];
 
+    if urls.len() >= 3 {
+        rows.push(leader_killed(target, plan, args, &durability)?);
+    }
+
+    finish(workers);
+    Ok(rows)
+}
+
+/// The W2 rate sweep, on a target of its own (so that neither the other workloads' state nor a
+/// node killed by W7 weighs on it).
+fn run_sweep(target: &Target, plan: &Plan, args: &BenchArgs) -> anyhow::Result<Vec<SweepPoint>> {
+    let (urls, pids) = (&target.urls().to_vec(), &target.pids());
+    let admins = urls
+        .iter()
+        .map(|u| Client::new(u))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let workers = prepare(target, plan, args)?;
     let mut sweep = Vec::new();
     for &rate in &plan.sweep {
         progress(format!(
@@ -612,15 +655,8 @@ fn run_workloads(
         });
     }
 
-    if urls.len() >= 3 {
-        rows.push(leader_killed(target, plan, args, &durability)?);
-    }
-
-    let (tasks, errors) = workers.stop();
-    progress(format!(
-        "workers: {tasks} tasks completed (warm-up included), {errors} failed requests or refused results"
-    ));
-    Ok((rows, sweep))
+    finish(workers);
+    Ok(sweep)
 }
 
 /// W7, once (it kills a node of the target, so it runs last).
