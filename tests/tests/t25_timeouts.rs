@@ -1,5 +1,5 @@
-//! Response timeouts (`simple_workflow_with_resp_time_out_integration_test.json`) and a worker's
-//! `IN_PROGRESS` with `callbackAfterSeconds`.
+//! Response timeouts (`simple_workflow_with_resp_time_out_integration_test.json`), a worker's
+//! `IN_PROGRESS` with `callbackAfterSeconds`, and WAIT timers (`duration`) across a `kill -9`.
 
 use std::time::{Duration, Instant};
 
@@ -155,4 +155,45 @@ fn in_progress_with_callback_requeues_the_same_task_after_the_delay() {
     api.complete(&next, json!({}));
     let wf = api.wait_workflow_status(&id, "COMPLETED", WAIT);
     assert_eq!(status_of(&wf, "cb").as_deref(), Some("COMPLETED"));
+}
+
+/// A WAIT with a `duration` completes by itself, and its timer survives a `kill -9`: the due time
+/// is part of the committed task (`waitTimeout`), so the restarted node arms it again.
+#[test]
+fn wait_with_a_duration_completes_by_itself_even_across_a_kill() {
+    let mut server = Server::start();
+    let wait = |r: &str, secs: u64| {
+        json!({ "name": r, "taskReferenceName": r, "type": "WAIT",
+                "inputParameters": { "duration": format!("{secs} seconds") } })
+    };
+    server.api().register_workflow_def(&json!({
+        "name": "wait_twice", "version": 1,
+        "tasks": [wait("short", 1), wait("long", 3)],
+    }));
+    let id = server.api().start_workflow("wait_twice", &json!({}));
+
+    let wf = harness::wait_for(WAIT, "the 1 s WAIT to complete by itself", || {
+        let wf = server.api().workflow(&id);
+        (task_by_ref(&wf, "long").is_some()).then_some(wf)
+    });
+    let short = task_by_ref(&wf, "short").expect("short ran");
+    assert_eq!(short["status"], "COMPLETED", "{wf:#}");
+    let due = millis(short, "waitTimeout");
+    assert_eq!(due, millis(short, "startTime") + 1_000, "{wf:#}");
+    assert!(
+        millis(short, "endTime") >= due,
+        "fired before it was due: {wf:#}"
+    );
+
+    server.kill9();
+    server.restart();
+    let wf = server
+        .api()
+        .wait_workflow_status(&id, "COMPLETED", Duration::from_secs(30));
+    let long = task_by_ref(&wf, "long").expect("long ran");
+    assert!(
+        millis(long, "endTime") >= millis(long, "waitTimeout"),
+        "fired before it was due: {wf:#}"
+    );
+    assert_eq!(long["status"], "COMPLETED", "{wf:#}");
 }
