@@ -440,9 +440,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
     Ok(ok)
 }
 
-/// Registers the definitions on `target`, starts the workers and runs the warm-up.
-fn prepare(target: &Target, plan: &Plan, args: &BenchArgs) -> anyhow::Result<Pool> {
+/// Registers the definitions on `target`, starts the workers and runs the warm-up; answers the
+/// workers and an admin client per node (for the storage counters).
+fn prepare(target: &Target, plan: &Plan, args: &BenchArgs) -> anyhow::Result<(Pool, Vec<Client>)> {
     let urls = target.urls();
+    let admins = urls
+        .iter()
+        .map(|u| Client::new(u))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let admin = Client::new(&urls[0])?;
     let (task_defs, workflow_defs) = workloads::definitions();
     admin.register_task_defs(&task_defs)?;
@@ -474,7 +479,7 @@ fn prepare(target: &Target, plan: &Plan, args: &BenchArgs) -> anyhow::Result<Poo
             warm.errors
         );
     }
-    Ok(workers)
+    Ok((workers, admins))
 }
 
 /// Stops the workers and reports what they did.
@@ -487,11 +492,7 @@ fn finish(workers: Pool) {
 
 fn run_workloads(target: &mut Target, plan: &Plan, args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
     let (urls, pids) = (&target.urls().to_vec(), &target.pids());
-    let admins = urls
-        .iter()
-        .map(|u| Client::new(u))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let workers = prepare(target, plan, args)?;
+    let (workers, admins) = prepare(target, plan, args)?;
 
     let durability = format!(
         "{FSYNC_MODE}, RF {}; workers over {}",
@@ -611,11 +612,7 @@ fn run_workloads(target: &mut Target, plan: &Plan, args: &BenchArgs) -> anyhow::
 /// node killed by W7 weighs on it).
 fn run_sweep(target: &Target, plan: &Plan, args: &BenchArgs) -> anyhow::Result<Vec<SweepPoint>> {
     let (urls, pids) = (&target.urls().to_vec(), &target.pids());
-    let admins = urls
-        .iter()
-        .map(|u| Client::new(u))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let workers = prepare(target, plan, args)?;
+    let (workers, admins) = prepare(target, plan, args)?;
     let mut sweep = Vec::new();
     for &rate in &plan.sweep {
         progress(format!(
