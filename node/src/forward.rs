@@ -8,8 +8,10 @@
 use crate::engine::Effect;
 use crate::error::{Error, Result};
 use crate::partition::WorkflowOp;
-use proto::model::Task;
-use proto::record::{self, MetaCommand, MetaOutcome, NodeEntry, WorkflowRecord};
+use proto::model::{EventExecution, Task};
+use proto::record::{
+    self, MetaCommand, MetaOutcome, NodeEntry, PartitionCommand, PartitionOutcome, WorkflowRecord,
+};
 use proto::{NodeId, PartitionId, TaskId, WorkflowId};
 use serde::{Deserialize, Serialize};
 
@@ -85,6 +87,18 @@ pub enum Forward {
         partition: PartitionId,
         node: NodeId,
     },
+    /// For the partition's leader: propose a command that no workflow actor owns (event
+    /// execution records, Baton's own event queues).
+    Partition {
+        partition: PartitionId,
+        command: PartitionCommand,
+    },
+    /// Event execution records of these partitions (hosted by the receiver), at most `limit`.
+    Executions {
+        partitions: Vec<PartitionId>,
+        handler: Option<String>,
+        limit: usize,
+    },
 }
 
 /// The answer to a [`Forward`].
@@ -109,6 +123,8 @@ pub enum Reply {
     },
     Ids(Vec<String>),
     Done,
+    Outcome(PartitionOutcome),
+    Executions(Vec<EventExecution>),
 }
 
 /// The request as it travels: hops so far, and the request.

@@ -9,6 +9,8 @@ pub mod api;
 pub mod clock;
 pub mod engine;
 pub mod error;
+pub mod events;
+pub mod failpoint;
 pub mod forward;
 pub mod gateway;
 pub mod meta;

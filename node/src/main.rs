@@ -58,6 +58,14 @@ enum Command {
         /// certificate and the workers CA from --certs (`baton certs`, `baton worker-cert`).
         #[arg(long)]
         workers: Option<SocketAddr>,
+        /// NATS server for `nats:` event handlers (JetStream), e.g. `nats://127.0.0.1:4222`;
+        /// without it that provider is disabled.
+        #[arg(long, env = "BATON_NATS")]
+        nats: Option<String>,
+        /// RabbitMQ for `amqp_queue:` / `amqp_exchange:` event handlers, e.g.
+        /// `amqp://guest:guest@127.0.0.1:5672/%2f`; without it those providers are disabled.
+        #[arg(long, env = "BATON_AMQP")]
+        amqp: Option<String>,
     },
     /// Create a cluster CA and a certificate for each node (mutual TLS between nodes), and a
     /// workers CA that signs worker certificates (`baton worker-cert`).
@@ -135,6 +143,8 @@ fn main() -> anyhow::Result<()> {
             join,
             certs,
             workers,
+            nats,
+            amqp,
         } => {
             let node = NodeId(node_id);
             let workers = workers.map(|listen| node::gateway::worker::WorkerGatewayOptions {
@@ -178,6 +188,10 @@ fn main() -> anyhow::Result<()> {
                 node,
                 cluster,
                 workers,
+                events: node::events::EventOptions {
+                    nats_url: nats,
+                    amqp_url: amqp,
+                },
             };
             runtime.block_on(node::server::serve(options, shutdown_signal()))
         }

@@ -54,6 +54,42 @@ impl Node {
 
     // ---- metadata ----
     /// Creates or replaces task definitions (`POST` and `PUT /api/metadata/taskdefs`).
+    pub async fn put_event_handler(
+        &self,
+        handler: proto::model::EventHandler,
+        create: bool,
+    ) -> Result<()> {
+        self.inner.put_event_handler(handler, create).await
+    }
+    pub async fn delete_event_handler(&self, name: &str) -> Result<()> {
+        self.inner.delete_event_handler(name).await
+    }
+    pub async fn event_handlers(&self) -> Result<Vec<proto::model::EventHandler>> {
+        self.inner.event_handlers().await
+    }
+    pub async fn event_handlers_for(
+        &self,
+        event: &str,
+        active_only: bool,
+    ) -> Result<Vec<proto::model::EventHandler>> {
+        self.inner.event_handlers_for(event, active_only).await
+    }
+    pub async fn event_executions(
+        &self,
+        handler: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<proto::model::EventExecution>> {
+        self.inner.event_executions(handler, limit).await
+    }
+    /// Queues a message on Baton's own `conductor:{queue}`; answers its id.
+    pub async fn publish_event(
+        &self,
+        queue: &str,
+        message_id: Option<String>,
+        payload: serde_json::Value,
+    ) -> Result<String> {
+        self.inner.publish_event(queue, message_id, payload).await
+    }
     pub async fn put_task_defs(&self, defs: Vec<TaskDef>) -> Result<()> {
         self.inner.put_task_defs(defs).await
     }

@@ -18,3 +18,9 @@ pub const NAME_LEN_MAX: usize = 256;
 pub const SEARCH_RESULTS_MAX: usize = 1_000;
 /// Most log lines kept per task.
 pub const TASK_LOGS_MAX: usize = 1_000;
+/// Messages one of Baton's own event queues holds per partition before a publish is refused.
+pub const EVENT_QUEUE_MAX: u64 = 100_000;
+/// Messages an event consumer works on at once.
+pub const EVENT_INFLIGHT_MAX: usize = 64;
+/// Execution records one listing answers.
+pub const EXECUTIONS_MAX: usize = 1_000;

@@ -6,7 +6,7 @@
 //! format version, not a silent change.
 
 use crate::ids::{NodeId, TaskId, WorkflowId};
-use crate::model::{TaskDef, TaskExecLog, Workflow, WorkflowDef, WorkflowStatus};
+use crate::model::{EventExecution, TaskDef, TaskExecLog, Workflow, WorkflowDef, WorkflowStatus};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
@@ -75,7 +75,14 @@ pub struct WorkflowRecord {
     /// Worker log lines per task id.
     #[serde(default)]
     pub task_logs: BTreeMap<String, Vec<TaskExecLog>>,
+    /// Keys of the latest outside changes applied (event actions), so a repeat of one is a
+    /// no-op; at most [`APPLIED_KEYS_MAX`], oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applied: Vec<String>,
 }
+
+/// How many applied keys a workflow record remembers.
+pub const APPLIED_KEYS_MAX: usize = 64;
 
 /// A command in a workflow partition's Raft log. Applying one never reads a clock or runs the
 /// decider: it checks versions and writes what it carries.
@@ -88,6 +95,31 @@ pub enum PartitionCommand {
     },
     /// Removes a workflow and its index rows.
     RemoveWorkflow { workflow_id: WorkflowId },
+    /// Writes the execution record of one event-handler action. `create`: only if none is
+    /// stored (the first delivery claims it); otherwise it replaces a stored IN_PROGRESS record
+    /// (a final record absorbs). Answers [`PartitionOutcome::Execution`] with what is stored.
+    PutExecution {
+        handler: String,
+        execution: Box<EventExecution>,
+        create: bool,
+    },
+    /// Appends a message to one of Baton's own event queues (the `conductor` provider).
+    Publish {
+        queue: String,
+        message: Box<QueueMessage>,
+    },
+    /// Removes a consumed message from its queue.
+    Ack { queue: String, seq: u64 },
+}
+
+/// A message in one of Baton's own event queues.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueMessage {
+    /// Stable across redelivery: execution records are named after it.
+    pub id: String,
+    pub payload: serde_json::Value,
+    pub published: crate::model::EpochMs,
 }
 
 /// A [`PartitionCommand::PutWorkflow`] that borrows its record, for proposing without copying it.
@@ -112,6 +144,19 @@ pub enum PartitionCommandView<'a> {
     },
     RemoveWorkflow {
         workflow_id: WorkflowId,
+    },
+    PutExecution {
+        handler: String,
+        execution: Box<EventExecution>,
+        create: bool,
+    },
+    Publish {
+        queue: String,
+        message: Box<QueueMessage>,
+    },
+    Ack {
+        queue: String,
+        seq: u64,
     },
 }
 
@@ -153,6 +198,14 @@ pub enum PartitionOutcome {
     },
     /// The workflow to remove did not exist.
     NotFound,
+    /// The execution record as stored after the command.
+    Execution(Box<EventExecution>),
+    /// The message was queued with this sequence number.
+    Published {
+        seq: u64,
+    },
+    /// The queue holds [`crate::limits::EVENT_QUEUE_MAX`] messages in this partition.
+    QueueFull,
 }
 
 /// A command in the meta group's log: definitions shared by every partition.
@@ -178,6 +231,15 @@ pub enum MetaCommand {
     RemoveNode {
         id: NodeId,
     },
+    /// Adds an event handler (`create`: refused when the name is taken) or replaces one
+    /// (`!create`: refused when it does not exist).
+    PutEventHandler {
+        handler: Box<crate::model::EventHandler>,
+        create: bool,
+    },
+    DeleteEventHandler {
+        name: String,
+    },
 }
 
 /// A cluster member as the meta group records it.
@@ -195,6 +257,8 @@ pub struct NodeEntry {
 pub enum MetaOutcome {
     Applied,
     NotFound,
+    /// A create found the name taken.
+    Exists,
 }
 
 #[cfg(test)]

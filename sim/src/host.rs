@@ -72,6 +72,7 @@ pub fn options(
             certs: std::path::PathBuf::new(),
         }),
         workers: None,
+        events: Default::default(),
     }
 }
 

@@ -175,6 +175,14 @@ impl Server {
         }
     }
 
+    /// Waits until the process exits by itself (a failpoint aborted it); its exit status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let child = self.child.as_mut().expect("a running server");
+        wait_for(timeout, "the server process to exit", || {
+            child.try_wait().expect("query the server process")
+        })
+    }
+
     /// Starts the server again on the same data directory and port, and waits for `/health`.
     pub fn restart(&mut self) {
         self.kill9();

@@ -13,6 +13,7 @@
 
 pub mod admin;
 pub mod error;
+pub mod event;
 pub mod extract;
 pub mod health;
 pub mod metadata;
@@ -48,6 +49,17 @@ pub fn router(node: Node) -> axum::Router {
 /// The route table (without state and middleware).
 fn routes() -> axum::Router<Node> {
     axum::Router::new()
+        // ---- event handlers ----
+        .route(
+            "/api/event",
+            post(event::add).put(event::update).get(event::list),
+        )
+        .route("/api/event/executions", get(event::executions))
+        .route("/api/event/publish/{queue}", post(event::publish))
+        .route(
+            "/api/event/{event}",
+            get(event::for_event).delete(event::remove),
+        )
         // ---- metadata ----
         .route(
             "/api/metadata/taskdefs",

@@ -8,7 +8,8 @@ use super::state::Ctx;
 use super::{ops, schedule, *};
 use proto::limits::TASK_LOGS_MAX;
 use proto::model::{
-    TaskResultStatus, TaskStatus, TimeoutPolicy, Workflow, WorkflowStatus, WorkflowTimeoutPolicy,
+    task_type, TaskResultStatus, TaskStatus, TimeoutPolicy, Workflow, WorkflowStatus,
+    WorkflowTimeoutPolicy,
 };
 
 /// Creates a workflow instance and schedules its first task(s).
@@ -46,6 +47,7 @@ pub fn start(start: StartInput, now: NowMs, rng: Rng) -> Result<Decision, Error>
         version: 0,
         workflow: wf,
         task_logs: BTreeMap::new(),
+        applied: Vec::new(),
     };
     let mut ctx = Ctx::new(&record, now, rng);
     ctx.changed = true;
@@ -91,8 +93,60 @@ pub fn decide(
             worker_id,
         } => lease_all(&mut ctx, &task_ids, worker_id)?,
         Input::TaskResultThenLease(result) => result_then_lease(&mut ctx, result)?,
+        Input::UpdateVariables {
+            variables,
+            append_array,
+            key,
+        } => ops::update_variables(&mut ctx, variables, append_array, key)?,
+        Input::EventPublished { task_id, error } => event_published(&mut ctx, &task_id, error)?,
     }
     Ok(ctx.finish(record.version))
+}
+
+/// An EVENT task's message went out (or could not): complete or fail the task like a result.
+fn event_published(
+    ctx: &mut Ctx<'_>,
+    task_id: &TaskId,
+    error: Option<String>,
+) -> Result<(), Error> {
+    let i = find_task(ctx, task_id.as_str())?;
+    let task = &ctx.wf.tasks[i];
+    if task.workflow_task.task_type != task_type::EVENT || task.status != TaskStatus::Scheduled {
+        return Ok(());
+    }
+    let (status, output) = match error {
+        Some(reason) => {
+            let result = TaskResult {
+                workflow_instance_id: ctx.wf.workflow_id.to_string(),
+                task_id: task_id.to_string(),
+                status: TaskResultStatus::Failed,
+                reason_for_incompletion: Some(reason),
+                ..Default::default()
+            };
+            return task_result(ctx, result);
+        }
+        None => {
+            let sent = super::derive::event_of(&ctx.wf, task);
+            let mut output = sent.as_ref().map(|e| e.payload.clone()).unwrap_or_default();
+            if let Some(e) = sent {
+                output.insert("event_produced".into(), e.sink.into());
+            }
+            let status = if task.workflow_task.async_complete {
+                TaskResultStatus::InProgress
+            } else {
+                TaskResultStatus::Completed
+            };
+            (status, output)
+        }
+    };
+    let result = TaskResult {
+        workflow_instance_id: ctx.wf.workflow_id.to_string(),
+        task_id: task_id.to_string(),
+        status,
+        output_data: output,
+        ..Default::default()
+    };
+    task_result(ctx, result)
 }
 
 fn find_task(ctx: &Ctx<'_>, id: &str) -> Result<usize, Error> {

@@ -8,6 +8,7 @@ use super::*;
 use proto::model::{
     task_type, Task, TaskStatus, TimeoutPolicy, Workflow, WorkflowStatus, WorkflowTimeoutPolicy,
 };
+use proto::TaskId;
 
 /// True for tasks that workers execute (not system tasks Baton runs itself).
 pub(crate) fn is_worker(t: &Task) -> bool {
@@ -124,6 +125,62 @@ pub fn timers(workflow: &Workflow) -> Vec<Timer> {
     }
     out.sort();
     out
+}
+
+/// An EVENT task's message: where it goes and what it carries.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PendingEvent {
+    /// The message id: the task's id (Conductor's choice too), stable across repeats.
+    pub task_id: TaskId,
+    /// `provider:queue`; Conductor's bare `conductor` sink is `conductor:{workflow}:{taskRef}`.
+    pub sink: String,
+    /// The task's input plus the workflow's id, type, version and correlation id.
+    pub payload: Json,
+}
+
+/// The message an EVENT task sends (`None` for other tasks or without a sink).
+pub(crate) fn event_of(workflow: &Workflow, t: &Task) -> Option<PendingEvent> {
+    if t.workflow_task.task_type != task_type::EVENT {
+        return None;
+    }
+    let sink = t.workflow_task.sink.as_deref()?.trim();
+    let sink = if sink == "conductor" {
+        format!(
+            "conductor:{}:{}",
+            workflow.workflow_name, t.reference_task_name
+        )
+    } else {
+        sink.to_owned()
+    };
+    let mut payload = t.input_data.clone();
+    payload.insert(
+        "workflowInstanceId".into(),
+        workflow.workflow_id.as_str().into(),
+    );
+    payload.insert("workflowType".into(), workflow.workflow_name.clone().into());
+    payload.insert("workflowVersion".into(), workflow.workflow_version.into());
+    payload.insert(
+        "correlationId".into(),
+        workflow.correlation_id.clone().into(),
+    );
+    Some(PendingEvent {
+        task_id: t.task_id.clone(),
+        sink,
+        payload,
+    })
+}
+
+/// The EVENT tasks of a RUNNING workflow whose message has not been reported published.
+pub fn pending_events(workflow: &Workflow) -> Vec<PendingEvent> {
+    if workflow.status != WorkflowStatus::Running {
+        return Vec::new();
+    }
+    workflow
+        .tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::Scheduled)
+        .filter_map(|t| event_of(workflow, t))
+        .collect()
 }
 
 /// The tasks of `workflow` that workers may poll (only while it is RUNNING).

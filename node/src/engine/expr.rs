@@ -34,22 +34,40 @@ pub(crate) fn resolve_map(params: &Json, scope: &Scope<'_>) -> Json {
 
 /// Resolves every placeholder in a JSON value, recursing into objects and arrays.
 pub(crate) fn resolve(value: &Value, scope: &Scope<'_>) -> Value {
+    interpolate(value, &|path| lookup(path, scope))
+}
+
+/// Resolves every `${path}` in `value` against a JSON document's root (event payloads:
+/// `${orderId}`, `${$.order.items[0]}`), with the same rules as workflow parameters.
+pub fn resolve_in(value: &Value, root: &Value) -> Value {
+    interpolate(value, &|path| {
+        let path = path.strip_prefix('$').unwrap_or(path);
+        parse_path(path).map_or(Value::Null, |segs| walk(root, &segs))
+    })
+}
+
+/// Replaces every placeholder in `value` by what `lookup` answers for its path.
+fn interpolate(value: &Value, lookup: &dyn Fn(&str) -> Value) -> Value {
     match value {
-        Value::String(s) => resolve_str(s, scope),
-        Value::Array(items) => Value::Array(items.iter().map(|v| resolve(v, scope)).collect()),
-        Value::Object(map) => Value::Object(resolve_map(map, scope)),
+        Value::String(s) => interpolate_str(s, lookup),
+        Value::Array(items) => Value::Array(items.iter().map(|v| interpolate(v, lookup)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), interpolate(v, lookup)))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }
 
-fn resolve_str(s: &str, scope: &Scope<'_>) -> Value {
+fn interpolate_str(s: &str, lookup: &dyn Fn(&str) -> Value) -> Value {
     if !s.contains("${") {
         return Value::String(s.to_owned());
     }
     // Exactly one placeholder: keep the JSON type.
     if let Some(inner) = s.strip_prefix("${").and_then(|r| r.strip_suffix('}')) {
         if !inner.contains("${") && !inner.contains('}') {
-            return lookup(inner.trim(), scope);
+            return lookup(inner.trim());
         }
     }
     let mut out = String::with_capacity(s.len());
@@ -66,7 +84,7 @@ fn resolve_str(s: &str, scope: &Scope<'_>) -> Value {
         let after = &rest[pos + 2..];
         match after.find('}') {
             Some(end) => {
-                match lookup(after[..end].trim(), scope) {
+                match lookup(after[..end].trim()) {
                     Value::String(v) => out.push_str(&v),
                     other => out.push_str(&other.to_string()),
                 }

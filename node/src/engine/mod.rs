@@ -88,6 +88,19 @@ pub enum Input {
     /// domain ready, that task leased to the same worker in the same decision (DESIGN §11: one
     /// delta per step; a chain's next step costs no second Raft round).
     TaskResultThenLease(TaskResult),
+    /// An event handler's `update_workflow_variables`: merges `variables` into the workflow's
+    /// (appending to arrays with `append_array`). `key` names the change: a repeat is a no-op.
+    UpdateVariables {
+        variables: Json,
+        append_array: bool,
+        key: String,
+    },
+    /// The message of a SCHEDULED EVENT task was published (`error`: it could not be). The
+    /// task completes (stays IN_PROGRESS with `asyncComplete`) or fails; anything else ignores it.
+    EventPublished {
+        task_id: TaskId,
+        error: Option<String>,
+    },
 }
 
 /// What the runtime must do after the decision's state is committed. Only the leader performs them.
@@ -106,6 +119,13 @@ pub enum Effect {
     },
     /// The workflow reached a terminal state.
     Finished,
+    /// An EVENT task's message, to publish and then report with [`Input::EventPublished`]
+    /// (derived by [`pending_events`] after every commit and at recovery; the message id is the
+    /// task id, so a repeat is deduplicated downstream).
+    PublishEvent {
+        workflow_id: WorkflowId,
+        event: PendingEvent,
+    },
 }
 
 /// The outcome of one input.
@@ -179,6 +199,7 @@ mod advance;
 mod decide;
 mod derive;
 mod expr;
+pub use expr::resolve_in;
 mod nav;
 mod ops;
 mod schedule;
@@ -190,5 +211,5 @@ mod wait;
 pub(crate) mod tests;
 
 pub use decide::{decide, start};
-pub use derive::{ready_tasks, timers};
+pub use derive::{pending_events, ready_tasks, timers, PendingEvent};
 pub use validate::validate_workflow_def;

@@ -93,6 +93,7 @@ pub(crate) const SYSTEM_TYPES: &[&str] = &[
     task_type::TERMINATE,
     task_type::SET_VARIABLE,
     task_type::WAIT,
+    task_type::EVENT,
 ];
 
 /// Whether the engine accepts this task type in a definition: SIMPLE (worker) tasks and the system

@@ -57,6 +57,42 @@ pub(crate) fn terminate(ctx: &mut Ctx<'_>, reason: Option<String>) -> Result<(),
     }
 }
 
+/// Merges outside variables into a running workflow's; `key` makes a repeat a no-op.
+pub(crate) fn update_variables(
+    ctx: &mut Ctx<'_>,
+    variables: Json,
+    append_array: bool,
+    key: String,
+) -> Result<(), Error> {
+    if ctx.wf.status.is_terminal() {
+        return Err(Error::Conflict(format!(
+            "Workflow {} is {}; its variables cannot change",
+            ctx.wf.workflow_id,
+            ctx.wf.status.as_str()
+        )));
+    }
+    if ctx.applied.contains(&key) {
+        return Ok(());
+    }
+    for (k, v) in variables {
+        match (append_array, ctx.wf.variables.get_mut(&k)) {
+            (true, Some(serde_json::Value::Array(items))) => match v {
+                serde_json::Value::Array(more) => items.extend(more),
+                one => items.push(one),
+            },
+            _ => {
+                ctx.wf.variables.insert(k, v);
+            }
+        }
+    }
+    ctx.applied.push(key);
+    if ctx.applied.len() > proto::record::APPLIED_KEYS_MAX {
+        ctx.applied.remove(0);
+    }
+    ctx.changed = true;
+    Ok(())
+}
+
 fn require_ended(ctx: &Ctx<'_>) -> Result<(), Error> {
     if ctx.wf.status.is_terminal() {
         Ok(())

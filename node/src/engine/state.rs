@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 pub(crate) struct Ctx<'r> {
     pub wf: Workflow,
     pub logs: BTreeMap<String, Vec<TaskExecLog>>,
+    /// See [`WorkflowRecord::applied`].
+    pub applied: Vec<String>,
     pub effects: Vec<Effect>,
     pub now: NowMs,
     pub rng: &'r mut dyn rand::RngCore,
@@ -32,6 +34,7 @@ impl<'r> Ctx<'r> {
         Self {
             wf: record.workflow.clone(),
             logs: record.task_logs.clone(),
+            applied: record.applied.clone(),
             effects: Vec::new(),
             now,
             rng,
@@ -194,6 +197,7 @@ impl<'r> Ctx<'r> {
                 version: version + 1,
                 workflow: self.wf,
                 task_logs: self.logs,
+                applied: self.applied,
             }),
             effects: self.effects,
         }

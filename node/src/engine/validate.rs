@@ -73,6 +73,16 @@ fn check_task(t: &WorkflowTask, refs: &BTreeSet<&str>) -> Result<(), Error> {
                 ));
             }
         }
+        task_type::EVENT => match t.sink.as_deref().map(str::trim) {
+            None | Some("") => return bad(format!("EVENT task '{r}' has no sink")),
+            Some("conductor") => {}
+            Some(s) if proto::model::split_event(s).is_none() => {
+                return bad(format!(
+                    "EVENT task '{r}' has sink '{s}'; use 'conductor' or provider:queue"
+                ))
+            }
+            Some(_) => {}
+        },
         task_type::JOIN => {
             if let Some(missing) = t.join_on.iter().find(|j| !refs.contains(j.as_str())) {
                 return bad(format!(

@@ -3,7 +3,7 @@
 //! [`MetaCommand`]s; `Definitions` reads them.
 
 use cluster::storage::{Batch, Tree};
-use proto::model::{TaskDef, WorkflowDef};
+use proto::model::{EventHandler, TaskDef, WorkflowDef};
 use proto::record::{self, MetaCommand, MetaOutcome, NodeEntry};
 use proto::NodeId;
 
@@ -26,6 +26,11 @@ fn node_key(id: NodeId) -> Vec<u8> {
     format!("nd/{:020}", id.0).into_bytes()
 }
 const NODE_PREFIX: &[u8] = b"nd/";
+
+fn handler_key(name: &str) -> Vec<u8> {
+    [HANDLER_PREFIX, name.as_bytes()].concat()
+}
+const HANDLER_PREFIX: &[u8] = b"eh/";
 
 /// The meta group's state machine.
 #[derive(Debug, Default)]
@@ -82,6 +87,26 @@ impl cluster::StateMachine for MetaMachine {
             }
             Ok(MetaCommand::RemoveNode { id }) => {
                 let key = node_key(id);
+                if matches!(state.contains_key(&key), Ok(true)) {
+                    batch.remove(key);
+                    MetaOutcome::Applied
+                } else {
+                    MetaOutcome::NotFound
+                }
+            }
+            Ok(MetaCommand::PutEventHandler { handler, create }) => {
+                let key = handler_key(&handler.name);
+                match (matches!(state.contains_key(&key), Ok(true)), create) {
+                    (true, true) => MetaOutcome::Exists,
+                    (false, false) => MetaOutcome::NotFound,
+                    _ => {
+                        batch.insert(key, record::encode(&handler));
+                        MetaOutcome::Applied
+                    }
+                }
+            }
+            Ok(MetaCommand::DeleteEventHandler { name }) => {
+                let key = handler_key(&name);
                 if matches!(state.contains_key(&key), Ok(true)) {
                     batch.remove(key);
                     MetaOutcome::Applied
@@ -152,6 +177,19 @@ impl Definitions {
     pub fn nodes(&self) -> Vec<NodeEntry> {
         self.state
             .scan_prefix(NODE_PREFIX)
+            .filter_map(|kv| kv.ok())
+            .filter_map(|(_, v)| record::decode(&v).ok())
+            .collect()
+    }
+
+    pub fn event_handler(&self, name: &str) -> Option<EventHandler> {
+        read(&self.state, &handler_key(name))
+    }
+
+    /// Every event handler, by name.
+    pub fn event_handlers(&self) -> Vec<EventHandler> {
+        self.state
+            .scan_prefix(HANDLER_PREFIX)
             .filter_map(|kv| kv.ok())
             .filter_map(|(_, v)| record::decode(&v).ok())
             .collect()

@@ -55,3 +55,32 @@ pub fn id_after_nul(key: &[u8]) -> Option<WorkflowId> {
     let s = std::str::from_utf8(&key[pos + 1..]).ok()?;
     WorkflowId::parse(s).ok()
 }
+
+/// `x/{handler}\0{executionId}` -> encoded [`proto::model::EventExecution`].
+pub fn execution(handler: &str, id: &str) -> Vec<u8> {
+    [b"x/".as_slice(), handler.as_bytes(), b"\0", id.as_bytes()].concat()
+}
+pub const EXECUTION_PREFIX: &[u8] = b"x/";
+
+/// `q/{queue}\0{seq, 20 digits}` -> encoded [`proto::record::QueueMessage`]; sorts in publish order.
+pub fn message(queue: &str, seq: u64) -> Vec<u8> {
+    format!("q/{queue}\0{seq:020}").into_bytes()
+}
+pub const MESSAGE_PREFIX: &[u8] = b"q/";
+
+/// The queue and sequence number of a [`message`] key.
+pub fn parse_message(key: &[u8]) -> Option<(String, u64)> {
+    let rest = key.strip_prefix(MESSAGE_PREFIX)?;
+    let pos = rest.iter().rposition(|b| *b == 0)?;
+    let queue = std::str::from_utf8(&rest[..pos]).ok()?;
+    let seq = std::str::from_utf8(&rest[pos + 1..]).ok()?.parse().ok()?;
+    Some((queue.to_owned(), seq))
+}
+
+/// `qn/{queue}` -> how many messages the queue holds in this partition (u64 BE).
+pub fn queue_len(queue: &str) -> Vec<u8> {
+    [b"qn/".as_slice(), queue.as_bytes()].concat()
+}
+
+/// The partition's last message sequence number (u64 BE).
+pub const MESSAGE_SEQ: &[u8] = b"qs";

@@ -4,7 +4,11 @@
 
 use super::keys;
 use cluster::storage::{Batch, Tree};
-use proto::record::{self, PartitionCommandView, PartitionOutcome, RecordHeader, WorkflowRecord};
+use proto::limits::EVENT_QUEUE_MAX;
+use proto::model::EventExecution;
+use proto::record::{
+    self, PartitionCommandView, PartitionOutcome, QueueMessage, RecordHeader, WorkflowRecord,
+};
 use serde_json::value::RawValue;
 
 /// The state machine of a workflow partition.
@@ -69,9 +73,69 @@ impl WorkflowMachine {
     }
 }
 
-/// The version of the stored record of `id`, 0 when none.
-pub fn stored_version(state: &Tree, id: &proto::WorkflowId) -> u64 {
-    match state.get(keys::version(id)) {
+impl WorkflowMachine {
+    fn put_execution(
+        state: &Tree,
+        batch: &mut Batch,
+        handler: &str,
+        execution: EventExecution,
+        create: bool,
+    ) -> PartitionOutcome {
+        let key = keys::execution(handler, &execution.id);
+        let stored = state
+            .get(&key)
+            .ok()
+            .flatten()
+            .and_then(|b| record::decode::<EventExecution>(&b).ok());
+        let keep = match &stored {
+            Some(s) => create || s.status.is_final(),
+            None => false,
+        };
+        match stored {
+            Some(s) if keep => PartitionOutcome::Execution(Box::new(s)),
+            _ => {
+                batch.insert(key, record::encode(&execution));
+                PartitionOutcome::Execution(Box::new(execution))
+            }
+        }
+    }
+
+    fn publish(
+        state: &Tree,
+        batch: &mut Batch,
+        queue: &str,
+        message: &QueueMessage,
+    ) -> PartitionOutcome {
+        let len = read_u64(state, &keys::queue_len(queue));
+        if len >= EVENT_QUEUE_MAX {
+            return PartitionOutcome::QueueFull;
+        }
+        let seq = read_u64(state, keys::MESSAGE_SEQ) + 1;
+        batch.insert(keys::MESSAGE_SEQ, seq.to_be_bytes().to_vec());
+        batch.insert(keys::queue_len(queue), (len + 1).to_be_bytes().to_vec());
+        batch.insert(keys::message(queue, seq), record::encode(message));
+        PartitionOutcome::Published { seq }
+    }
+
+    fn ack(state: &Tree, batch: &mut Batch, queue: &str, seq: u64) -> PartitionOutcome {
+        let key = keys::message(queue, seq);
+        if !matches!(state.contains_key(&key), Ok(true)) {
+            return PartitionOutcome::NotFound;
+        }
+        batch.remove(key);
+        let len = read_u64(state, &keys::queue_len(queue));
+        if len > 1 {
+            batch.insert(keys::queue_len(queue), (len - 1).to_be_bytes().to_vec());
+        } else {
+            batch.remove(keys::queue_len(queue));
+        }
+        PartitionOutcome::Applied
+    }
+}
+
+/// A u64 (big-endian) row, 0 when absent.
+fn read_u64(state: &Tree, key: &[u8]) -> u64 {
+    match state.get(key) {
         Ok(Some(v)) if v.len() == 8 => {
             let mut b = [0u8; 8];
             b.copy_from_slice(&v);
@@ -79,6 +143,11 @@ pub fn stored_version(state: &Tree, id: &proto::WorkflowId) -> u64 {
         }
         _ => 0,
     }
+}
+
+/// The version of the stored record of `id`, 0 when none.
+pub fn stored_version(state: &Tree, id: &proto::WorkflowId) -> u64 {
+    read_u64(state, &keys::version(id))
 }
 
 impl cluster::StateMachine for WorkflowMachine {
@@ -91,6 +160,15 @@ impl cluster::StateMachine for WorkflowMachine {
             Ok(PartitionCommandView::RemoveWorkflow { workflow_id }) => {
                 Self::remove(state, batch, &workflow_id)
             }
+            Ok(PartitionCommandView::PutExecution {
+                handler,
+                execution,
+                create,
+            }) => Self::put_execution(state, batch, &handler, *execution, create),
+            Ok(PartitionCommandView::Publish { queue, message }) => {
+                Self::publish(state, batch, &queue, &message)
+            }
+            Ok(PartitionCommandView::Ack { queue, seq }) => Self::ack(state, batch, &queue, seq),
             Err(e) => {
                 // Only this build's proposers write the log, so this means a newer format reached an old
                 // replica; refusing (and saying so) keeps replicas identical.
@@ -161,5 +239,92 @@ mod tests {
             PartitionOutcome::VersionConflict { stored: 1 }
         );
         assert!(again.is_empty(), "a conflicting put writes nothing");
+    }
+
+    fn apply(state: &Tree, command: &PartitionCommand) -> PartitionOutcome {
+        let mut batch = Batch::default();
+        let out = WorkflowMachine.apply(state, &mut batch, &record::encode(command));
+        state.apply_batch(batch).expect("the batch applies");
+        outcome(&out)
+    }
+
+    fn execution(status: proto::model::ExecutionStatus) -> proto::model::EventExecution {
+        proto::model::EventExecution {
+            id: "m1_0".into(),
+            message_id: "m1".into(),
+            name: "h".into(),
+            event: "conductor:q".into(),
+            created: 1,
+            status,
+            action: proto::model::ActionType::StartWorkflow,
+            output: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_first_execution_record_wins_and_a_final_one_absorbs() {
+        use proto::model::ExecutionStatus::*;
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("sled opens");
+        let state = db.open_tree("state").expect("a tree");
+        let put = |status, create| PartitionCommand::PutExecution {
+            handler: "h".into(),
+            execution: Box::new(execution(status)),
+            create,
+        };
+        let stored = |o: PartitionOutcome| match o {
+            PartitionOutcome::Execution(e) => e.status,
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!(stored(apply(&state, &put(InProgress, true))), InProgress);
+        // A second claim (a redelivery) finds the first.
+        assert_eq!(stored(apply(&state, &put(Completed, true))), InProgress);
+        assert_eq!(stored(apply(&state, &put(Completed, false))), Completed);
+        // Final records absorb: neither a claim nor a finish changes them.
+        assert_eq!(stored(apply(&state, &put(InProgress, true))), Completed);
+        assert_eq!(stored(apply(&state, &put(Failed, false))), Completed);
+    }
+
+    #[test]
+    fn queued_messages_keep_their_order_and_the_queue_is_bounded() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("sled opens");
+        let state = db.open_tree("state").expect("a tree");
+        let publish = |id: &str| PartitionCommand::Publish {
+            queue: "a:b".into(),
+            message: Box::new(QueueMessage {
+                id: id.into(),
+                payload: json!({"id": id}),
+                published: 0,
+            }),
+        };
+        assert_eq!(
+            apply(&state, &publish("x")),
+            PartitionOutcome::Published { seq: 1 }
+        );
+        assert_eq!(
+            apply(&state, &publish("y")),
+            PartitionOutcome::Published { seq: 2 }
+        );
+        let queued: Vec<(String, u64)> = state
+            .scan_prefix(keys::MESSAGE_PREFIX)
+            .map(|kv| keys::parse_message(&kv.expect("reads").0).expect("a message key"))
+            .collect();
+        assert_eq!(queued, vec![("a:b".into(), 1), ("a:b".into(), 2)]);
+        let ack = |seq| PartitionCommand::Ack {
+            queue: "a:b".into(),
+            seq,
+        };
+        assert_eq!(apply(&state, &ack(1)), PartitionOutcome::Applied);
+        assert_eq!(apply(&state, &ack(1)), PartitionOutcome::NotFound);
+        assert_eq!(read_u64(&state, &keys::queue_len("a:b")), 1);
+
+        state
+            .insert(
+                keys::queue_len("a:b"),
+                EVENT_QUEUE_MAX.to_be_bytes().to_vec(),
+            )
+            .expect("writes");
+        assert_eq!(apply(&state, &publish("z")), PartitionOutcome::QueueFull);
     }
 }

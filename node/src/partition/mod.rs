@@ -13,7 +13,7 @@ use crate::clock::Clock;
 use crate::engine::{self, Effect};
 use crate::error::{Error, Result};
 use crate::queue::TaskQueues;
-use proto::record::{self, PartitionOutcome, WorkflowRecord};
+use proto::record::{self, PartitionCommand, PartitionOutcome, WorkflowRecord};
 use proto::{PartitionId, WorkflowId};
 use ractor::{Actor, ActorRef};
 use std::sync::{Arc, OnceLock};
@@ -40,21 +40,30 @@ pub struct PartitionCtx {
     timers: OnceLock<ActorRef<TimerMsg>>,
 }
 
+/// Proposes a [`PartitionCommand`] (or its borrowed form, which encodes to the same bytes) to a
+/// partition's group.
+async fn propose(
+    id: PartitionId,
+    group: &cluster::Group,
+    cmd: &impl serde::Serialize,
+) -> Result<PartitionOutcome> {
+    let bytes = group
+        .propose(record::encode(cmd))
+        .await
+        .map_err(|e| match e {
+            cluster::Error::NotLeader { .. } => {
+                Error::Unavailable(format!("partition {id} has no leader here; retry"))
+            }
+            other => Error::Unavailable(format!("partition {id}: {other}")),
+        })?;
+    record::decode(&bytes)
+        .map_err(|e| Error::Internal(format!("partition {id}: bad apply outcome: {e}")))
+}
+
 impl PartitionCtx {
     /// Proposes a [`PartitionCommand`] (or its borrowed form, which encodes to the same bytes).
     pub async fn propose(&self, cmd: &impl serde::Serialize) -> Result<PartitionOutcome> {
-        let bytes = self
-            .group
-            .propose(record::encode(cmd))
-            .await
-            .map_err(|e| match e {
-                cluster::Error::NotLeader { .. } => {
-                    Error::Unavailable(format!("partition {} has no leader here; retry", self.id))
-                }
-                other => Error::Unavailable(format!("partition {}: {other}", self.id)),
-            })?;
-        record::decode(&bytes)
-            .map_err(|e| Error::Internal(format!("partition {}: bad apply outcome: {e}", self.id)))
+        propose(self.id, &self.group, cmd).await
     }
 
     pub fn read(&self, id: &WorkflowId) -> Result<Option<WorkflowRecord>> {
@@ -149,6 +158,7 @@ impl Actors {
     /// Re-publishes every running workflow's ready tasks and timers from committed state.
     fn recover(&self) -> Result<()> {
         let mut count = 0usize;
+        let mut events = Vec::new();
         for kv in self.ctx.group.state().scan_prefix(keys::RUNNING_PREFIX) {
             let (key, _) =
                 kv.map_err(|e| Error::Internal(format!("partition {}: scan: {e}", self.ctx.id)))?;
@@ -157,8 +167,26 @@ impl Actors {
             };
             let record = self.ctx.read(&id)?;
             self.ctx.publish(&id, record.as_ref());
+            if let Some(r) = &record {
+                events.extend(
+                    engine::pending_events(&r.workflow)
+                        .into_iter()
+                        .map(|event| Effect::PublishEvent {
+                            workflow_id: id.clone(),
+                            event,
+                        }),
+                );
+            }
             count += 1;
         }
+        // EVENT tasks whose message was not reported published: publish again (deduplicated
+        // downstream by the task id).
+        let ctx = self.ctx.clone();
+        tokio::spawn(async move {
+            for effect in events {
+                ctx.outbox(effect).await;
+            }
+        });
         tracing::info!(partition = %self.ctx.id, running = count, "partition led here: actors started");
         Ok(())
     }
@@ -241,6 +269,12 @@ impl Partition {
                 ))),
             },
         )
+    }
+
+    /// Proposes a command no workflow actor owns (event records and queues). The caller checked
+    /// that this node leads; a deposed leader's proposal fails in Raft.
+    pub async fn propose(&self, cmd: &PartitionCommand) -> Result<PartitionOutcome> {
+        propose(self.id, &self.group, cmd).await
     }
 
     /// Whether this node leads the partition and runs its actors.

@@ -83,14 +83,15 @@ impl WorkflowState {
                     )))
                 }
             }
-            PartitionOutcome::NotFound => {
-                Err(Error::Internal("unexpected outcome of a write".into()))
-            }
+            other => Err(Error::Internal(format!(
+                "unexpected outcome of a write: {other:?}"
+            ))),
         }
     }
 
     /// Runs a decision through Raft and performs its effects. Returns the effects for the caller.
     async fn adopt(&mut self, decision: Decision) -> Result<Vec<Effect>> {
+        let committed = decision.record.is_some();
         match decision.record {
             Some(next) => self.commit(next).await?,
             // Nothing to write (a late result, a no-op command): the answer still claims to reflect
@@ -101,6 +102,14 @@ impl WorkflowState {
         for effect in &decision.effects {
             if let Effect::StartWorkflow { .. } = effect {
                 self.ctx.outbox(effect.clone()).await;
+            }
+        }
+        if let Some(r) = self.record.as_ref().filter(|_| committed) {
+            for event in engine::pending_events(&r.workflow) {
+                let workflow_id = self.id.clone();
+                self.ctx
+                    .outbox(Effect::PublishEvent { workflow_id, event })
+                    .await;
             }
         }
         Ok(decision.effects)
@@ -182,9 +191,9 @@ impl WorkflowState {
                 self.record = None;
                 Ok(())
             }
-            PartitionOutcome::VersionConflict { .. } => {
-                Err(Error::Internal("unexpected outcome of a remove".into()))
-            }
+            other => Err(Error::Internal(format!(
+                "unexpected outcome of a remove: {other:?}"
+            ))),
         }
     }
 

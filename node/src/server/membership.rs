@@ -621,7 +621,9 @@ impl Inner {
             .await?
         {
             MetaOutcome::Applied => Ok(()),
-            MetaOutcome::NotFound => Err(Error::NotFound(format!("node {} is not a member", id.0))),
+            MetaOutcome::NotFound | MetaOutcome::Exists => {
+                Err(Error::NotFound(format!("node {} is not a member", id.0)))
+            }
         }
     }
 

@@ -71,7 +71,7 @@ impl Inner {
             .await?
         {
             MetaOutcome::Applied => Ok(()),
-            MetaOutcome::NotFound => Err(Error::NotFound(format!(
+            MetaOutcome::NotFound | MetaOutcome::Exists => Err(Error::NotFound(format!(
                 "No such taskType found by name: {name}"
             ))),
         }
@@ -118,7 +118,7 @@ impl Inner {
             .await?
         {
             MetaOutcome::Applied => Ok(()),
-            MetaOutcome::NotFound => Err(Error::NotFound(format!(
+            MetaOutcome::NotFound | MetaOutcome::Exists => Err(Error::NotFound(format!(
                 "No such workflow found by name: {name}, version: {version}"
             ))),
         }

@@ -3,6 +3,8 @@
 //! [`Node`](crate::Node). One node on one machine is the embedded default: every group then has one
 //! voter and no network, the same code path a cluster runs.
 
+mod consumers;
+mod events;
 mod membership;
 pub use membership::{ClusterStatus, GroupSummary, NodeStatus, ReplicaStatus};
 pub(crate) use workflows::Hit;
@@ -63,6 +65,8 @@ pub struct Options {
     pub cluster: Option<ClusterOptions>,
     /// `Some`: serve QUIC workers (`--workers`).
     pub workers: Option<crate::gateway::worker::WorkerGatewayOptions>,
+    /// The external event brokers (disabled when absent).
+    pub events: crate::events::EventOptions,
 }
 
 impl Default for Options {
@@ -74,6 +78,7 @@ impl Default for Options {
             node: NodeId(1),
             cluster: None,
             workers: None,
+            events: Default::default(),
         }
     }
 }
@@ -111,6 +116,7 @@ pub struct Inner {
     /// Snapshot interval override for every group opened here (see [`Seams::snapshot_logs`]).
     snapshot_logs: Option<u64>,
     pub(crate) db: cluster::storage::Db,
+    pub(crate) events: events::Events,
 }
 
 impl Inner {
@@ -554,6 +560,7 @@ pub async fn open_with(options: &Options, seams: Seams) -> Result<Node> {
         }),
         snapshot_logs,
         db,
+        events: events::Events::new(crate::events::Providers::new(options.events.clone())),
     });
     if let Some(t) = &transport {
         let weak = Arc::downgrade(&inner);
@@ -572,6 +579,7 @@ pub async fn open_with(options: &Options, seams: Seams) -> Result<Node> {
         tokio::spawn(membership::run(Arc::downgrade(&inner)));
     }
     tokio::spawn(perform_outbox(Arc::downgrade(&inner), outbox_rx));
+    tokio::spawn(consumers::run(Arc::downgrade(&inner)));
     tokio::spawn(watch_failures(
         Arc::downgrade(&inner),
         seams.on_storage_failure,
@@ -579,28 +587,49 @@ pub async fn open_with(options: &Options, seams: Seams) -> Result<Node> {
     Ok(Node { inner })
 }
 
-/// Performs effects addressed to other workflows. Starting a failure workflow uses an id derived from
-/// the failed workflow, so a repeat finds it already started.
+/// Performs effects addressed to other workflows and the outside: starting a failure workflow
+/// (its id is derived from the failed workflow, so a repeat finds it already started) and
+/// publishing EVENT tasks' messages (one at a time per task; the message id is the task id).
 async fn perform_outbox(inner: std::sync::Weak<Inner>, mut rx: mpsc::Receiver<Effect>) {
+    let publishing: Arc<Mutex<std::collections::BTreeSet<proto::TaskId>>> = Arc::default();
     while let Some(effect) = rx.recv().await {
         let Some(inner) = inner.upgrade() else { return };
-        if let Effect::StartWorkflow {
-            workflow_id,
-            name,
-            version,
-            input,
-            correlation_id,
-        } = effect
-        {
-            match inner
-                .start_with_id(workflow_id.clone(), &name, version, input, correlation_id)
-                .await
-            {
-                Ok(()) | Err(Error::Conflict(_)) => {}
-                Err(e) => {
-                    tracing::warn!(workflow = %workflow_id, %name, error = %e, "could not start failure workflow")
+        match effect {
+            Effect::StartWorkflow {
+                workflow_id,
+                name,
+                version,
+                input,
+                correlation_id,
+            } => {
+                match inner
+                    .start_with_id(workflow_id.clone(), &name, version, input, correlation_id)
+                    .await
+                {
+                    Ok(()) | Err(Error::Conflict(_)) => {}
+                    Err(e) => {
+                        tracing::warn!(workflow = %workflow_id, %name, error = %e, "could not start failure workflow")
+                    }
                 }
             }
+            Effect::PublishEvent { workflow_id, event } => {
+                let task = event.task_id.clone();
+                let fresh = publishing
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(task.clone());
+                if fresh {
+                    let publishing = publishing.clone();
+                    tokio::spawn(async move {
+                        inner.publish_task_event(&workflow_id, event).await;
+                        publishing
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&task);
+                    });
+                }
+            }
+            Effect::Deliver(_) | Effect::Finished => {}
         }
     }
 }

@@ -9,7 +9,9 @@ use crate::engine::Effect;
 use crate::error::{Error, Result};
 use crate::forward::{self, Forward, Reply, FORWARD_TIMEOUT_MS, HOPS_MAX};
 use crate::partition::WorkflowOp;
-use proto::record::{self, MetaCommand, MetaOutcome, WorkflowRecord};
+use proto::record::{
+    self, MetaCommand, MetaOutcome, PartitionCommand, PartitionOutcome, WorkflowRecord,
+};
 use proto::{NodeId, PartitionId, TaskId, WorkflowId};
 use std::time::Duration;
 
@@ -357,6 +359,52 @@ impl Inner {
         }
     }
 
+    /// Proposes a command that no workflow actor owns on `partition`'s leader, wherever it is,
+    /// through failovers. Every such command is safe to repeat.
+    pub(crate) async fn partition_command(
+        &self,
+        partition: PartitionId,
+        command: PartitionCommand,
+    ) -> Result<PartitionOutcome> {
+        through_failover(|| self.partition_command_hops(partition, command.clone(), 0)).await
+    }
+
+    async fn partition_command_hops(
+        &self,
+        partition: PartitionId,
+        command: PartitionCommand,
+        hops: u8,
+    ) -> Result<PartitionOutcome> {
+        match self.target(partition).await? {
+            Target::Local => {
+                let p = self.partition(partition).ok_or_else(|| {
+                    Error::Internal(format!("partition {partition} is led here but not hosted"))
+                })?;
+                let outcome = p.propose(&command).await?;
+                if matches!(command, PartitionCommand::Publish { .. }) {
+                    self.events.queued(partition);
+                }
+                Ok(outcome)
+            }
+            Target::Peer(_) if hops >= HOPS_MAX => Err(Error::Unavailable(format!(
+                "partition {partition}: its leader moved; retry"
+            ))),
+            Target::Peer(peer) => match self
+                .forward_for(
+                    partition,
+                    peer,
+                    hops,
+                    Forward::Partition { partition, command },
+                    Duration::from_millis(FORWARD_TIMEOUT_MS),
+                )
+                .await?
+            {
+                Reply::Outcome(o) => Ok(o),
+                other => Err(unexpected(&other)),
+            },
+        }
+    }
+
     /// Writes a definition change through the meta group's leader.
     pub(crate) async fn propose_meta(&self, cmd: MetaCommand) -> Result<MetaOutcome> {
         self.propose_meta_hops(cmd, 0).await
@@ -526,6 +574,19 @@ impl Inner {
             } => {
                 let replicas = self.replicas_of(&partitions)?;
                 super::workflows::running_in(&replicas, &name, version).map(Reply::Ids)
+            }
+            Forward::Partition { partition, command } => self
+                .partition_command_hops(partition, command, hops)
+                .await
+                .map(Reply::Outcome),
+            Forward::Executions {
+                partitions,
+                handler,
+                limit,
+            } => {
+                let replicas = self.replicas_of(&partitions)?;
+                super::events::executions_in(&replicas, handler.as_deref(), limit)
+                    .map(Reply::Executions)
             }
             Forward::HoldElections { partition, ms } => {
                 self.hold_elections(partition, ms).map(|()| Reply::Done)

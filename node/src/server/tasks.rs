@@ -249,18 +249,7 @@ impl Inner {
             }
         };
         let record = self.record(&wf).await?;
-        let task = record
-            .workflow
-            .tasks
-            .iter()
-            .rev()
-            .find(|t| t.reference_task_name == reference && !t.status.is_terminal())
-            .or_else(|| record.workflow.task_by_ref(reference))
-            .ok_or_else(|| {
-                Error::NotFound(format!(
-                    "No task found with reference name {reference} in workflow {workflow_id}"
-                ))
-            })?;
+        let task = task_by_ref(&record.workflow, reference)?;
         let result = TaskResult {
             workflow_instance_id: wf.to_string(),
             task_id: task.task_id.to_string(),
@@ -301,4 +290,19 @@ impl Inner {
             .await
             .map(|_| ())
     }
+}
+
+/// The task a reference name means for an outside update: its open attempt, else its last one.
+pub(crate) fn task_by_ref<'a>(wf: &'a proto::model::Workflow, reference: &str) -> Result<&'a Task> {
+    wf.tasks
+        .iter()
+        .rev()
+        .find(|t| t.reference_task_name == reference && !t.status.is_terminal())
+        .or_else(|| wf.task_by_ref(reference))
+        .ok_or_else(|| {
+            Error::NotFound(format!(
+                "No task found with reference name {reference} in workflow {}",
+                wf.workflow_id
+            ))
+        })
 }

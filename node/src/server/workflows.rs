@@ -37,6 +37,15 @@ pub(crate) fn check_payload(what: &str, value: &Json) -> Result<()> {
 
 impl Inner {
     pub async fn start_workflow(&self, request: StartWorkflowRequest) -> Result<String> {
+        self.start_workflow_from(request, None).await
+    }
+
+    /// Starts a workflow; `event` names the event that started it (Conductor's `event` field).
+    pub(crate) async fn start_workflow_from(
+        &self,
+        request: StartWorkflowRequest,
+        event: Option<&str>,
+    ) -> Result<String> {
         check_payload("workflow input", &request.input)?;
         let mut def = match request.workflow_def {
             Some(def) => {
@@ -76,7 +85,7 @@ impl Inner {
             parent_workflow_id: None,
             parent_workflow_task_id: None,
             re_run_from_workflow_id: None,
-            event: None,
+            event: event.map(str::to_owned),
         };
         match self.route_op(&id, WorkflowOp::Start(Box::new(start))).await {
             Ok(_) => Ok(id.to_string()),
@@ -216,7 +225,7 @@ impl Inner {
 
     /// Asks `peer`, the leader of `partitions` as located, to scan them; a failure forgets where
     /// they were led, so a retry locates them again.
-    async fn ask_leader_of(
+    pub(super) async fn ask_leader_of(
         &self,
         partitions: &[PartitionId],
         peer: NodeId,
@@ -230,7 +239,7 @@ impl Inner {
     }
 
     /// The partitions this node does not host, grouped by the node that leads each.
-    async fn hosted_elsewhere(&self) -> Result<BTreeMap<NodeId, Vec<PartitionId>>> {
+    pub(super) async fn hosted_elsewhere(&self) -> Result<BTreeMap<NodeId, Vec<PartitionId>>> {
         let mut by_leader: BTreeMap<NodeId, Vec<PartitionId>> = BTreeMap::new();
         for p in (0..self.partition_count()).map(PartitionId) {
             if self.partition(p).is_some() {

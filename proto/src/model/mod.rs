@@ -2,6 +2,7 @@
 //! Conductor load unchanged and Conductor's clients read Baton's workflows and tasks. Fields that Baton
 //! does not interpret yet are kept in `extra` maps so that a definition round-trips unchanged.
 
+mod event;
 mod requests;
 mod status;
 mod task;
@@ -9,6 +10,7 @@ mod task_def;
 mod workflow;
 mod workflow_def;
 
+pub use event::*;
 pub use requests::*;
 pub use status::*;
 pub use task::*;

@@ -242,3 +242,95 @@ fn wait_with_bad_input_fails_the_workflow_and_a_past_time_passes_at_once() {
     );
     assert_eq!(h.shape(), shape(&[("w", Completed), ("after", Scheduled)]));
 }
+
+fn event(r: &str, sink: &str, async_complete: bool) -> WorkflowTask {
+    WorkflowTask {
+        name: r.into(),
+        task_reference_name: r.into(),
+        task_type: "EVENT".into(),
+        sink: Some(sink.into()),
+        async_complete,
+        input_parameters: obj(json!({"orderId": "${workflow.input.orderId}"})),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn an_event_task_waits_for_its_publish_then_completes_with_the_payload() {
+    let mut h = H::start(
+        def_of(vec![event("e", "conductor", false), simple("after")]),
+        json!({"orderId": "o1"}),
+    );
+    assert_eq!(h.shape(), shape(&[("e", Scheduled)]));
+    assert!(
+        crate::engine::ready_tasks(h.wf()).is_empty(),
+        "no worker polls an EVENT task"
+    );
+    let pending = crate::engine::pending_events(h.wf());
+    assert_eq!(pending.len(), 1);
+    let e = &pending[0];
+    assert_eq!(e.task_id, h.task("e").task_id);
+    assert_eq!(e.sink, format!("conductor:{}:e", h.wf().workflow_name));
+    assert_eq!(e.payload["orderId"], "o1");
+    assert_eq!(e.payload["workflowInstanceId"], h.wf().workflow_id.as_str());
+
+    let task_id = h.task("e").task_id.clone();
+    h.ok(Input::EventPublished {
+        task_id: task_id.clone(),
+        error: None,
+    });
+    assert_eq!(h.shape(), shape(&[("e", Completed), ("after", Scheduled)]));
+    assert_eq!(h.task("e").output_data["event_produced"], e.sink.as_str());
+    assert!(crate::engine::pending_events(h.wf()).is_empty());
+    // A repeated report changes nothing.
+    assert!(!h.ok(Input::EventPublished {
+        task_id,
+        error: None
+    }));
+}
+
+#[test]
+fn an_event_task_with_async_complete_stays_in_progress_and_a_failed_publish_fails_it() {
+    let mut h = H::start(def_of(vec![event("e", "nats:orders", true)]), json!({}));
+    let task_id = h.task("e").task_id.clone();
+    h.ok(Input::EventPublished {
+        task_id,
+        error: None,
+    });
+    assert_eq!(h.st("e"), InProgress);
+    assert_eq!(h.task("e").output_data["event_produced"], "nats:orders");
+
+    let mut h = H::start(def_of(vec![event("e", "amqp_queue:q", false)]), json!({}));
+    let task_id = h.task("e").task_id.clone();
+    h.ok(Input::EventPublished {
+        task_id,
+        error: Some("broker down".into()),
+    });
+    assert_eq!(h.st("e"), Failed);
+    assert_eq!(
+        h.task("e").reason_for_incompletion.as_deref(),
+        Some("broker down")
+    );
+}
+
+#[test]
+fn outside_variable_updates_merge_append_and_apply_once() {
+    let mut h = H::start(def_of(vec![simple("a")]), json!({}));
+    let update = |vars: Value, append: bool, key: &str| Input::UpdateVariables {
+        variables: obj(vars),
+        append_array: append,
+        key: key.into(),
+    };
+    assert!(h.ok(update(json!({"seen": [1], "x": "a"}), false, "k1")));
+    assert!(h.ok(update(json!({"seen": 2, "x": "b"}), true, "k2")));
+    // The same key again (a redelivered event) is a no-op.
+    assert!(!h.ok(update(json!({"seen": 2}), true, "k2")));
+    assert_eq!(h.wf().variables["seen"], json!([1, 2]));
+    assert_eq!(h.wf().variables["x"], "b");
+    h.poll("a");
+    h.complete("a", json!({}));
+    assert!(matches!(
+        h.apply(update(json!({"y": 1}), false, "k3")),
+        Err(Error::Conflict(_))
+    ));
+}

@@ -1,0 +1,245 @@
+//! The event consumers: on each partition's leader, one consumer of Baton's own queues held in
+//! that partition, and one consumer per external broker queue (`nats:`, `amqp_*:`) whose event
+//! hashes to that partition. They follow leadership: a node runs exactly the consumers of the
+//! partitions it leads, so a failover moves them with the partition.
+//!
+//! A message is acknowledged only after every action of every active handler of its event
+//! reached a committed final execution record; otherwise it is left for redelivery, and the
+//! records make the repeat do nothing twice.
+
+use super::events::{Message, Verdict};
+use super::Inner;
+use crate::events::brokers::{Consumer, Delivery, Provider};
+use crate::events::{eval, CONDUCTOR};
+use crate::partition::keys;
+use futures::StreamExt;
+use proto::limits::EVENT_INFLIGHT_MAX;
+use proto::model::split_event;
+use proto::record::{self, PartitionCommand, QueueMessage};
+use proto::PartitionId;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// How often the set of consumers is brought in line with leadership and handlers.
+const RECONCILE_MS: u64 = 250;
+/// How long a consumer of Baton's own queues waits for a wake-up before looking again.
+const RESCAN_MS: u64 = 1_000;
+/// The pause after a batch in which a message must be delivered again.
+const RETRY_PAUSE_MS: u64 = 500;
+/// The pause before reopening a broker consumer that failed.
+const REOPEN_MS: u64 = 1_000;
+
+/// What one consumer consumes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Key {
+    /// Baton's own queues held in this partition.
+    Own(PartitionId),
+    /// An external broker's queue: the event `provider:queue`.
+    Broker(String),
+}
+
+/// Runs until the node shuts down: starts and stops consumers as leadership and handlers change.
+pub(super) async fn run(inner: Weak<Inner>) {
+    let mut running: BTreeMap<Key, JoinHandle<()>> = BTreeMap::new();
+    loop {
+        tokio::time::sleep(Duration::from_millis(RECONCILE_MS)).await;
+        let Some(node) = inner.upgrade() else { break };
+        let wanted = wanted(&node).await;
+        drop(node);
+        running.retain(|key, task| {
+            let keep = wanted.contains(key) && !task.is_finished();
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
+        for key in wanted {
+            if running.contains_key(&key) {
+                continue;
+            }
+            let task = match &key {
+                Key::Own(p) => tokio::spawn(own_queues(inner.clone(), *p)),
+                Key::Broker(event) => tokio::spawn(broker_queue(inner.clone(), event.clone())),
+            };
+            running.insert(key, task);
+        }
+    }
+    for task in running.values() {
+        task.abort();
+    }
+}
+
+/// The consumers this node should run now.
+async fn wanted(node: &Inner) -> BTreeSet<Key> {
+    let mut led = BTreeSet::new();
+    for p in node.hosted() {
+        if p.is_local_leader().await {
+            led.insert(p.id);
+        }
+    }
+    let mut out: BTreeSet<Key> = led.iter().map(|p| Key::Own(*p)).collect();
+    for h in node.defs.event_handlers() {
+        let Some((provider, _)) = h.provider_and_queue() else {
+            continue;
+        };
+        if h.active
+            && provider != CONDUCTOR
+            && node.events.providers.check(provider).is_ok()
+            && led.contains(&node.message_partition(&h.event))
+        {
+            out.insert(Key::Broker(h.event.clone()));
+        }
+    }
+    out
+}
+
+/// The queues of Baton's own provider that active handlers listen on.
+fn own_queues_with_handlers(node: &Inner) -> BTreeSet<String> {
+    node.defs
+        .event_handlers()
+        .into_iter()
+        .filter(|h| h.active)
+        .filter_map(|h| match split_event(&h.event) {
+            Some((CONDUCTOR, queue)) => Some(queue.to_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Consumes the messages of Baton's own queues held in `partition`, oldest first, while this node
+/// leads it. A message is removed (in its own committed command) once its handlers are done.
+async fn own_queues(inner: Weak<Inner>, partition: PartitionId) {
+    let wake = match inner.upgrade() {
+        Some(node) => node.events.waker(partition),
+        None => return,
+    };
+    loop {
+        let Some(node) = inner.upgrade() else { return };
+        let batch = pending(&node, partition);
+        let mut retry = false;
+        let results: Vec<(String, u64, Verdict)> = futures::stream::iter(batch)
+            .map(|(queue, seq, message)| {
+                let node = node.clone();
+                async move {
+                    let m = Message {
+                        id: message.id,
+                        event: format!("{CONDUCTOR}:{queue}"),
+                        payload: message.payload,
+                    };
+                    let verdict = node.handle_message(&m).await;
+                    (queue, seq, verdict)
+                }
+            })
+            .buffer_unordered(EVENT_INFLIGHT_MAX)
+            .collect()
+            .await;
+        let worked = !results.is_empty();
+        for (queue, seq, verdict) in results {
+            match verdict {
+                Verdict::Ack => {
+                    let ack = PartitionCommand::Ack { queue, seq };
+                    if let Err(e) = node.partition_command(partition, ack).await {
+                        tracing::warn!(%partition, error = %e, "could not remove a consumed message; it will be handled again (its records make that harmless)");
+                        retry = true;
+                    }
+                }
+                Verdict::Retry => retry = true,
+            }
+        }
+        drop(node);
+        if retry {
+            tokio::time::sleep(Duration::from_millis(RETRY_PAUSE_MS)).await;
+        } else if !worked {
+            let _ = tokio::time::timeout(Duration::from_millis(RESCAN_MS), wake.notified()).await;
+        }
+    }
+}
+
+/// Up to [`EVENT_INFLIGHT_MAX`] queued messages of `partition` that an active handler listens
+/// for, oldest first per queue.
+fn pending(node: &Inner, partition: PartitionId) -> Vec<(String, u64, QueueMessage)> {
+    let Some(p) = node.partition(partition) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for queue in own_queues_with_handlers(node) {
+        let prefix = [keys::MESSAGE_PREFIX, queue.as_bytes(), b"\0"].concat();
+        for kv in p.state().scan_prefix(&prefix) {
+            if out.len() >= EVENT_INFLIGHT_MAX {
+                return out;
+            }
+            let Ok((key, value)) = kv else { break };
+            let (Some((q, seq)), Ok(m)) = (
+                keys::parse_message(&key),
+                record::decode::<QueueMessage>(&value),
+            ) else {
+                continue;
+            };
+            out.push((q, seq, m));
+        }
+    }
+    out
+}
+
+/// Consumes one external broker queue while this node leads the partition its event hashes to.
+async fn broker_queue(inner: Weak<Inner>, event: String) {
+    let Some((provider, queue)) = split_event(&event) else {
+        return;
+    };
+    let Some(provider) = Provider::parse(provider) else {
+        return;
+    };
+    loop {
+        let Some(node) = inner.upgrade() else { return };
+        let brokers = node.events.providers.brokers.clone();
+        drop(node);
+        match brokers.consume(provider, queue).await {
+            Ok(consumer) => {
+                tracing::info!(%event, "consuming");
+                if let Err(e) = consume(&inner, &event, consumer).await {
+                    tracing::warn!(%event, error = %e, "consumer failed; reopening");
+                }
+            }
+            Err(e) => tracing::warn!(%event, error = %e, "cannot consume; retrying"),
+        }
+        tokio::time::sleep(Duration::from_millis(REOPEN_MS)).await;
+    }
+}
+
+/// Handles deliveries until the consumer fails, with at most [`EVENT_INFLIGHT_MAX`] at once.
+async fn consume(
+    inner: &Weak<Inner>,
+    event: &str,
+    mut consumer: Consumer,
+) -> Result<(), crate::events::brokers::BrokerError> {
+    let mut inflight = futures::stream::FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            delivery = consumer.next(), if inflight.len() < EVENT_INFLIGHT_MAX => {
+                let delivery = delivery?;
+                let Some(node) = inner.upgrade() else { return Ok(()) };
+                inflight.push(handle_delivery(node, event.to_owned(), delivery));
+            }
+            Some(()) = inflight.next(), if !inflight.is_empty() => {}
+        }
+    }
+}
+
+async fn handle_delivery(node: Arc<Inner>, event: String, delivery: Delivery) {
+    let message = Message {
+        id: delivery.message_id.clone(),
+        event,
+        payload: eval::payload_of(&delivery.payload),
+    };
+    let verdict = node.handle_message(&message).await;
+    drop(node);
+    let answer = match verdict {
+        Verdict::Ack => delivery.ack().await,
+        Verdict::Retry => delivery.nack().await,
+    };
+    if let Err(e) = answer {
+        tracing::warn!(message = %message.id, error = %e, "could not answer the broker; it will deliver the message again");
+    }
+}

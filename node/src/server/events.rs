@@ -1,0 +1,645 @@
+//! Event handlers: validated here and replicated through the meta group, like definitions.
+
+use super::routing::through_failover;
+use super::Inner;
+use crate::engine::{Input, PendingEvent};
+use crate::error::{Error, Result};
+use crate::events::eval::{self, condition_holds};
+use crate::events::Providers;
+use crate::forward::{Forward, Reply};
+use crate::partition::WorkflowOp;
+use crate::partition::{keys, Partition};
+use proto::limits::{EVENT_QUEUE_MAX, EXECUTIONS_MAX, NAME_LEN_MAX, PAYLOAD_BYTES_MAX};
+use proto::model::split_event;
+use proto::model::{
+    execution_id, Action, ActionType, EventExecution, EventHandler, ExecutionStatus, Json,
+    StartWorkflowRequest, TaskDetails, TaskResult, TaskResultStatus,
+};
+use proto::record::{
+    self, MetaCommand, MetaOutcome, PartitionCommand, PartitionOutcome, QueueMessage,
+};
+use proto::{PartitionId, TaskId, WorkflowId};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
+
+/// The evaluator types a handler's condition may name (absent = javascript).
+const EVALUATORS: &[&str] = &["javascript", "graaljs"];
+
+/// Checks a handler before it is stored: every message names what is wrong.
+pub(crate) fn check_handler(h: &EventHandler, providers: &Providers) -> Result<()> {
+    let bad = |m: String| Err(Error::Invalid(m));
+    if h.name.trim().is_empty() {
+        return bad("Missing event handler name".into());
+    }
+    if h.name.len() > NAME_LEN_MAX {
+        return bad(format!(
+            "event handler name is longer than {NAME_LEN_MAX} characters"
+        ));
+    }
+    let Some((provider, queue)) = h.provider_and_queue() else {
+        return bad(format!(
+            "event handler '{}': event '{}' is not of the form provider:queue",
+            h.name, h.event
+        ));
+    };
+    let broker = providers
+        .check(provider)
+        .map_err(|m| Error::Invalid(format!("event handler '{}': {m}", h.name)))?;
+    if let Some(b) = broker {
+        crate::events::brokers::validate_queue(b, queue)
+            .map_err(|e| Error::Invalid(format!("event handler '{}': {e}", h.name)))?;
+    }
+    if h.actions.is_empty() {
+        return bad(format!(
+            "event handler '{}': No actions specified. Please specify at least one action",
+            h.name
+        ));
+    }
+    if let Some(e) = h.evaluator_type.as_deref() {
+        if !EVALUATORS.contains(&e) {
+            return bad(format!(
+                "event handler '{}': evaluatorType '{e}' is not supported; Baton supports {}",
+                h.name,
+                EVALUATORS.join(", ")
+            ));
+        }
+    }
+    if let Some(c) = h.condition.as_deref().filter(|c| !c.trim().is_empty()) {
+        crate::events::eval::check_condition(c)
+            .map_err(|m| Error::Invalid(format!("event handler '{}': condition: {m}", h.name)))?;
+    }
+    for (i, a) in h.actions.iter().enumerate() {
+        let missing = |what: &str| {
+            Err(Error::Invalid(format!(
+                "event handler '{}': action {i} ({}) {what}",
+                h.name,
+                a.action.name()
+            )))
+        };
+        match a.action {
+            ActionType::StartWorkflow => match &a.start_workflow {
+                None => return missing("has no start_workflow details"),
+                Some(s) if s.name.trim().is_empty() => return missing("names no workflow"),
+                Some(_) => {}
+            },
+            ActionType::CompleteTask | ActionType::FailTask => {
+                let details = if a.action == ActionType::CompleteTask {
+                    &a.complete_task
+                } else {
+                    &a.fail_task
+                };
+                match details {
+                    None => return missing("has no task details"),
+                    Some(d)
+                        if d.task_id.is_none()
+                            && (d.workflow_id.is_none() || d.task_ref_name.is_none()) =>
+                    {
+                        return missing("needs taskId, or workflowId and taskRefName")
+                    }
+                    Some(_) => {}
+                }
+            }
+            ActionType::TerminateWorkflow => match &a.terminate_workflow {
+                Some(t) if !t.workflow_id.trim().is_empty() => {}
+                _ => return missing("needs terminate_workflow.workflowId"),
+            },
+            ActionType::UpdateWorkflowVariables => match &a.update_workflow_variables {
+                Some(u) if !u.workflow_id.trim().is_empty() => {}
+                _ => return missing("needs update_workflow_variables.workflowId"),
+            },
+        }
+    }
+    Ok(())
+}
+
+impl Inner {
+    /// `POST /api/event` (`create`) and `PUT /api/event`.
+    pub async fn put_event_handler(&self, handler: EventHandler, create: bool) -> Result<()> {
+        check_handler(&handler, &self.events.providers)?;
+        let name = handler.name.clone();
+        match self
+            .propose_meta(MetaCommand::PutEventHandler {
+                handler: Box::new(handler),
+                create,
+            })
+            .await?
+        {
+            MetaOutcome::Applied => Ok(()),
+            MetaOutcome::Exists => Err(Error::Conflict(format!(
+                "EventHandler with name {name} already exists!"
+            ))),
+            MetaOutcome::NotFound => Err(Error::NotFound(format!(
+                "EventHandler with name {name} not found!"
+            ))),
+        }
+    }
+
+    pub async fn delete_event_handler(&self, name: &str) -> Result<()> {
+        match self
+            .propose_meta(MetaCommand::DeleteEventHandler {
+                name: name.to_owned(),
+            })
+            .await?
+        {
+            MetaOutcome::Applied => Ok(()),
+            _ => Err(Error::NotFound(format!(
+                "EventHandler with name {name} not found!"
+            ))),
+        }
+    }
+
+    pub async fn event_handlers(&self) -> Result<Vec<EventHandler>> {
+        self.catch_up_meta().await?;
+        Ok(self.defs.event_handlers())
+    }
+
+    /// The handlers of one event (`provider:queue`), only the active ones when `active_only`.
+    pub async fn event_handlers_for(
+        &self,
+        event: &str,
+        active_only: bool,
+    ) -> Result<Vec<EventHandler>> {
+        self.catch_up_meta().await?;
+        Ok(self
+            .defs
+            .event_handlers()
+            .into_iter()
+            .filter(|h| h.event == event && (h.active || !active_only))
+            .collect())
+    }
+}
+
+/// Node-wide event state: the providers, and a wake-up per partition for its own queues' consumer.
+pub(crate) struct Events {
+    pub providers: Providers,
+    wake: Mutex<BTreeMap<u16, Arc<Notify>>>,
+}
+
+impl Events {
+    pub fn new(providers: Providers) -> Self {
+        Self {
+            providers,
+            wake: Mutex::default(),
+        }
+    }
+
+    /// The wake-up of `partition`'s own-queue consumer.
+    pub fn waker(&self, partition: PartitionId) -> Arc<Notify> {
+        let mut wake = self.wake.lock().unwrap_or_else(|e| e.into_inner());
+        wake.entry(partition.0).or_default().clone()
+    }
+
+    /// A message was queued in `partition` (on its leader, this node).
+    pub fn queued(&self, partition: PartitionId) {
+        self.waker(partition).notify_one();
+    }
+}
+
+/// One message for the handlers of its event, whatever provider it came from.
+#[derive(Debug, Clone)]
+pub(crate) struct Message {
+    /// Stable across redelivery.
+    pub id: String,
+    /// `provider:queue`.
+    pub event: String,
+    pub payload: Value,
+}
+
+/// What to tell the provider about a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Every action reached a final record: acknowledge.
+    Ack,
+    /// Some action failed transiently (or its record could not be written): deliver again.
+    Retry,
+}
+
+/// Whether an action's error may go away on a retry.
+fn transient(e: &Error) -> bool {
+    matches!(e, Error::Unavailable(_) | Error::Internal(_))
+}
+
+/// Execution records in these replicas, oldest partition first, at most `limit`.
+pub(crate) fn executions_in(
+    replicas: &[Arc<Partition>],
+    handler: Option<&str>,
+    limit: usize,
+) -> Result<Vec<EventExecution>> {
+    let prefix = match handler {
+        Some(h) => keys::execution(h, ""),
+        None => keys::EXECUTION_PREFIX.to_vec(),
+    };
+    let mut out = Vec::new();
+    for p in replicas {
+        for kv in p.state().scan_prefix(&prefix) {
+            let (_, v) = kv.map_err(super::storage)?;
+            if let Ok(e) = record::decode::<EventExecution>(&v) {
+                out.push(e);
+            }
+            if out.len() >= limit {
+                return Ok(out);
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl Inner {
+    /// The partition that holds a message's queue row and execution records.
+    pub(crate) fn message_partition(&self, message_id: &str) -> PartitionId {
+        let h = proto::hash::stable_hash(message_id.as_bytes());
+        PartitionId(u16::try_from(h % u64::from(self.partition_count())).unwrap_or(0))
+    }
+
+    /// Queues a message on one of Baton's own queues (`conductor:{queue}`); answers its id.
+    pub async fn publish_event(
+        &self,
+        queue: &str,
+        message_id: Option<String>,
+        payload: Value,
+    ) -> Result<String> {
+        if queue.trim().is_empty() || queue.len() > NAME_LEN_MAX {
+            return Err(Error::Invalid(format!(
+                "queue name must be 1 to {NAME_LEN_MAX} characters"
+            )));
+        }
+        let size = serde_json::to_vec(&payload).map_or(usize::MAX, |v| v.len());
+        if size > PAYLOAD_BYTES_MAX {
+            return Err(Error::Invalid(format!(
+                "event payload is {size} bytes; the maximum is {PAYLOAD_BYTES_MAX}"
+            )));
+        }
+        let id = match message_id.filter(|m| !m.trim().is_empty()) {
+            Some(m) if m.len() > NAME_LEN_MAX => {
+                return Err(Error::Invalid(format!(
+                    "messageId is longer than {NAME_LEN_MAX} characters"
+                )))
+            }
+            Some(m) => m,
+            None => self.new_workflow_id().to_string(),
+        };
+        let message = QueueMessage {
+            id: id.clone(),
+            payload,
+            published: self.clock.now_ms(),
+        };
+        let command = PartitionCommand::Publish {
+            queue: queue.to_owned(),
+            message: Box::new(message),
+        };
+        match self
+            .partition_command(self.message_partition(&id), command)
+            .await?
+        {
+            PartitionOutcome::Published { .. } => Ok(id),
+            PartitionOutcome::QueueFull => Err(Error::Unavailable(format!(
+                "event queue {queue} is full ({EVENT_QUEUE_MAX} messages in one partition); retry later"
+            ))),
+            other => Err(Error::Internal(format!("unexpected publish outcome {other:?}"))),
+        }
+    }
+
+    /// Execution records, from every partition's leader (or local replica), at most `limit`.
+    pub async fn event_executions(
+        &self,
+        handler: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<EventExecution>> {
+        let limit = limit.clamp(1, EXECUTIONS_MAX);
+        through_failover(|| async {
+            let mut out = executions_in(&self.hosted(), handler, limit)?;
+            for (peer, partitions) in self.hosted_elsewhere().await? {
+                let ask = Forward::Executions {
+                    partitions: partitions.clone(),
+                    handler: handler.map(str::to_owned),
+                    limit,
+                };
+                match self.ask_leader_of(&partitions, peer, ask).await? {
+                    Reply::Executions(e) => out.extend(e),
+                    other => return Err(Error::Internal(format!("unexpected answer {other:?}"))),
+                }
+            }
+            out.truncate(limit);
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Runs every active handler of the message's event on it.
+    pub(crate) async fn handle_message(&self, message: &Message) -> Verdict {
+        let handlers: Vec<EventHandler> = self
+            .defs
+            .event_handlers()
+            .into_iter()
+            .filter(|h| h.active && h.event == message.event)
+            .collect();
+        let mut verdict = Verdict::Ack;
+        for h in &handlers {
+            if self.run_handler(h, message).await == Verdict::Retry {
+                verdict = Verdict::Retry;
+            }
+        }
+        verdict
+    }
+
+    /// Writes an execution record on the message's partition; answers what is stored.
+    async fn record_execution(
+        &self,
+        handler: &str,
+        execution: EventExecution,
+        create: bool,
+    ) -> Result<EventExecution> {
+        let partition = self.message_partition(&execution.message_id);
+        let command = PartitionCommand::PutExecution {
+            handler: handler.to_owned(),
+            execution: Box::new(execution),
+            create,
+        };
+        match self.partition_command(partition, command).await? {
+            PartitionOutcome::Execution(e) => Ok(*e),
+            other => Err(Error::Internal(format!(
+                "unexpected execution outcome {other:?}"
+            ))),
+        }
+    }
+
+    async fn run_handler(&self, h: &EventHandler, message: &Message) -> Verdict {
+        let record = |index: usize, status: ExecutionStatus, action: ActionType, output: Json| {
+            EventExecution {
+                id: execution_id(&message.id, index),
+                message_id: message.id.clone(),
+                name: h.name.clone(),
+                event: message.event.clone(),
+                created: self.clock.now_ms(),
+                status,
+                action,
+                output,
+            }
+        };
+        let first = h
+            .actions
+            .first()
+            .map_or(ActionType::StartWorkflow, |a| a.action);
+        let skip = match condition_holds(h.condition.as_deref(), &message.payload).await {
+            Ok(true) => None,
+            Ok(false) => Some((ExecutionStatus::Skipped, Json::new())),
+            // A condition that cannot be evaluated on this payload never will be.
+            Err(e) => Some((ExecutionStatus::Failed, error_output(&e.to_string()))),
+        };
+        if let Some((status, output)) = skip {
+            return match self
+                .record_execution(&h.name, record(0, status, first, output), true)
+                .await
+            {
+                Ok(_) => Verdict::Ack,
+                Err(e) => {
+                    tracing::warn!(handler = %h.name, message = %message.id, error = %e, "could not record a skipped message");
+                    Verdict::Retry
+                }
+            };
+        }
+        let mut verdict = Verdict::Ack;
+        for (index, action) in h.actions.iter().enumerate() {
+            let claim = record(
+                index,
+                ExecutionStatus::InProgress,
+                action.action,
+                Json::new(),
+            );
+            match self.record_execution(&h.name, claim, true).await {
+                Ok(stored) if stored.status.is_final() => continue,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(handler = %h.name, message = %message.id, error = %e, "could not record an action; the message will be delivered again");
+                    verdict = Verdict::Retry;
+                    continue;
+                }
+            }
+            let key = format!("event:{}:{}", h.name, execution_id(&message.id, index));
+            let (status, output) = match self.run_action(h, action, message, &key).await {
+                Ok(output) => {
+                    crate::failpoint::hit("event-after-action");
+                    (ExecutionStatus::Completed, output)
+                }
+                Err(e) if transient(&e) => {
+                    tracing::info!(handler = %h.name, message = %message.id, error = %e, "action failed for now; the message will be delivered again");
+                    verdict = Verdict::Retry;
+                    continue;
+                }
+                Err(e) => (ExecutionStatus::Failed, error_output(&e.to_string())),
+            };
+            let done = record(index, status, action.action, output);
+            if let Err(e) = self.record_execution(&h.name, done, false).await {
+                tracing::warn!(handler = %h.name, message = %message.id, error = %e, "could not record an action's end; the message will be delivered again");
+                verdict = Verdict::Retry;
+            }
+        }
+        verdict
+    }
+
+    /// Performs one action; `key` (the record's name) makes a repeat harmless.
+    async fn run_action(
+        &self,
+        h: &EventHandler,
+        action: &Action,
+        message: &Message,
+        key: &str,
+    ) -> Result<Json> {
+        let expanded;
+        let payload = if action.expand_inline_json {
+            expanded = eval::expand_inline_json(&message.payload);
+            &expanded
+        } else {
+            &message.payload
+        };
+        let event_fields = |map: &mut Json| {
+            map.insert(
+                "conductor.event.messageId".into(),
+                message.id.clone().into(),
+            );
+            map.insert("conductor.event.name".into(), message.event.clone().into());
+        };
+        let mut output = Json::new();
+        match action.action {
+            ActionType::StartWorkflow => {
+                let details = action
+                    .start_workflow
+                    .as_ref()
+                    .ok_or_else(|| Error::Invalid("start_workflow details are missing".into()))?;
+                let mut s = eval::resolve_details(details, payload).map_err(Error::Invalid)?;
+                event_fields(&mut s.input);
+                let request = StartWorkflowRequest {
+                    name: s.name,
+                    version: s.version,
+                    correlation_id: s.correlation_id,
+                    input: s.input,
+                    task_to_domain: s.task_to_domain,
+                    idempotency_key: Some(idempotency_key(key)),
+                    ..Default::default()
+                };
+                let id = self.start_workflow_from(request, Some(&h.event)).await?;
+                output.insert("workflowId".into(), id.into());
+            }
+            ActionType::CompleteTask | ActionType::FailTask => {
+                let details = if action.action == ActionType::CompleteTask {
+                    &action.complete_task
+                } else {
+                    &action.fail_task
+                };
+                let details = details
+                    .as_ref()
+                    .ok_or_else(|| Error::Invalid("task details are missing".into()))?;
+                let mut d = eval::resolve_details(details, payload).map_err(Error::Invalid)?;
+                event_fields(&mut d.output);
+                let status = if action.action == ActionType::CompleteTask {
+                    TaskResultStatus::Completed
+                } else {
+                    TaskResultStatus::Failed
+                };
+                let (workflow_id, task_id) = self.event_task(&d).await?;
+                let result = TaskResult {
+                    workflow_instance_id: workflow_id.clone(),
+                    task_id: task_id.clone(),
+                    status,
+                    output_data: d.output,
+                    reason_for_incompletion: d.reason_for_incompletion,
+                    worker_id: Some(format!("event:{}", h.name)),
+                    ..Default::default()
+                };
+                self.update_task(result).await?;
+                output.insert("workflowId".into(), workflow_id.into());
+                output.insert("taskId".into(), task_id.into());
+            }
+            ActionType::TerminateWorkflow => {
+                let details = action.terminate_workflow.as_ref().ok_or_else(|| {
+                    Error::Invalid("terminate_workflow details are missing".into())
+                })?;
+                let t = eval::resolve_details(details, payload).map_err(Error::Invalid)?;
+                let reason = t
+                    .termination_reason
+                    .or_else(|| Some(format!("terminated by event handler {}", h.name)));
+                match self
+                    .command(&t.workflow_id, Input::Terminate { reason })
+                    .await
+                {
+                    // Already finished (perhaps by this very action before a crash): nothing to do.
+                    Ok(()) | Err(Error::Conflict(_)) => {}
+                    Err(e) => return Err(e),
+                }
+                output.insert("workflowId".into(), t.workflow_id.into());
+            }
+            ActionType::UpdateWorkflowVariables => {
+                let details = action.update_workflow_variables.as_ref().ok_or_else(|| {
+                    Error::Invalid("update_workflow_variables details are missing".into())
+                })?;
+                let u = eval::resolve_details(details, payload).map_err(Error::Invalid)?;
+                let input = Input::UpdateVariables {
+                    variables: u.variables,
+                    append_array: u.append_array,
+                    key: key.to_owned(),
+                };
+                self.command(&u.workflow_id, input).await?;
+                output.insert("workflowId".into(), u.workflow_id.into());
+            }
+        }
+        Ok(output)
+    }
+
+    /// The workflow and task an action's task details name.
+    async fn event_task(&self, d: &TaskDetails) -> Result<(String, String)> {
+        if let Some(task_id) = d.task_id.as_deref().filter(|t| !t.is_empty()) {
+            let task = TaskId::parse(task_id).map_err(|e| Error::Invalid(e.to_string()))?;
+            let workflow = self.task_owner(&task).await?;
+            return Ok((workflow.to_string(), task_id.to_owned()));
+        }
+        let (Some(w), Some(r)) = (d.workflow_id.as_deref(), d.task_ref_name.as_deref()) else {
+            return Err(Error::Invalid(
+                "the action needs taskId, or workflowId and taskRefName".into(),
+            ));
+        };
+        let id = super::workflows::parse_workflow_id(w)?;
+        let record = self.record(&id).await?;
+        let task = super::tasks::task_by_ref(&record.workflow, r)?;
+        Ok((w.to_owned(), task.task_id.to_string()))
+    }
+}
+
+/// How long an EVENT task's publish keeps retrying a broker that does not answer.
+const PUBLISH_RETRY_MS: u64 = 30_000;
+
+impl Inner {
+    /// Publishes an EVENT task's message and reports the outcome to its workflow. A broker that
+    /// does not answer is retried for a while; a sink that cannot work fails the task.
+    pub(crate) async fn publish_task_event(&self, workflow_id: &WorkflowId, event: PendingEvent) {
+        let deadline =
+            tokio::time::Instant::now() + std::time::Duration::from_millis(PUBLISH_RETRY_MS);
+        let error = loop {
+            match self.publish_to_sink(&event).await {
+                Ok(()) => break None,
+                Err(e) if transient(&e) && tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(task = %event.task_id, sink = %event.sink, error = %e, "publish failed; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                }
+                Err(e) => break Some(format!("could not publish to {}: {e}", event.sink)),
+            }
+        };
+        let input = Input::EventPublished {
+            task_id: event.task_id.clone(),
+            error,
+        };
+        if let Err(e) = self
+            .route_op(workflow_id, WorkflowOp::Input(Box::new(input)))
+            .await
+        {
+            // The task stays SCHEDULED; the next commit or leadership change publishes again.
+            tracing::warn!(workflow = %workflow_id, task = %event.task_id, error = %e, "could not report a published event");
+        }
+    }
+
+    async fn publish_to_sink(&self, event: &PendingEvent) -> Result<()> {
+        let (provider, queue) = split_event(&event.sink).ok_or_else(|| {
+            Error::Invalid(format!("sink '{}' is not provider:queue", event.sink))
+        })?;
+        let payload = Value::Object(event.payload.clone());
+        let id = event.task_id.to_string();
+        match self
+            .events
+            .providers
+            .check(provider)
+            .map_err(Error::Invalid)?
+        {
+            None => self
+                .publish_event(queue, Some(id), payload)
+                .await
+                .map(|_| ()),
+            Some(broker) => {
+                let bytes = serde_json::to_vec(&payload)
+                    .map_err(|e| Error::Internal(format!("event payload: {e}")))?;
+                self.events
+                    .providers
+                    .brokers
+                    .publish(broker, queue, Some(&id), &bytes)
+                    .await
+                    .map_err(|e| Error::Unavailable(e.to_string()))
+            }
+        }
+    }
+}
+
+/// An idempotency key within the start API's limit: the record's name, hashed when too long.
+fn idempotency_key(key: &str) -> String {
+    if key.len() <= 200 {
+        return key.to_owned();
+    }
+    let hi = proto::hash::stable_hash(key.as_bytes());
+    let lo = proto::hash::fnv1a(hi, key.as_bytes());
+    format!("event:{hi:016x}{lo:016x}")
+}
+
+fn error_output(message: &str) -> Json {
+    let mut out = Json::new();
+    out.insert("error".into(), message.into());
+    out
+}
