@@ -13,6 +13,9 @@ pub enum Error {
     /// 400: the request is malformed or invalid; nothing was changed.
     #[error("{0}")]
     Invalid(String),
+    /// 401: the request could not be authenticated (a webhook's signature or timestamp).
+    #[error("{0}")]
+    Unauthorized(String),
     /// 503: the node cannot serve this now (no leader, shutting down); the client may retry.
     #[error("{0}")]
     Unavailable(String),

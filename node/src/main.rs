@@ -66,6 +66,9 @@ enum Command {
         /// `amqp://guest:guest@127.0.0.1:5672/%2f`; without it those providers are disabled.
         #[arg(long, env = "BATON_AMQP")]
         amqp: Option<String>,
+        /// The event gate drops a webhook delivery whose content it saw within this many seconds.
+        #[arg(long, default_value_t = node::events::DEDUP_WINDOW_SECS)]
+        event_dedup_secs: u64,
     },
     /// Create a cluster CA and a certificate for each node (mutual TLS between nodes), and a
     /// workers CA that signs worker certificates (`baton worker-cert`).
@@ -145,6 +148,7 @@ fn main() -> anyhow::Result<()> {
             workers,
             nats,
             amqp,
+            event_dedup_secs,
         } => {
             let node = NodeId(node_id);
             let workers = workers.map(|listen| node::gateway::worker::WorkerGatewayOptions {
@@ -191,6 +195,7 @@ fn main() -> anyhow::Result<()> {
                 events: node::events::EventOptions {
                     nats_url: nats,
                     amqp_url: amqp,
+                    dedup_window_secs: Some(event_dedup_secs),
                 },
             };
             runtime.block_on(node::server::serve(options, shutdown_signal()))

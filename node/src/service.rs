@@ -90,6 +90,44 @@ impl Node {
     ) -> Result<String> {
         self.inner.publish_event(queue, message_id, payload).await
     }
+    pub async fn put_webhook(&self, webhook: proto::model::Webhook) -> Result<()> {
+        self.inner.put_webhook(webhook).await
+    }
+    pub async fn webhooks(&self) -> Result<Vec<proto::model::Webhook>> {
+        self.inner.webhooks().await
+    }
+    pub async fn delete_webhook(&self, name: &str) -> Result<()> {
+        self.inner.delete_webhook(name).await
+    }
+    /// A signed webhook delivery; answers the message id and whether it was queued (not a
+    /// replay the event gate dropped).
+    pub async fn receive_webhook(
+        &self,
+        name: &str,
+        timestamp: Option<&str>,
+        signature: Option<&str>,
+        delivery: Option<&str>,
+        body: &[u8],
+    ) -> Result<(String, bool)> {
+        self.inner
+            .receive_webhook(name, timestamp, signature, delivery, body)
+            .await
+    }
+    pub async fn put_schedule(&self, schedule: proto::model::WorkflowSchedule) -> Result<()> {
+        self.inner.put_schedule(schedule).await
+    }
+    pub async fn schedules(&self) -> Result<Vec<proto::model::WorkflowSchedule>> {
+        self.inner.schedules().await
+    }
+    pub async fn schedule(&self, name: &str) -> Result<proto::model::WorkflowSchedule> {
+        self.inner.schedule(name).await
+    }
+    pub async fn set_schedule_paused(&self, name: &str, paused: bool) -> Result<()> {
+        self.inner.set_schedule_paused(name, paused).await
+    }
+    pub async fn delete_schedule(&self, name: &str) -> Result<()> {
+        self.inner.delete_schedule(name).await
+    }
     pub async fn put_task_defs(&self, defs: Vec<TaskDef>) -> Result<()> {
         self.inner.put_task_defs(defs).await
     }

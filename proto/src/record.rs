@@ -107,9 +107,24 @@ pub enum PartitionCommand {
     Publish {
         queue: String,
         message: Box<QueueMessage>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dedup: Option<Dedup>,
     },
     /// Removes a consumed message from its queue.
     Ack { queue: String, seq: u64 },
+    /// Records that a schedule fired for `time` (epoch ms); a mark never moves back.
+    MarkSchedule { name: String, time: i64 },
+}
+
+/// The event gate's deduplication of a published message by content: a message with the same
+/// fingerprint published within `window_ms` before `now` is dropped. `now` is the publisher's
+/// clock, carried in the command so that every replica decides alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Dedup {
+    pub fingerprint: u64,
+    pub now: crate::model::EpochMs,
+    pub window_ms: i64,
 }
 
 /// A message in one of Baton's own event queues.
@@ -153,10 +168,16 @@ pub enum PartitionCommandView<'a> {
     Publish {
         queue: String,
         message: Box<QueueMessage>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dedup: Option<Dedup>,
     },
     Ack {
         queue: String,
         seq: u64,
+    },
+    MarkSchedule {
+        name: String,
+        time: i64,
     },
 }
 
@@ -206,6 +227,8 @@ pub enum PartitionOutcome {
     },
     /// The queue holds [`crate::limits::EVENT_QUEUE_MAX`] messages in this partition.
     QueueFull,
+    /// The same content was published within the dedup window; nothing was queued.
+    Duplicate,
 }
 
 /// A command in the meta group's log: definitions shared by every partition.
@@ -238,6 +261,14 @@ pub enum MetaCommand {
         create: bool,
     },
     DeleteEventHandler {
+        name: String,
+    },
+    PutWebhook(Box<crate::model::Webhook>),
+    DeleteWebhook {
+        name: String,
+    },
+    PutSchedule(Box<crate::model::WorkflowSchedule>),
+    DeleteSchedule {
         name: String,
     },
 }

@@ -414,6 +414,20 @@ impl Api {
         )
     }
 
+    /// POSTs a JSON body (as text, byte for byte) with extra headers.
+    pub fn post_with_headers(&self, path: &str, body: &str, headers: &[(String, String)]) -> Reply {
+        let mut request = self
+            .http
+            .post(self.url(path))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string());
+        for (k, v) in headers {
+            request = request.header(k.as_str(), v.as_str());
+        }
+        self.send(request)
+            .unwrap_or_else(|e| panic!("POST {path}: {e:#}"))
+    }
+
     pub fn get(&self, path: &str) -> Reply {
         self.try_get(path)
             .unwrap_or_else(|e| panic!("GET {path}: {e:#}"))

@@ -96,6 +96,7 @@ impl From<crate::Error> for ApiError {
             E::NotFound(_) => StatusCode::NOT_FOUND,
             E::Conflict(_) => StatusCode::CONFLICT,
             E::Invalid(_) => StatusCode::BAD_REQUEST,
+            E::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             E::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             E::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };

@@ -19,6 +19,7 @@ pub mod health;
 pub mod metadata;
 pub mod search;
 pub mod task;
+pub mod trigger;
 pub mod workflow;
 
 #[cfg(test)]
@@ -59,6 +60,32 @@ fn routes() -> axum::Router<Node> {
         .route(
             "/api/event/{event}",
             get(event::for_event).delete(event::remove),
+        )
+        // ---- webhooks and schedules ----
+        .route(
+            "/api/metadata/webhook",
+            post(trigger::put_webhook).get(trigger::webhooks),
+        )
+        .route(
+            "/api/metadata/webhook/{name}",
+            delete(trigger::delete_webhook),
+        )
+        .route("/api/webhook/{name}", post(trigger::deliver))
+        .route(
+            "/api/scheduler/schedules",
+            post(trigger::put_schedule).get(trigger::schedules),
+        )
+        .route(
+            "/api/scheduler/schedules/{name}",
+            get(trigger::schedule).delete(trigger::delete_schedule),
+        )
+        .route(
+            "/api/scheduler/schedules/{name}/pause",
+            get(trigger::pause).put(trigger::pause),
+        )
+        .route(
+            "/api/scheduler/schedules/{name}/resume",
+            get(trigger::resume).put(trigger::resume),
         )
         // ---- metadata ----
         .route(

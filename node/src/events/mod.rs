@@ -16,6 +16,10 @@ use brokers::{BrokerConfig, Provider};
 
 /// The provider of Baton's own replicated queues.
 pub const CONDUCTOR: &str = "conductor";
+/// Signed HTTP deliveries (`POST /api/webhook/{name}`), queued like `conductor` messages.
+pub const WEBHOOK: &str = "webhook";
+/// The providers whose messages Baton keeps in its own queues.
+pub const INTERNAL: &[&str] = &[CONDUCTOR, WEBHOOK];
 
 /// Where the external brokers are; a broker without a URL is disabled, and handlers naming it
 /// are refused.
@@ -25,7 +29,13 @@ pub struct EventOptions {
     pub nats_url: Option<String>,
     /// `--amqp URL`: RabbitMQ (`amqp_queue:` and `amqp_exchange:` events).
     pub amqp_url: Option<String>,
+    /// `--event-dedup-secs`: the event gate drops a webhook delivery whose content it saw this
+    /// recently (None: [`DEDUP_WINDOW_SECS`]).
+    pub dedup_window_secs: Option<u64>,
 }
+
+/// The event gate's default deduplication window.
+pub const DEDUP_WINDOW_SECS: u64 = 60;
 
 /// The providers this node can consume, and the clients of the enabled brokers.
 #[derive(Clone)]
@@ -47,14 +57,20 @@ impl Providers {
         }
     }
 
+    /// The event gate's deduplication window.
+    pub fn dedup_window_ms(&self) -> i64 {
+        let secs = self.options.dedup_window_secs.unwrap_or(DEDUP_WINDOW_SECS);
+        i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX)
+    }
+
     /// Whether `provider` is known and enabled here; the error says which are.
     pub fn check(&self, provider: &str) -> Result<Option<Provider>, String> {
-        if provider == CONDUCTOR {
+        if INTERNAL.contains(&provider) {
             return Ok(None);
         }
         let Some(p) = Provider::parse(provider) else {
             return Err(format!(
-                "unknown event provider '{provider}'; Baton knows conductor, nats, amqp_queue and amqp_exchange"
+                "unknown event provider '{provider}'; Baton knows conductor, webhook, nats, amqp_queue and amqp_exchange"
             ));
         };
         let enabled = match p {

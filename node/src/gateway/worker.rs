@@ -417,6 +417,7 @@ async fn commit_result(
                 Error::Conflict(_) => ErrorCode::Stale,
                 Error::NotFound(_) => ErrorCode::NotFound,
                 Error::Invalid(_) => ErrorCode::Invalid,
+                Error::Unauthorized(_) => ErrorCode::Forbidden,
                 Error::Unavailable(_) | Error::Internal(_) => ErrorCode::Unavailable,
             };
             refuse(code, e.to_string())

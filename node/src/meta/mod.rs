@@ -3,7 +3,7 @@
 //! [`MetaCommand`]s; `Definitions` reads them.
 
 use cluster::storage::{Batch, Tree};
-use proto::model::{EventHandler, TaskDef, WorkflowDef};
+use proto::model::{EventHandler, TaskDef, Webhook, WorkflowDef, WorkflowSchedule};
 use proto::record::{self, MetaCommand, MetaOutcome, NodeEntry};
 use proto::NodeId;
 
@@ -31,6 +31,26 @@ fn handler_key(name: &str) -> Vec<u8> {
     [HANDLER_PREFIX, name.as_bytes()].concat()
 }
 const HANDLER_PREFIX: &[u8] = b"eh/";
+
+fn webhook_key(name: &str) -> Vec<u8> {
+    [WEBHOOK_PREFIX, name.as_bytes()].concat()
+}
+const WEBHOOK_PREFIX: &[u8] = b"wh/";
+
+fn schedule_key(name: &str) -> Vec<u8> {
+    [SCHEDULE_PREFIX, name.as_bytes()].concat()
+}
+const SCHEDULE_PREFIX: &[u8] = b"sc/";
+
+/// Removes `key` if it exists.
+fn remove_existing(state: &Tree, batch: &mut Batch, key: Vec<u8>) -> MetaOutcome {
+    if matches!(state.contains_key(&key), Ok(true)) {
+        batch.remove(key);
+        MetaOutcome::Applied
+    } else {
+        MetaOutcome::NotFound
+    }
+}
 
 /// The meta group's state machine.
 #[derive(Debug, Default)]
@@ -106,13 +126,21 @@ impl cluster::StateMachine for MetaMachine {
                 }
             }
             Ok(MetaCommand::DeleteEventHandler { name }) => {
-                let key = handler_key(&name);
-                if matches!(state.contains_key(&key), Ok(true)) {
-                    batch.remove(key);
-                    MetaOutcome::Applied
-                } else {
-                    MetaOutcome::NotFound
-                }
+                remove_existing(state, batch, handler_key(&name))
+            }
+            Ok(MetaCommand::PutWebhook(w)) => {
+                batch.insert(webhook_key(&w.name), record::encode(&w));
+                MetaOutcome::Applied
+            }
+            Ok(MetaCommand::DeleteWebhook { name }) => {
+                remove_existing(state, batch, webhook_key(&name))
+            }
+            Ok(MetaCommand::PutSchedule(s)) => {
+                batch.insert(schedule_key(&s.name), record::encode(&s));
+                MetaOutcome::Applied
+            }
+            Ok(MetaCommand::DeleteSchedule { name }) => {
+                remove_existing(state, batch, schedule_key(&name))
             }
             Err(e) => {
                 tracing::error!(error = %e, "undecodable meta command; skipped");
@@ -190,6 +218,30 @@ impl Definitions {
     pub fn event_handlers(&self) -> Vec<EventHandler> {
         self.state
             .scan_prefix(HANDLER_PREFIX)
+            .filter_map(|kv| kv.ok())
+            .filter_map(|(_, v)| record::decode(&v).ok())
+            .collect()
+    }
+
+    pub fn webhook(&self, name: &str) -> Option<Webhook> {
+        read(&self.state, &webhook_key(name))
+    }
+
+    pub fn webhooks(&self) -> Vec<Webhook> {
+        self.scan(WEBHOOK_PREFIX)
+    }
+
+    pub fn schedule(&self, name: &str) -> Option<WorkflowSchedule> {
+        read(&self.state, &schedule_key(name))
+    }
+
+    pub fn schedules(&self) -> Vec<WorkflowSchedule> {
+        self.scan(SCHEDULE_PREFIX)
+    }
+
+    fn scan<T: serde::de::DeserializeOwned>(&self, prefix: &[u8]) -> Vec<T> {
+        self.state
+            .scan_prefix(prefix)
             .filter_map(|kv| kv.ok())
             .filter_map(|(_, v)| record::decode(&v).ok())
             .collect()

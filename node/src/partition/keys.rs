@@ -84,3 +84,26 @@ pub fn queue_len(queue: &str) -> Vec<u8> {
 
 /// The partition's last message sequence number (u64 BE).
 pub const MESSAGE_SEQ: &[u8] = b"qs";
+
+/// `fp/{fingerprint, 16 hex}` -> when it was last published (i64 BE): the event gate's window.
+pub fn fingerprint(fp: u64) -> Vec<u8> {
+    format!("fp/{fp:016x}").into_bytes()
+}
+
+/// `ft/{time, 20 digits}/{fingerprint}` -> empty: fingerprints by age, to expire them.
+pub fn fingerprint_by_time(time: i64, fp: u64) -> Vec<u8> {
+    format!("ft/{:020}/{fp:016x}", time.max(0)).into_bytes()
+}
+pub const FINGERPRINT_TIME_PREFIX: &[u8] = b"ft/";
+
+/// The time and fingerprint of a [`fingerprint_by_time`] key.
+pub fn parse_fingerprint_by_time(key: &[u8]) -> Option<(i64, u64)> {
+    let s = std::str::from_utf8(key.strip_prefix(FINGERPRINT_TIME_PREFIX)?).ok()?;
+    let (time, fp) = s.split_once('/')?;
+    Some((time.parse().ok()?, u64::from_str_radix(fp, 16).ok()?))
+}
+
+/// `sm/{schedule}` -> the last time (epoch ms, i64 BE) the schedule fired.
+pub fn schedule_mark(name: &str) -> Vec<u8> {
+    [b"sm/".as_slice(), name.as_bytes()].concat()
+}

@@ -7,7 +7,7 @@ use cluster::storage::{Batch, Tree};
 use proto::limits::EVENT_QUEUE_MAX;
 use proto::model::EventExecution;
 use proto::record::{
-    self, PartitionCommandView, PartitionOutcome, QueueMessage, RecordHeader, WorkflowRecord,
+    self, Dedup, PartitionCommandView, PartitionOutcome, QueueMessage, RecordHeader, WorkflowRecord,
 };
 use serde_json::value::RawValue;
 
@@ -117,6 +117,41 @@ impl WorkflowMachine {
         PartitionOutcome::Published { seq }
     }
 
+    /// Whether the fingerprint was published within the window; records it when not, and
+    /// expires a few fingerprints older than the window.
+    fn seen(state: &Tree, batch: &mut Batch, d: Dedup) -> bool {
+        let key = keys::fingerprint(d.fingerprint);
+        let last = state
+            .get(&key)
+            .ok()
+            .flatten()
+            .map(|_| read_u64(state, &key) as i64);
+        if last.is_some_and(|t| d.now.saturating_sub(t) < d.window_ms) {
+            return true;
+        }
+        if let Some(t) = last {
+            batch.remove(keys::fingerprint_by_time(t, d.fingerprint));
+        }
+        batch.insert(key, d.now.to_be_bytes().to_vec());
+        batch.insert(keys::fingerprint_by_time(d.now, d.fingerprint), Vec::new());
+        for kv in state
+            .scan_prefix(keys::FINGERPRINT_TIME_PREFIX)
+            .take(FINGERPRINTS_EXPIRED_PER_PUBLISH)
+        {
+            let Ok((k, _)) = kv else { break };
+            match keys::parse_fingerprint_by_time(&k) {
+                // Its own old row, already replaced above.
+                Some((_, fp)) if fp == d.fingerprint => {}
+                Some((t, fp)) if d.now.saturating_sub(t) >= d.window_ms => {
+                    batch.remove(k.to_vec());
+                    batch.remove(keys::fingerprint(fp));
+                }
+                _ => break,
+            }
+        }
+        false
+    }
+
     fn ack(state: &Tree, batch: &mut Batch, queue: &str, seq: u64) -> PartitionOutcome {
         let key = keys::message(queue, seq);
         if !matches!(state.contains_key(&key), Ok(true)) {
@@ -132,6 +167,9 @@ impl WorkflowMachine {
         PartitionOutcome::Applied
     }
 }
+
+/// How many expired fingerprints one publish removes (keeps the table bounded by the rate).
+const FINGERPRINTS_EXPIRED_PER_PUBLISH: usize = 8;
 
 /// A u64 (big-endian) row, 0 when absent.
 fn read_u64(state: &Tree, key: &[u8]) -> u64 {
@@ -165,8 +203,20 @@ impl cluster::StateMachine for WorkflowMachine {
                 execution,
                 create,
             }) => Self::put_execution(state, batch, &handler, *execution, create),
-            Ok(PartitionCommandView::Publish { queue, message }) => {
-                Self::publish(state, batch, &queue, &message)
+            Ok(PartitionCommandView::Publish {
+                queue,
+                message,
+                dedup,
+            }) => match dedup {
+                Some(d) if Self::seen(state, batch, d) => PartitionOutcome::Duplicate,
+                _ => Self::publish(state, batch, &queue, &message),
+            },
+            Ok(PartitionCommandView::MarkSchedule { name, time }) => {
+                let key = keys::schedule_mark(&name);
+                if time > read_u64(state, &key) as i64 {
+                    batch.insert(key, time.to_be_bytes().to_vec());
+                }
+                PartitionOutcome::Applied
             }
             Ok(PartitionCommandView::Ack { queue, seq }) => Self::ack(state, batch, &queue, seq),
             Err(e) => {
@@ -297,6 +347,7 @@ mod tests {
                 payload: json!({"id": id}),
                 published: 0,
             }),
+            dedup: None,
         };
         assert_eq!(
             apply(&state, &publish("x")),
@@ -326,5 +377,48 @@ mod tests {
             )
             .expect("writes");
         assert_eq!(apply(&state, &publish("z")), PartitionOutcome::QueueFull);
+    }
+
+    #[test]
+    fn the_gate_drops_the_same_content_within_its_window_and_forgets_old_fingerprints() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("sled opens");
+        let state = db.open_tree("state").expect("a tree");
+        let publish = |fingerprint: u64, now: i64| PartitionCommand::Publish {
+            queue: "webhook:w".into(),
+            message: Box::new(QueueMessage {
+                id: format!("m{now}"),
+                payload: json!({}),
+                published: now,
+            }),
+            dedup: Some(Dedup {
+                fingerprint,
+                now,
+                window_ms: 1_000,
+            }),
+        };
+        assert!(matches!(
+            apply(&state, &publish(7, 10_000)),
+            PartitionOutcome::Published { .. }
+        ));
+        assert_eq!(
+            apply(&state, &publish(7, 10_500)),
+            PartitionOutcome::Duplicate
+        );
+        assert!(matches!(
+            apply(&state, &publish(8, 10_600)),
+            PartitionOutcome::Published { .. }
+        ));
+        // Past the window the same content is new again, and the stale fingerprint 8 expires.
+        assert!(matches!(
+            apply(&state, &publish(7, 11_700)),
+            PartitionOutcome::Published { .. }
+        ));
+        assert!(!state.contains_key(keys::fingerprint(8)).expect("reads"));
+        let by_time: Vec<_> = state
+            .scan_prefix(keys::FINGERPRINT_TIME_PREFIX)
+            .map(|kv| keys::parse_fingerprint_by_time(&kv.expect("reads").0).expect("a key"))
+            .collect();
+        assert_eq!(by_time, vec![(11_700, 7)]);
     }
 }

@@ -1,6 +1,6 @@
 //! The event consumers: on each partition's leader, one consumer of Baton's own queues held in
-//! that partition, and one consumer per external broker queue (`nats:`, `amqp_*:`) whose event
-//! hashes to that partition. They follow leadership: a node runs exactly the consumers of the
+//! that partition, one consumer per external broker queue (`nats:`, `amqp_*:`) whose event
+//! hashes to that partition, and the runner of every cron schedule that hashes there. They follow leadership: a node runs exactly the consumers of the
 //! partitions it leads, so a failover moves them with the partition.
 //!
 //! A message is acknowledged only after every action of every active handler of its event
@@ -10,7 +10,7 @@
 use super::events::{Message, Verdict};
 use super::Inner;
 use crate::events::brokers::{Consumer, Delivery, Provider};
-use crate::events::{eval, CONDUCTOR};
+use crate::events::{eval, INTERNAL};
 use crate::partition::keys;
 use futures::StreamExt;
 use proto::limits::EVENT_INFLIGHT_MAX;
@@ -38,6 +38,8 @@ enum Key {
     Own(PartitionId),
     /// An external broker's queue: the event `provider:queue`.
     Broker(String),
+    /// A cron schedule, run on the leader of its partition.
+    Schedule(String),
 }
 
 /// Runs until the node shuts down: starts and stops consumers as leadership and handlers change.
@@ -62,6 +64,7 @@ pub(super) async fn run(inner: Weak<Inner>) {
             let task = match &key {
                 Key::Own(p) => tokio::spawn(own_queues(inner.clone(), *p)),
                 Key::Broker(event) => tokio::spawn(broker_queue(inner.clone(), event.clone())),
+                Key::Schedule(name) => tokio::spawn(schedule(inner.clone(), name.clone())),
             };
             running.insert(key, task);
         }
@@ -85,27 +88,53 @@ async fn wanted(node: &Inner) -> BTreeSet<Key> {
             continue;
         };
         if h.active
-            && provider != CONDUCTOR
+            && !INTERNAL.contains(&provider)
             && node.events.providers.check(provider).is_ok()
             && led.contains(&node.message_partition(&h.event))
         {
             out.insert(Key::Broker(h.event.clone()));
         }
     }
+    for s in node.defs.schedules() {
+        if led.contains(&node.schedule_partition(&s.name)) {
+            out.insert(Key::Schedule(s.name));
+        }
+    }
     out
 }
 
-/// The queues of Baton's own provider that active handlers listen on.
-fn own_queues_with_handlers(node: &Inner) -> BTreeSet<String> {
-    node.defs
+/// Fires a schedule at its times while this node leads the schedule's partition.
+async fn schedule(inner: Weak<Inner>, name: String) {
+    loop {
+        let Some(node) = inner.upgrade() else { return };
+        let wait = match node.run_schedule(&name).await {
+            Ok(wait) => wait,
+            Err(e) => {
+                tracing::warn!(schedule = %name, error = %e, "schedule could not fire; retrying");
+                Duration::from_millis(RETRY_PAUSE_MS)
+            }
+        };
+        drop(node);
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// The events of the providers Baton keeps itself that active handlers listen on, webhooks
+/// first (the event gate's priority: a webhook's sender waits on its answer; queue messages
+/// can wait a moment).
+fn own_events_with_handlers(node: &Inner) -> Vec<String> {
+    let events: BTreeSet<String> = node
+        .defs
         .event_handlers()
         .into_iter()
         .filter(|h| h.active)
-        .filter_map(|h| match split_event(&h.event) {
-            Some((CONDUCTOR, queue)) => Some(queue.to_owned()),
-            _ => None,
-        })
-        .collect()
+        .filter(|h| matches!(split_event(&h.event), Some((p, _)) if INTERNAL.contains(&p)))
+        .map(|h| h.event)
+        .collect();
+    let (mut first, rest): (Vec<String>, Vec<String>) =
+        events.into_iter().partition(|e| e.starts_with("webhook:"));
+    first.extend(rest);
+    first
 }
 
 /// Consumes the messages of Baton's own queues held in `partition`, oldest first, while this node
@@ -125,7 +154,7 @@ async fn own_queues(inner: Weak<Inner>, partition: PartitionId) {
                 async move {
                     let m = Message {
                         id: message.id,
-                        event: format!("{CONDUCTOR}:{queue}"),
+                        event: queue.clone(),
                         payload: message.payload,
                     };
                     let verdict = node.handle_message(&m).await;
@@ -158,13 +187,13 @@ async fn own_queues(inner: Weak<Inner>, partition: PartitionId) {
 }
 
 /// Up to [`EVENT_INFLIGHT_MAX`] queued messages of `partition` that an active handler listens
-/// for, oldest first per queue.
+/// for, oldest first per queue (a queue row is named by its whole event, `provider:queue`).
 fn pending(node: &Inner, partition: PartitionId) -> Vec<(String, u64, QueueMessage)> {
     let Some(p) = node.partition(partition) else {
         return Vec::new();
     };
     let mut out = Vec::new();
-    for queue in own_queues_with_handlers(node) {
+    for queue in own_events_with_handlers(node) {
         let prefix = [keys::MESSAGE_PREFIX, queue.as_bytes(), b"\0"].concat();
         for kv in p.state().scan_prefix(&prefix) {
             if out.len() >= EVENT_INFLIGHT_MAX {

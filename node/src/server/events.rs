@@ -5,7 +5,7 @@ use super::Inner;
 use crate::engine::{Input, PendingEvent};
 use crate::error::{Error, Result};
 use crate::events::eval::{self, condition_holds};
-use crate::events::Providers;
+use crate::events::{Providers, CONDUCTOR};
 use crate::forward::{Forward, Reply};
 use crate::partition::WorkflowOp;
 use crate::partition::{keys, Partition};
@@ -16,7 +16,7 @@ use proto::model::{
     StartWorkflowRequest, TaskDetails, TaskResult, TaskResultStatus,
 };
 use proto::record::{
-    self, MetaCommand, MetaOutcome, PartitionCommand, PartitionOutcome, QueueMessage,
+    self, Dedup, MetaCommand, MetaOutcome, PartitionCommand, PartitionOutcome, QueueMessage,
 };
 use proto::{PartitionId, TaskId, WorkflowId};
 use serde_json::Value;
@@ -191,6 +191,10 @@ impl Events {
         wake.entry(partition.0).or_default().clone()
     }
 
+    pub fn dedup_window_ms(&self) -> i64 {
+        self.providers.dedup_window_ms()
+    }
+
     /// A message was queued in `partition` (on its leader, this node).
     pub fn queued(&self, partition: PartitionId) {
         self.waker(partition).notify_one();
@@ -247,10 +251,15 @@ pub(crate) fn executions_in(
 }
 
 impl Inner {
-    /// The partition that holds a message's queue row and execution records.
+    /// The partition that holds a message's execution records (and its queue row, unless the
+    /// event gate placed it by fingerprint).
     pub(crate) fn message_partition(&self, message_id: &str) -> PartitionId {
-        let h = proto::hash::stable_hash(message_id.as_bytes());
-        PartitionId(u16::try_from(h % u64::from(self.partition_count())).unwrap_or(0))
+        self.key_partition(proto::hash::stable_hash(message_id.as_bytes()))
+    }
+
+    /// The partition a hashed key lives on.
+    pub(crate) fn key_partition(&self, hash: u64) -> PartitionId {
+        PartitionId(u16::try_from(hash % u64::from(self.partition_count())).unwrap_or(0))
     }
 
     /// Queues a message on one of Baton's own queues (`conductor:{queue}`); answers its id.
@@ -265,10 +274,27 @@ impl Inner {
                 "queue name must be 1 to {NAME_LEN_MAX} characters"
             )));
         }
-        let size = serde_json::to_vec(&payload).map_or(usize::MAX, |v| v.len());
-        if size > PAYLOAD_BYTES_MAX {
+        let event = format!("{CONDUCTOR}:{queue}");
+        self.publish_internal(&event, message_id, payload, None)
+            .await
+            .map(|(id, _)| id)
+    }
+
+    /// Queues a message for the handlers of `event` (a provider Baton keeps itself: `conductor`,
+    /// `webhook`). With `dedup_window_ms`, the event gate drops a message whose content (event and
+    /// payload) was published within the window. Answers the message id and whether it was queued.
+    pub(crate) async fn publish_internal(
+        &self,
+        event: &str,
+        message_id: Option<String>,
+        payload: Value,
+        dedup_window_ms: Option<i64>,
+    ) -> Result<(String, bool)> {
+        let body = serde_json::to_vec(&payload).unwrap_or_default();
+        if body.len() > PAYLOAD_BYTES_MAX {
             return Err(Error::Invalid(format!(
-                "event payload is {size} bytes; the maximum is {PAYLOAD_BYTES_MAX}"
+                "event payload is {} bytes; the maximum is {PAYLOAD_BYTES_MAX}",
+                body.len()
             )));
         }
         let id = match message_id.filter(|m| !m.trim().is_empty()) {
@@ -280,22 +306,32 @@ impl Inner {
             Some(m) => m,
             None => self.new_workflow_id().to_string(),
         };
+        let now = self.clock.now_ms();
+        let dedup = dedup_window_ms.map(|window_ms| Dedup {
+            fingerprint: proto::hash::fnv1a(proto::hash::stable_hash(event.as_bytes()), &body),
+            now,
+            window_ms,
+        });
+        // A gated message is queued where its fingerprint is kept, so that copies meet.
+        let partition = match &dedup {
+            Some(d) => self.key_partition(d.fingerprint),
+            None => self.message_partition(&id),
+        };
         let message = QueueMessage {
             id: id.clone(),
             payload,
-            published: self.clock.now_ms(),
+            published: now,
         };
         let command = PartitionCommand::Publish {
-            queue: queue.to_owned(),
+            queue: event.to_owned(),
             message: Box::new(message),
+            dedup,
         };
-        match self
-            .partition_command(self.message_partition(&id), command)
-            .await?
-        {
-            PartitionOutcome::Published { .. } => Ok(id),
+        match self.partition_command(partition, command).await? {
+            PartitionOutcome::Published { .. } => Ok((id, true)),
+            PartitionOutcome::Duplicate => Ok((id, false)),
             PartitionOutcome::QueueFull => Err(Error::Unavailable(format!(
-                "event queue {queue} is full ({EVENT_QUEUE_MAX} messages in one partition); retry later"
+                "event queue {event} is full ({EVENT_QUEUE_MAX} messages in one partition); retry later"
             ))),
             other => Err(Error::Internal(format!("unexpected publish outcome {other:?}"))),
         }

@@ -11,6 +11,7 @@ pub(crate) use workflows::Hit;
 mod metadata;
 mod routing;
 mod tasks;
+pub mod triggers;
 mod workflows;
 
 use crate::clock::{Clock, SystemClock};

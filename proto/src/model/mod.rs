@@ -7,6 +7,7 @@ mod requests;
 mod status;
 mod task;
 mod task_def;
+mod trigger;
 mod workflow;
 mod workflow_def;
 
@@ -15,6 +16,7 @@ pub use requests::*;
 pub use status::*;
 pub use task::*;
 pub use task_def::*;
+pub use trigger::*;
 pub use workflow::*;
 pub use workflow_def::*;
 

@@ -1,0 +1,416 @@
+//! Triggers that are not brokers: webhooks (signed deliveries become messages on
+//! `webhook:{name}`, through the event gate) and cron schedules (a runner on the leader of the
+//! schedule's partition starts the workflow once per scheduled time; the workflow id derives
+//! from the schedule and the time, so a time fired twice across a failover starts once).
+
+use super::Inner;
+use crate::error::{Error, Result};
+use crate::events::WEBHOOK;
+use crate::partition::keys;
+use chrono::{DateTime, TimeZone, Utc};
+use hmac::{Hmac, KeyInit, Mac};
+use proto::limits::NAME_LEN_MAX;
+use proto::model::{EpochMs, StartWorkflowRequest, Webhook, WorkflowSchedule};
+use proto::record::{MetaCommand, MetaOutcome, PartitionCommand};
+use proto::PartitionId;
+use std::time::Duration;
+
+/// The header carrying a delivery's Unix time in seconds (signed with the body).
+pub const TIMESTAMP_HEADER: &str = "x-baton-timestamp";
+/// The header carrying `sha256=<hex HMAC-SHA256(secret, "{timestamp}.{body}")>`.
+pub const SIGNATURE_HEADER: &str = "x-baton-signature";
+/// An optional sender-chosen delivery id (the message id; else timestamp and signature).
+pub const DELIVERY_HEADER: &str = "x-baton-delivery";
+/// Most missed times one pass of a schedule starts (catch-up after a long outage continues on
+/// the next pass).
+const CATCH_UP_MAX: usize = 100;
+/// How late a time may start without catch-up (a failover's delay, not an outage).
+const LATE_GRACE_MS: i64 = 30_000;
+/// Longest a schedule runner sleeps before looking at its schedule again.
+const SCHEDULE_RECHECK_MS: i64 = 1_000;
+
+fn check_name(kind: &str, name: &str) -> Result<()> {
+    if name.trim().is_empty() {
+        return Err(Error::Invalid(format!("{kind} name cannot be empty")));
+    }
+    if name.len() > NAME_LEN_MAX || name.contains(['/', ':']) {
+        return Err(Error::Invalid(format!(
+            "{kind} name must be at most {NAME_LEN_MAX} characters without '/' or ':'"
+        )));
+    }
+    Ok(())
+}
+
+/// A parsed schedule: its cron pattern (seconds optional) and time zone.
+pub(crate) struct Cron {
+    pattern: croner::Cron,
+    zone: chrono_tz::Tz,
+}
+
+impl Cron {
+    pub fn parse(s: &WorkflowSchedule) -> Result<Self> {
+        let parser = croner::parser::CronParser::builder()
+            .seconds(croner::parser::Seconds::Optional)
+            .build();
+        let pattern = parser.parse(&s.cron_expression).map_err(|e| {
+            Error::Invalid(format!(
+                "schedule {}: cronExpression '{}' is invalid: {e}",
+                s.name, s.cron_expression
+            ))
+        })?;
+        let zone = match s.zone_id.as_deref().filter(|z| !z.is_empty()) {
+            None => chrono_tz::UTC,
+            Some(z) => z.parse().map_err(|_| {
+                Error::Invalid(format!(
+                    "schedule {}: zoneId '{z}' is not an IANA time zone",
+                    s.name
+                ))
+            })?,
+        };
+        Ok(Self { pattern, zone })
+    }
+
+    /// The first scheduled time strictly after `after` (epoch ms).
+    pub fn next_after(&self, after: EpochMs) -> Option<EpochMs> {
+        let at = Utc
+            .timestamp_millis_opt(after)
+            .single()?
+            .with_timezone(&self.zone);
+        let next: DateTime<chrono_tz::Tz> = self.pattern.find_next_occurrence(&at, false).ok()?;
+        Some(next.timestamp_millis())
+    }
+}
+
+/// Lowercase hex of `bytes`.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Whether `signature` is HMAC-SHA256 of `{timestamp}.{body}` under one of the secrets; the
+/// comparison is constant-time (`Mac::verify_slice`).
+fn signed_by_any(secrets: &[String], timestamp: &str, body: &[u8], signature: &[u8]) -> bool {
+    secrets.iter().any(|secret| {
+        let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()) else {
+            return false;
+        };
+        mac.update(timestamp.as_bytes());
+        mac.update(b".");
+        mac.update(body);
+        mac.verify_slice(signature).is_ok()
+    })
+}
+
+/// The signature header a sender computes (for tests and clients): `sha256=<hex>`.
+pub fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes())
+        .expect("HMAC takes keys of any length");
+    mac.update(timestamp.as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    format!("sha256={}", hex(&mac.finalize().into_bytes()))
+}
+
+impl Inner {
+    // ---- webhooks ----
+
+    pub async fn put_webhook(&self, mut webhook: Webhook) -> Result<()> {
+        check_name("webhook", &webhook.name)?;
+        if webhook.secrets.is_empty() || webhook.secrets.iter().any(|s| s.len() < 16) {
+            return Err(Error::Invalid(format!(
+                "webhook {}: give at least one secret of 16 or more characters",
+                webhook.name
+            )));
+        }
+        webhook.create_time = self
+            .defs
+            .webhook(&webhook.name)
+            .map_or(self.clock.now_ms(), |w| w.create_time);
+        self.propose_meta(MetaCommand::PutWebhook(Box::new(webhook)))
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn webhooks(&self) -> Result<Vec<Webhook>> {
+        self.catch_up_meta().await?;
+        Ok(self.defs.webhooks().iter().map(Webhook::redacted).collect())
+    }
+
+    pub async fn delete_webhook(&self, name: &str) -> Result<()> {
+        match self
+            .propose_meta(MetaCommand::DeleteWebhook {
+                name: name.to_owned(),
+            })
+            .await?
+        {
+            MetaOutcome::Applied => Ok(()),
+            _ => Err(Error::NotFound(format!("No such webhook: {name}"))),
+        }
+    }
+
+    /// A delivery to `POST /api/webhook/{name}`: checked (signature over timestamp and raw body,
+    /// timestamp within the tolerance), then queued durably on `webhook:{name}` through the event
+    /// gate. Answers the message id and whether it was new (a replay within the gate's window is
+    /// not queued again; a replay after it finds the execution records and acts no more).
+    pub async fn receive_webhook(
+        &self,
+        name: &str,
+        timestamp: Option<&str>,
+        signature: Option<&str>,
+        delivery: Option<&str>,
+        body: &[u8],
+    ) -> Result<(String, bool)> {
+        self.catch_up_meta().await?;
+        let webhook = self
+            .defs
+            .webhook(name)
+            .ok_or_else(|| Error::NotFound(format!("No such webhook: {name}")))?;
+        let unauthorized = |m: &str| Err(Error::Unauthorized(format!("webhook {name}: {m}")));
+        let Some(timestamp) = timestamp.map(str::trim) else {
+            return unauthorized(&format!("the {TIMESTAMP_HEADER} header is missing"));
+        };
+        let Ok(seconds) = timestamp.parse::<i64>() else {
+            return unauthorized(&format!("{TIMESTAMP_HEADER} is not Unix seconds"));
+        };
+        let skew = self
+            .clock
+            .now_ms()
+            .saturating_sub(seconds.saturating_mul(1000));
+        if skew.abs() > webhook.tolerance_ms() {
+            return unauthorized(&format!(
+                "the timestamp is {} s away from this node's clock (at most {} s are accepted)",
+                skew.abs() / 1000,
+                webhook.tolerance_ms() / 1000
+            ));
+        }
+        let Some(sig) = signature
+            .and_then(|s| s.trim().strip_prefix("sha256="))
+            .and_then(unhex)
+        else {
+            return unauthorized(&format!(
+                "the {SIGNATURE_HEADER} header is missing or not sha256=<hex>"
+            ));
+        };
+        if !signed_by_any(&webhook.secrets, timestamp, body, &sig) {
+            return unauthorized("the signature does not match");
+        }
+        let payload = crate::events::eval::payload_of(body);
+        let id = match delivery.map(str::trim).filter(|d| !d.is_empty()) {
+            Some(d) => d.to_owned(),
+            None => format!("{timestamp}.{}", hex(&sig)),
+        };
+        let window = self.events.dedup_window_ms();
+        self.publish_internal(
+            &format!("{WEBHOOK}:{name}"),
+            Some(id),
+            payload,
+            Some(window),
+        )
+        .await
+    }
+
+    // ---- schedules ----
+
+    pub async fn put_schedule(&self, mut schedule: WorkflowSchedule) -> Result<()> {
+        check_name("schedule", &schedule.name)?;
+        Cron::parse(&schedule)?;
+        let request = &schedule.start_workflow_request;
+        if request.name.trim().is_empty() {
+            return Err(Error::Invalid(format!(
+                "schedule {}: startWorkflowRequest names no workflow",
+                schedule.name
+            )));
+        }
+        self.catch_up_meta().await?;
+        self.workflow_def(&request.name, request.version)?;
+        if let (Some(a), Some(b)) = (schedule.schedule_start_time, schedule.schedule_end_time) {
+            if b <= a {
+                return Err(Error::Invalid(format!(
+                    "schedule {}: scheduleEndTime is not after scheduleStartTime",
+                    schedule.name
+                )));
+            }
+        }
+        let now = self.clock.now_ms();
+        schedule.create_time = self
+            .defs
+            .schedule(&schedule.name)
+            .map_or(now, |s| s.create_time);
+        schedule.updated_time = now;
+        self.propose_meta(MetaCommand::PutSchedule(Box::new(schedule)))
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn schedules(&self) -> Result<Vec<WorkflowSchedule>> {
+        self.catch_up_meta().await?;
+        Ok(self.defs.schedules())
+    }
+
+    pub async fn schedule(&self, name: &str) -> Result<WorkflowSchedule> {
+        self.catch_up_meta().await?;
+        self.defs
+            .schedule(name)
+            .ok_or_else(|| Error::NotFound(format!("No such schedule: {name}")))
+    }
+
+    pub async fn set_schedule_paused(&self, name: &str, paused: bool) -> Result<()> {
+        let mut s = self.schedule(name).await?;
+        s.paused = paused;
+        s.updated_time = self.clock.now_ms();
+        self.propose_meta(MetaCommand::PutSchedule(Box::new(s)))
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn delete_schedule(&self, name: &str) -> Result<()> {
+        match self
+            .propose_meta(MetaCommand::DeleteSchedule {
+                name: name.to_owned(),
+            })
+            .await?
+        {
+            MetaOutcome::Applied => Ok(()),
+            _ => Err(Error::NotFound(format!("No such schedule: {name}"))),
+        }
+    }
+
+    /// The partition whose leader runs a schedule (and keeps its mark).
+    pub(crate) fn schedule_partition(&self, name: &str) -> PartitionId {
+        self.key_partition(proto::hash::stable_hash(
+            format!("schedule:{name}").as_bytes(),
+        ))
+    }
+
+    /// One pass of a schedule's runner: starts the workflow for every due time since the last
+    /// one fired (only the latest without catch-up), marks it, and answers how long to sleep.
+    pub(crate) async fn run_schedule(&self, name: &str) -> Result<Duration> {
+        let recheck = Duration::from_millis(SCHEDULE_RECHECK_MS.unsigned_abs());
+        let Some(s) = self.defs.schedule(name) else {
+            return Ok(recheck);
+        };
+        let cron = Cron::parse(&s)?;
+        let partition = self.schedule_partition(name);
+        let p = self.partition(partition).ok_or_else(|| {
+            Error::Unavailable(format!("partition {partition} is not hosted here"))
+        })?;
+        let now = self.clock.now_ms();
+        let mark = read_i64(p.state(), &keys::schedule_mark(name));
+        // Never fired: from its creation (a time due while the runner was starting still fires).
+        let base = [
+            mark,
+            s.create_time - 1,
+            s.schedule_start_time.unwrap_or(0) - 1,
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(mark);
+        let end = s.schedule_end_time.unwrap_or(EpochMs::MAX);
+        let mut due = Vec::new();
+        let mut at = base;
+        while let Some(t) = cron.next_after(at).filter(|t| *t <= now && *t <= end) {
+            due.push(t);
+            at = t;
+            if due.len() >= CATCH_UP_MAX {
+                break;
+            }
+        }
+        if s.paused {
+            due.clear();
+        } else if !s.run_catchup_schedule_instances {
+            // Without catch-up, a long outage or a pause starts only its latest time; times
+            // missed by a moment (a failover) still start, once each.
+            let latest = due.last().copied();
+            due.retain(|t| now - t <= LATE_GRACE_MS);
+            if due.is_empty() {
+                due.extend(latest);
+            }
+        }
+        for t in due {
+            let mut request: StartWorkflowRequest = s.start_workflow_request.clone();
+            request.input.insert("_scheduledTime".into(), t.into());
+            request.input.insert("_executedTime".into(), now.into());
+            request.idempotency_key = Some(format!("schedule:{name}:{t}"));
+            self.start_workflow_from(request, Some(&format!("schedule:{name}")))
+                .await?;
+            self.partition_command(
+                partition,
+                PartitionCommand::MarkSchedule {
+                    name: name.to_owned(),
+                    time: t,
+                },
+            )
+            .await?;
+            tracing::debug!(schedule = name, time = t, "schedule fired");
+        }
+        let next = cron.next_after(self.clock.now_ms().max(at));
+        let wait = next.map_or(SCHEDULE_RECHECK_MS, |n| {
+            (n - self.clock.now_ms()).clamp(1, SCHEDULE_RECHECK_MS)
+        });
+        Ok(Duration::from_millis(wait.unsigned_abs()))
+    }
+}
+
+fn read_i64(state: &cluster::storage::Tree, key: &[u8]) -> i64 {
+    match state.get(key) {
+        Ok(Some(v)) if v.len() == 8 => {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&v);
+            i64::from_be_bytes(b)
+        }
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_verify_under_any_secret_and_nothing_else() {
+        let body = br#"{"a":1}"#;
+        let header = sign("secret-number-one", "1700000000", body);
+        let sig = unhex(header.strip_prefix("sha256=").expect("prefix")).expect("hex");
+        let secrets = vec![
+            "another-secret-xx".to_owned(),
+            "secret-number-one".to_owned(),
+        ];
+        assert!(signed_by_any(&secrets, "1700000000", body, &sig));
+        assert!(!signed_by_any(&secrets, "1700000001", body, &sig));
+        assert!(!signed_by_any(&secrets, "1700000000", br#"{"a":2}"#, &sig));
+        assert!(!signed_by_any(&secrets[..1], "1700000000", body, &sig));
+        assert_eq!(unhex("0g"), None);
+        assert_eq!(unhex("abc"), None);
+    }
+
+    #[test]
+    fn cron_times_follow_the_pattern_and_zone() {
+        let s = |expr: &str, zone: Option<&str>| WorkflowSchedule {
+            name: "s".into(),
+            cron_expression: expr.into(),
+            zone_id: zone.map(str::to_owned),
+            ..Default::default()
+        };
+        let every2 = Cron::parse(&s("*/2 * * * * *", None)).expect("parses");
+        assert_eq!(every2.next_after(1_000), Some(2_000));
+        assert_eq!(every2.next_after(2_000), Some(4_000));
+        assert_eq!(every2.next_after(2_500), Some(4_000));
+        // Five fields: second 0 of every minute.
+        let minutely = Cron::parse(&s("* * * * *", None)).expect("parses");
+        assert_eq!(minutely.next_after(1_000), Some(60_000));
+        // 09:00 in Berlin is 08:00 UTC in winter.
+        let berlin = Cron::parse(&s("0 0 9 * * *", Some("Europe/Berlin"))).expect("parses");
+        assert_eq!(berlin.next_after(0), Some(8 * 3_600_000));
+        assert!(Cron::parse(&s("not a cron", None)).is_err());
+        assert!(Cron::parse(&s("* * * * *", Some("Mars/Olympus"))).is_err());
+    }
+}
