@@ -520,6 +520,18 @@ impl Api {
             .json()
     }
 
+    /// `GET /api/workflow/{name}/correlated/{correlationId}`, closed ones too, without tasks.
+    pub fn correlated(&self, workflow: &str, correlation_id: &str) -> Vec<Value> {
+        self.get(&format!(
+            "/api/workflow/{workflow}/correlated/{correlation_id}?includeClosed=true&includeTasks=false"
+        ))
+        .expect_ok("correlated")
+        .json()
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    }
+
     /// The workflow's status string.
     pub fn workflow_status(&self, id: &str) -> String {
         self.workflow(id)["status"]

@@ -46,16 +46,6 @@ fn executions(api: &Api, handler: &str) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-fn correlated(api: &Api, workflow: &str, correlation_id: &str) -> Vec<Value> {
-    api.get(&format!(
-        "/api/workflow/{workflow}/correlated/{correlation_id}?includeClosed=true&includeTasks=false"
-    ))
-    .expect_ok("correlated")
-    .json()
-    .as_array()
-    .cloned()
-    .unwrap_or_default()
-}
 
 fn fulfill_order_def(api: &Api) {
     api.register_task_defs(&[
@@ -118,7 +108,7 @@ fn an_event_task_starts_the_fulfillment_workflow_through_the_seed_handler() {
     );
 
     let started = wait_for(WAIT, "fulfill_order started for the READY order", || {
-        let found = correlated(api, "fulfill_order", &ready);
+        let found = api.correlated("fulfill_order", &ready);
         (!found.is_empty()).then_some(found)
     });
     assert_eq!(started.len(), 1, "{started:#?}");
@@ -151,7 +141,7 @@ fn an_event_task_starts_the_fulfillment_workflow_through_the_seed_handler() {
     assert_eq!(skipped.len(), 1, "{skipped:#?}");
     assert_eq!(skipped[0]["status"], "SKIPPED");
     assert_eq!(skipped[0]["id"], format!("{message_id}_0"));
-    assert!(correlated(api, "fulfill_order", &waiting).is_empty());
+    assert!(api.correlated("fulfill_order", &waiting).is_empty());
 }
 
 #[test]
@@ -178,7 +168,7 @@ fn a_message_published_twice_starts_one_workflow_and_survives_a_kill_between_act
         assert_eq!(answer.id(), id);
     }
     wait_until(WAIT, "the order's workflow starts", || {
-        !correlated(server.api(), "fulfill_order", &order).is_empty()
+        !server.api().correlated("fulfill_order", &order).is_empty()
     });
     wait_until(WAIT, "both copies are consumed", || {
         executions(server.api(), "start_fulfillment_on_order_ready")
@@ -186,7 +176,7 @@ fn a_message_published_twice_starts_one_workflow_and_survives_a_kill_between_act
             .filter(|e| e["messageId"] == id.as_str())
             .all(|e| e["status"] == "COMPLETED")
     });
-    assert_eq!(correlated(server.api(), "fulfill_order", &order).len(), 1);
+    assert_eq!(server.api().correlated("fulfill_order", &order).len(), 1);
 
     // Many messages, and the node killed while it works on them: after the restart every
     // message has started exactly one workflow.
@@ -206,7 +196,7 @@ fn a_message_published_twice_starts_one_workflow_and_survives_a_kill_between_act
     }
     for o in &orders {
         wait_until(WAIT, &format!("a workflow for {o}"), || {
-            !correlated(server.api(), "fulfill_order", o).is_empty()
+            !server.api().correlated("fulfill_order", o).is_empty()
         });
     }
     // Let every message drain, then count again.
@@ -219,7 +209,7 @@ fn a_message_published_twice_starts_one_workflow_and_survives_a_kill_between_act
     });
     for o in &orders {
         assert_eq!(
-            correlated(server.api(), "fulfill_order", o).len(),
+            server.api().correlated("fulfill_order", o).len(),
             1,
             "exactly one workflow for {o}"
         );
@@ -235,7 +225,7 @@ fn payment_setup(api: &Api, event: &str) {
     }));
     for h in [
         json!({
-            "name": format!("complete_payment_wait_{}", event.replace(':', "_")),
+            "name": "complete_payment_wait",
             "event": event,
             "condition": "$.result == 'PAID'",
             "actions": [{"action": "complete_task",
@@ -245,7 +235,7 @@ fn payment_setup(api: &Api, event: &str) {
             "active": true
         }),
         json!({
-            "name": format!("fail_payment_wait_{}", event.replace(':', "_")),
+            "name": "fail_payment_wait",
             "event": event,
             "condition": "$.result == 'DECLINED'",
             "actions": [{"action": "fail_task",
@@ -428,7 +418,7 @@ fn a_condition_that_loops_forever_is_stopped_and_the_node_stays_healthy() {
     );
     // The other handler of the same event still ran, and the node answers.
     wait_until(WAIT, "the other handler's workflow", || {
-        !correlated(api, "fulfill_order", &order).is_empty()
+        !api.correlated("fulfill_order", &order).is_empty()
     });
     api.get("/health").expect_ok("health");
 }
@@ -491,7 +481,7 @@ fn killed_between_action_and_ack(provider: Option<Provider>) {
         },
     );
     assert_eq!(
-        correlated(server.api(), "fulfill_order", &order).len(),
+        server.api().correlated("fulfill_order", &order).len(),
         1,
         "one workflow although the action ran twice"
     );
@@ -506,4 +496,48 @@ fn a_node_killed_between_action_and_ack_starts_one_workflow_from_its_own_queue()
 #[test]
 fn a_node_killed_between_action_and_ack_starts_one_workflow_from_rabbitmq() {
     killed_between_action_and_ack(Some(Provider::AmqpQueue));
+}
+
+#[test]
+fn a_broker_consumer_moves_with_its_partitions_leadership() {
+    brokers::ensure_running(Provider::Nats).expect("NATS JetStream on 127.0.0.1:4222");
+    // nextest runs each test in its own process: the variable reaches only this test's nodes.
+    std::env::set_var("BATON_NATS", NATS);
+    let mut c = harness::cluster::Cluster::start(3);
+    let api = c.api(1);
+    fulfill_order_def(&api);
+    let subject = format!("orders-moving-{}", nonce());
+    let event = format!("nats:{subject}");
+    let mut handler = start_fulfillment_handler();
+    handler["event"] = json!(event);
+    api.post_json("/api/event", &handler).expect_ok("add handler");
+    let order = |i: usize| format!("moving-{subject}-{i}");
+    let send = |i: usize| {
+        publish(
+            Provider::Nats,
+            &subject,
+            &format!("{subject}-{i}"),
+            &json!({"orderId": order(i), "status": "READY"}),
+        )
+    };
+    send(0);
+    wait_until(WAIT, "the first message's workflow", || {
+        !api.correlated("fulfill_order", &order(0)).is_empty()
+    });
+
+    // The consumer runs on the leader of the partition the event hashes to: kill that node.
+    let p = (proto::hash::stable_hash(event.as_bytes()) % c.partitions() as u64) as usize;
+    let leader = c.leader_of_partition(p).expect("an agreed leader");
+    c.kill9(leader);
+    let survivor = c.ids().into_iter().find(|id| *id != leader).expect("a survivor");
+    let api = c.api(survivor);
+    for i in 1..=4 {
+        send(i);
+    }
+    for i in 0..=4 {
+        wait_until(WAIT, &format!("a workflow for message {i}"), || {
+            !api.correlated("fulfill_order", &order(i)).is_empty()
+        });
+        assert_eq!(api.correlated("fulfill_order", &order(i)).len(), 1);
+    }
 }

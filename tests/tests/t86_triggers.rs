@@ -37,16 +37,6 @@ fn deliver(
     api.post_with_headers(&format!("/api/webhook/{hook}"), body, &headers)
 }
 
-fn correlated(api: &Api, workflow: &str, correlation_id: &str) -> Vec<Value> {
-    api.get(&format!(
-        "/api/workflow/{workflow}/correlated/{correlation_id}?includeClosed=true&includeTasks=false"
-    ))
-    .expect_ok("correlated")
-    .json()
-    .as_array()
-    .cloned()
-    .unwrap_or_default()
-}
 
 /// A workflow that finishes by itself (no worker needed).
 fn instant_workflow(api: &Api, name: &str) {
@@ -129,7 +119,7 @@ fn webhooks_check_signature_and_timestamp_and_act_once_per_delivery() {
     )
     .assert_error_response(404, "No such webhook");
     assert!(
-        correlated(api, "on_order", &order).is_empty(),
+        api.correlated("on_order", &order).is_empty(),
         "nothing refused acted"
     );
 
@@ -157,11 +147,11 @@ fn webhooks_check_signature_and_timestamp_and_act_once_per_delivery() {
     .expect_ok("signed with the old secret");
 
     wait_until(WAIT, "both orders' workflows", || {
-        !correlated(api, "on_order", &order).is_empty()
-            && !correlated(api, "on_order", &order2).is_empty()
+        !api.correlated("on_order", &order).is_empty()
+            && !api.correlated("on_order", &order2).is_empty()
     });
     assert_eq!(
-        correlated(api, "on_order", &order).len(),
+        api.correlated("on_order", &order).len(),
         1,
         "the replay acted once"
     );
@@ -233,7 +223,7 @@ fn a_schedule_every_two_seconds_fires_once_per_tick_while_its_leader_is_killed()
     .expect_ok("add schedule");
 
     let ticks = |api: &Api| -> Vec<i64> {
-        correlated(api, "tick", &correlation)
+        api.correlated("tick", &correlation)
             .iter()
             .map(|w| {
                 let id = w["workflowId"].as_str().expect("id");

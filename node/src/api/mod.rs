@@ -9,7 +9,8 @@
 //!
 //! Layout: [`error`] (Conductor's `ErrorResponse` and every status mapping), [`extract`] (the JSON
 //! body, query-string and id extractors, the boolean parser), [`search`] (the workflow search query
-//! language), and one file per Conductor resource: [`metadata`], [`workflow`], [`task`], [`health`].
+//! language), and one file per Conductor resource: [`metadata`], [`workflow`], [`task`], [`event`]
+//! (event handlers, execution records, publishing), [`trigger`] (webhooks, schedules), [`health`].
 
 pub mod admin;
 pub mod error;
