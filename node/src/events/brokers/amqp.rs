@@ -166,26 +166,22 @@ impl Amqp {
         }
     }
 
-    pub(super) async fn consume(
-        &self,
-        provider: Provider,
-        queue: &str,
-    ) -> Result<AmqpConsumer, BrokerError> {
-        let target = Target::parse(provider, queue)?;
+    /// A competing consumer of the queue `target` names, declared first.
+    pub(super) async fn consume(&self, target: &Target) -> Result<AmqpConsumer, BrokerError> {
         let connection = self.connection().await?;
         let setup = async {
             let channel = connection
                 .create_channel()
                 .await
-                .map_err(|e| self.failed(&target, "opening a channel", e))?;
+                .map_err(|e| self.failed(target, "opening a channel", e))?;
             channel
                 .basic_qos(PREFETCH, BasicQosOptions::default())
                 .await
-                .map_err(|e| self.failed(&target, "setting the prefetch", e))?;
-            let consumed = self.declare(&channel, &target, true).await?;
+                .map_err(|e| self.failed(target, "setting the prefetch", e))?;
+            let consumed = self.declare(&channel, target, true).await?;
             let consumer = channel
                 .basic_consume(
-                    short(&target, consumed)?,
+                    short(target, consumed)?,
                     ShortString::default(),
                     BasicConsumeOptions {
                         no_ack: false,
@@ -194,15 +190,15 @@ impl Amqp {
                     FieldTable::default(),
                 )
                 .await
-                .map_err(|e| self.failed(&target, &format!("consuming queue {consumed}"), e))?;
+                .map_err(|e| self.failed(target, &format!("consuming queue {consumed}"), e))?;
             Ok::<_, BrokerError>((channel, consumer))
         };
         let (channel, consumer) = tokio::time::timeout(REQUEST_TIMEOUT, setup)
             .await
-            .map_err(|_| self.timed_out(&target, "setting up the consumer"))??;
+            .map_err(|_| self.timed_out(target, "setting up the consumer"))??;
         Ok(AmqpConsumer {
-            provider,
-            queue: queue.to_string(),
+            provider: target.provider,
+            queue: target.queue.clone(),
             _connection: connection,
             channel,
             consumer,
@@ -284,34 +280,30 @@ impl Amqp {
         Ok(&exchange.bind_queue)
     }
 
+    /// Publishes one message to the queue or exchange `target` names, declared first.
     pub(super) async fn publish(
         &self,
-        provider: Provider,
-        queue: &str,
+        target: &Target,
         message_id: Option<&str>,
         payload: &[u8],
     ) -> Result<(), BrokerError> {
-        let target = Target::parse(provider, queue)?;
         let mut properties = BasicProperties::default().with_delivery_mode(target.delivery_mode);
         if let Some(id) = message_id {
-            check_message_id(provider, queue, id)?;
-            properties = properties.with_message_id(short(&target, id)?);
+            check_message_id(target.provider, &target.queue, id)?;
+            properties = properties.with_message_id(short(target, id)?);
         }
         let (exchange, routing_key) = match target.exchange.as_ref() {
-            None => (ShortString::default(), short(&target, &target.name)?),
-            Some(e) => (
-                short(&target, &target.name)?,
-                short(&target, &e.routing_key)?,
-            ),
+            None => (ShortString::default(), short(target, &target.name)?),
+            Some(e) => (short(target, &target.name)?, short(target, &e.routing_key)?),
         };
         let not_confirmed = |reason: String| BrokerError::Publish {
-            provider,
-            queue: queue.to_string(),
+            provider: target.provider,
+            queue: target.queue.clone(),
             reason,
         };
-        let channel = self.publish_channel(&target).await?;
+        let channel = self.publish_channel(target).await?;
         let send = async {
-            self.declare(&channel, &target, false).await?;
+            self.declare(&channel, target, false).await?;
             let confirm = channel
                 .basic_publish(
                     exchange,
@@ -631,27 +623,16 @@ impl Target {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{ensure_running, BrokerConfig, Brokers, Consumer};
+    use super::super::contract::{self, consume, round_trip, NOWHERE};
+    use super::super::{BrokerConfig, Brokers};
     use super::*;
     use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
 
-    /// Generous bound for one broker round trip in a test; reaching it fails the test.
-    const WAIT: Duration = Duration::from_secs(20);
+    const QUEUE: Provider = Provider::AmqpQueue;
+    const EXCHANGE: Provider = Provider::AmqpExchange;
 
     fn unique(prefix: &str) -> String {
         format!("{prefix}-{:016x}", rand::random::<u64>())
-    }
-
-    fn brokers() -> Brokers {
-        ensure_running(Provider::AmqpQueue).expect("local RabbitMQ");
-        Brokers::new(BrokerConfig::default())
-    }
-
-    async fn next(consumer: &mut Consumer) -> Delivery {
-        tokio::time::timeout(WAIT, consumer.next())
-            .await
-            .expect("a delivery within the deadline")
-            .expect("a delivery")
     }
 
     async fn channel(brokers: &Brokers) -> Channel {
@@ -796,40 +777,9 @@ mod tests {
 
     #[tokio::test]
     async fn ack_and_nack_redeliver_the_nacked_message_with_its_id() {
-        let brokers = brokers();
+        let brokers = contract::brokers(QUEUE);
         let queue = unique("baton-test-acknack");
-        let mut consumer = brokers
-            .consume(Provider::AmqpQueue, &queue)
-            .await
-            .expect("consume");
-        brokers
-            .publish(Provider::AmqpQueue, &queue, Some("m-1"), b"one")
-            .await
-            .expect("publish m-1");
-        brokers
-            .publish(Provider::AmqpQueue, &queue, Some("m-2"), b"two")
-            .await
-            .expect("publish m-2");
-
-        let first = next(&mut consumer).await;
-        let second = next(&mut consumer).await;
-        assert_eq!(
-            (first.message_id.as_str(), first.payload.as_slice()),
-            ("m-1", &b"one"[..])
-        );
-        assert_eq!(
-            (second.message_id.as_str(), second.payload.as_slice()),
-            ("m-2", &b"two"[..])
-        );
-        assert!(!first.redelivered && !second.redelivered);
-        first.ack().await.expect("ack m-1");
-        second.nack().await.expect("nack m-2");
-
-        let again = next(&mut consumer).await;
-        assert_eq!(again.message_id, "m-2");
-        assert_eq!(again.payload, b"two");
-        assert!(again.redelivered);
-        again.ack().await.expect("ack m-2");
+        let consumer = contract::ack_and_nack(&brokers, QUEUE, &queue).await;
 
         // Closing returns whatever is unacked; both were acked, so nothing is ready again.
         consumer.close().await;
@@ -837,92 +787,38 @@ mod tests {
         delete_queue(&brokers, &queue).await;
     }
 
+    /// Dropping the delivery and its consumer closes their channel, which returns the message to
+    /// the queue; the connection stays.
     #[tokio::test]
     async fn unacked_message_is_redelivered_after_its_consumer_is_dropped() {
-        let brokers = brokers();
+        let brokers = contract::brokers(QUEUE);
         let queue = unique("baton-test-dropped");
-        let mut consumer = brokers
-            .consume(Provider::AmqpQueue, &queue)
-            .await
-            .expect("consume");
-        brokers
-            .publish(Provider::AmqpQueue, &queue, Some("drop-1"), b"payload")
-            .await
-            .expect("publish");
-        let delivery = next(&mut consumer).await;
-        assert!(!delivery.redelivered);
-        // Dropping both closes the channel, which returns the message to the queue.
-        drop(delivery);
-        drop(consumer);
-
-        let mut consumer = brokers
-            .consume(Provider::AmqpQueue, &queue)
-            .await
-            .expect("consume");
-        let again = next(&mut consumer).await;
-        assert_eq!(again.message_id, "drop-1");
-        assert_eq!(again.payload, b"payload");
-        assert!(again.redelivered);
-        again.ack().await.expect("ack");
+        let first = brokers.clone();
+        contract::unacked_is_redelivered(first, &brokers, QUEUE, &queue, "drop-1").await;
         delete_queue(&brokers, &queue).await;
     }
 
+    /// As a crashed node: its connection goes, with the delivery unsettled.
     #[tokio::test]
     async fn unacked_message_is_redelivered_after_the_connection_closes() {
-        let first = brokers();
+        let (first, second) = (contract::brokers(QUEUE), contract::brokers(QUEUE));
         let queue = unique("baton-test-crash");
-        let mut consumer = first
-            .consume(Provider::AmqpQueue, &queue)
-            .await
-            .expect("consume");
-        first
-            .publish(Provider::AmqpQueue, &queue, Some("crash-1"), b"payload")
-            .await
-            .expect("publish");
-        let delivery = next(&mut consumer).await;
-        assert_eq!(delivery.message_id, "crash-1");
-        // As a crashed node: its connection goes, with the delivery unsettled.
-        drop(delivery);
-        drop(consumer);
-        drop(first);
-
-        let second = brokers();
-        let mut consumer = second
-            .consume(Provider::AmqpQueue, &queue)
-            .await
-            .expect("consume");
-        let again = next(&mut consumer).await;
-        assert_eq!(again.message_id, "crash-1");
-        assert!(again.redelivered);
-        again.ack().await.expect("ack");
+        contract::unacked_is_redelivered(first, &second, QUEUE, &queue, "crash-1").await;
         delete_queue(&second, &queue).await;
     }
 
     #[tokio::test]
     async fn id_without_property_is_the_body_hash_across_redelivery() {
-        let brokers = brokers();
+        let brokers = contract::brokers(QUEUE);
         let queue = unique("baton-test-noid");
-        let mut consumer = brokers
-            .consume(Provider::AmqpQueue, &queue)
-            .await
-            .expect("consume");
-        brokers
-            .publish(Provider::AmqpQueue, &queue, None, b"{\"n\":1}")
-            .await
-            .expect("publish");
-        let delivery = next(&mut consumer).await;
-        assert_eq!(delivery.message_id, body_id(b"{\"n\":1}"));
-        delivery.nack().await.expect("nack");
-        let again = next(&mut consumer).await;
-        assert_eq!(again.message_id, body_id(b"{\"n\":1}"));
-        assert!(again.redelivered);
-        again.ack().await.expect("ack");
+        let body = b"{\"n\":1}";
+        contract::fallback_id_is_stable(&brokers, QUEUE, &queue, body, &body_id(body)).await;
         delete_queue(&brokers, &queue).await;
     }
 
     #[tokio::test]
     async fn exchange_binding_delivers_published_messages() {
-        let brokers = brokers();
+        let brokers = contract::brokers(EXCHANGE);
         let cases = [
             (
                 "exchangeType=topic&routingKey=orders.*",
@@ -942,24 +838,12 @@ mod tests {
             let bind = unique("baton-test-bound");
             let consume_params = consume_params.replace("BIND", &bind);
             let on = format!("{exchange}?{consume_params}");
-            let mut consumer = brokers
-                .consume(Provider::AmqpExchange, &on)
-                .await
-                .expect(&on);
+            let mut consumer = consume(&brokers, EXCHANGE, &on).await;
             let to = format!("{exchange}?{publish_params}");
             let id = format!("ex-{i}");
-            brokers
-                .publish(Provider::AmqpExchange, &to, Some(&id), b"routed")
-                .await
-                .expect(&to);
-            let delivery = next(&mut consumer).await;
-            assert_eq!(
-                (delivery.message_id.as_str(), delivery.payload.as_slice()),
-                (id.as_str(), &b"routed"[..])
-            );
-            delivery.ack().await.expect("ack");
+            round_trip(&brokers, EXCHANGE, &to, &mut consumer, &id, b"routed").await;
             consumer.close().await;
-            let target = Target::parse(Provider::AmqpExchange, &on).expect("parse");
+            let target = Target::parse(EXCHANGE, &on).expect("parse");
             let bound = target.exchange.expect("exchange").bind_queue;
             delete_queue(&brokers, &bound).await;
             delete_exchange(&brokers, &exchange).await;
@@ -968,17 +852,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_connection_is_reopened_on_the_next_call() {
-        let brokers = brokers();
+        let brokers = contract::brokers(QUEUE);
         let queue = unique("baton-test-reopen");
-        let mut consumer = brokers
-            .consume(Provider::AmqpQueue, &queue)
-            .await
-            .expect("consume");
-        brokers
-            .publish(Provider::AmqpQueue, &queue, Some("before"), b"1")
-            .await
-            .expect("publish");
-        next(&mut consumer).await.ack().await.expect("ack");
+        let mut consumer = consume(&brokers, QUEUE, &queue).await;
+        round_trip(&brokers, QUEUE, &queue, &mut consumer, "before", b"1").await;
 
         // The connection fails under the consumer and the publishing channel.
         let connection = brokers.inner.amqp.connection().await.expect("connection");
@@ -986,38 +863,27 @@ mod tests {
             .close(320, "test: connection forced".into())
             .await
             .expect("close");
-        let e = tokio::time::timeout(WAIT, consumer.next())
+        let e = tokio::time::timeout(contract::WAIT, consumer.next())
             .await
             .expect("an answer within the deadline")
             .expect_err("the consumer ends with its connection");
         assert!(matches!(e, BrokerError::Closed { .. }), "{e:?}");
         assert!(e.is_transient());
 
-        let mut consumer = brokers
-            .consume(Provider::AmqpQueue, &queue)
-            .await
-            .expect("consume on a new connection");
-        brokers
-            .publish(Provider::AmqpQueue, &queue, Some("after"), b"2")
-            .await
-            .expect("publish on a new connection");
-        let delivery = next(&mut consumer).await;
-        assert_eq!(delivery.message_id, "after");
-        delivery.ack().await.expect("ack");
+        // Both succeed on a new connection.
+        let mut consumer = consume(&brokers, QUEUE, &queue).await;
+        round_trip(&brokers, QUEUE, &queue, &mut consumer, "after", b"2").await;
         delete_queue(&brokers, &queue).await;
     }
 
     #[tokio::test]
     async fn a_conflicting_declaration_is_refused_and_the_connection_survives() {
-        let brokers = brokers();
+        let brokers = contract::brokers(QUEUE);
         let queue = unique("baton-test-conflict");
-        let mut consumer = brokers
-            .consume(Provider::AmqpQueue, &queue)
-            .await
-            .expect("consume");
+        let mut consumer = consume(&brokers, QUEUE, &queue).await;
         let conflicting = format!("{queue}?durable=false");
         let e = brokers
-            .consume(Provider::AmqpQueue, &conflicting)
+            .consume(QUEUE, &conflicting)
             .await
             .err()
             .expect("a durable queue cannot be redeclared transient");
@@ -1026,13 +892,7 @@ mod tests {
         assert!(e.to_string().contains(&conflicting), "{e}");
 
         // The broker closed only the channel of the failed declaration.
-        brokers
-            .publish(Provider::AmqpQueue, &queue, Some("still"), b"ok")
-            .await
-            .expect("publish");
-        let delivery = next(&mut consumer).await;
-        assert_eq!(delivery.message_id, "still");
-        delivery.ack().await.expect("ack");
+        round_trip(&brokers, QUEUE, &queue, &mut consumer, "still", b"ok").await;
         delete_queue(&brokers, &queue).await;
     }
 
@@ -1043,11 +903,7 @@ mod tests {
                 amqp_url: url.to_string(),
                 ..BrokerConfig::default()
             });
-            let e = brokers
-                .consume(Provider::AmqpQueue, "q")
-                .await
-                .err()
-                .expect(url);
+            let e = brokers.consume(QUEUE, "q").await.err().expect(url);
             assert!(matches!(e, BrokerError::InvalidUrl { .. }), "{url}: {e:?}");
             assert!(!e.is_transient());
         }
@@ -1055,23 +911,12 @@ mod tests {
 
     #[tokio::test]
     async fn unreachable_server_fails_fast_with_its_url() {
-        let brokers = Brokers::new(BrokerConfig {
-            amqp_url: "amqp://guest:guest@127.0.0.1:1/%2f".to_string(),
+        let config = BrokerConfig {
+            amqp_url: format!("amqp://guest:guest@{NOWHERE}/%2f"),
             ..BrokerConfig::default()
-        });
-        let result = tokio::time::timeout(
-            CONNECT_TIMEOUT + Duration::from_secs(5),
-            brokers.consume(Provider::AmqpQueue, "baton-test-unreachable"),
-        )
-        .await
-        .expect("an answer within the connect timeout");
-        let e = result.err().expect("an error");
-        assert!(matches!(e, BrokerError::Connect { .. }), "{e:?}");
-        assert!(e.is_transient());
-        let shown = e.to_string();
-        assert!(
-            shown.contains("127.0.0.1:1") && !shown.contains("guest:guest"),
-            "{shown}"
-        );
+        };
+        let queue = "baton-test-unreachable";
+        let e = contract::unreachable_fails_fast(config, QUEUE, queue).await;
+        assert!(!e.to_string().contains("guest:guest"), "{e}");
     }
 }

@@ -307,7 +307,8 @@ impl Brokers {
         let inner = match provider {
             Provider::Nats => ConsumerInner::Nats(self.inner.nats.consume(queue).await?),
             Provider::AmqpQueue | Provider::AmqpExchange => {
-                ConsumerInner::Amqp(self.inner.amqp.consume(provider, queue).await?)
+                let target = amqp::Target::parse(provider, queue)?;
+                ConsumerInner::Amqp(self.inner.amqp.consume(&target).await?)
             }
         };
         Ok(Consumer { inner })
@@ -328,10 +329,8 @@ impl Brokers {
         match provider {
             Provider::Nats => self.inner.nats.publish(queue, message_id, payload).await,
             Provider::AmqpQueue | Provider::AmqpExchange => {
-                self.inner
-                    .amqp
-                    .publish(provider, queue, message_id, payload)
-                    .await
+                let target = amqp::Target::parse(provider, queue)?;
+                self.inner.amqp.publish(&target, message_id, payload).await
             }
         }
     }
@@ -489,6 +488,171 @@ fn redact(url: &str) -> String {
         None => "***".to_string(),
     };
     format!("{}{shown}{}", &url[..scheme_end + 3], &rest[at..])
+}
+
+/// Test bodies both brokers run, each from a thin `#[tokio::test]` in the broker's file that adds
+/// the broker's own checks and cleans up: what a [`Consumer`] promises whatever the broker
+/// (deliveries settled one by one, unsettled ones redelivered, ids stable across redelivery) and
+/// how an unreachable server fails; and the helpers they share.
+#[cfg(test)]
+mod contract {
+    use super::*;
+
+    /// Generous bound for one broker round trip in a test; reaching it fails the test.
+    pub(super) const WAIT: Duration = Duration::from_secs(20);
+    /// An address nothing listens on.
+    pub(super) const NOWHERE: &str = "127.0.0.1:1";
+
+    /// Clients of the local brokers, the one behind `provider` started if need be.
+    pub(super) fn brokers(provider: Provider) -> Brokers {
+        ensure_running(provider).expect("the local broker");
+        Brokers::new(BrokerConfig::default())
+    }
+
+    /// A consumer of `queue`.
+    pub(super) async fn consume(brokers: &Brokers, provider: Provider, queue: &str) -> Consumer {
+        let consumer = brokers.consume(provider, queue).await;
+        consumer.unwrap_or_else(|e| panic!("consume {provider}:{queue}: {e}"))
+    }
+
+    /// Publishes one message, the broker confirming.
+    pub(super) async fn publish(
+        brokers: &Brokers,
+        provider: Provider,
+        queue: &str,
+        id: Option<&str>,
+        payload: &[u8],
+    ) {
+        let published = brokers.publish(provider, queue, id, payload).await;
+        published.unwrap_or_else(|e| panic!("publish {id:?} to {provider}:{queue}: {e}"));
+    }
+
+    /// The next delivery, within [`WAIT`].
+    pub(super) async fn next(consumer: &mut Consumer) -> Delivery {
+        tokio::time::timeout(WAIT, consumer.next())
+            .await
+            .expect("a delivery within the deadline")
+            .expect("a delivery")
+    }
+
+    /// Publishes message `id` to `queue` and acks it as `consumer` receives it, body intact.
+    pub(super) async fn round_trip(
+        brokers: &Brokers,
+        provider: Provider,
+        queue: &str,
+        consumer: &mut Consumer,
+        id: &str,
+        payload: &[u8],
+    ) {
+        publish(brokers, provider, queue, Some(id), payload).await;
+        let delivery = next(consumer).await;
+        assert_eq!(
+            (delivery.message_id.as_str(), delivery.payload.as_slice()),
+            (id, payload)
+        );
+        delivery.ack().await.expect("ack");
+    }
+
+    /// Publishes `m-1` and `m-2`, acks the first and nacks the second, which comes back
+    /// redelivered with its id and body and is acked. Returns the consumer.
+    pub(super) async fn ack_and_nack(
+        brokers: &Brokers,
+        provider: Provider,
+        queue: &str,
+    ) -> Consumer {
+        let mut consumer = consume(brokers, provider, queue).await;
+        publish(brokers, provider, queue, Some("m-1"), b"one").await;
+        publish(brokers, provider, queue, Some("m-2"), b"two").await;
+
+        let first = next(&mut consumer).await;
+        let second = next(&mut consumer).await;
+        assert_eq!(
+            (first.message_id.as_str(), first.payload.as_slice()),
+            ("m-1", &b"one"[..])
+        );
+        assert_eq!(
+            (second.message_id.as_str(), second.payload.as_slice()),
+            ("m-2", &b"two"[..])
+        );
+        assert!(!first.redelivered && !second.redelivered);
+        first.ack().await.expect("ack m-1");
+        second.nack().await.expect("nack m-2");
+
+        let again = next(&mut consumer).await;
+        assert_eq!(again.message_id, "m-2");
+        assert_eq!(again.payload, b"two");
+        assert!(again.redelivered);
+        again.ack().await.expect("ack m-2");
+        consumer
+    }
+
+    /// Message `id` is received through `first`, then the delivery, its consumer and `first` are
+    /// dropped unsettled, as in a crash; a consumer on `second` gets it again, redelivered, and
+    /// acks it.
+    pub(super) async fn unacked_is_redelivered(
+        first: Brokers,
+        second: &Brokers,
+        provider: Provider,
+        queue: &str,
+        id: &str,
+    ) {
+        let mut consumer = consume(&first, provider, queue).await;
+        publish(&first, provider, queue, Some(id), b"payload").await;
+        let delivery = next(&mut consumer).await;
+        assert_eq!(delivery.message_id, id);
+        assert!(!delivery.redelivered);
+        drop(delivery);
+        drop(consumer);
+        drop(first);
+
+        let mut consumer = consume(second, provider, queue).await;
+        let again = next(&mut consumer).await;
+        assert_eq!(again.message_id, id);
+        assert_eq!(again.payload, b"payload");
+        assert!(again.redelivered);
+        again.ack().await.expect("ack");
+    }
+
+    /// `payload` published without an id is delivered as `expected`, and nacked comes back
+    /// redelivered as `expected` again.
+    pub(super) async fn fallback_id_is_stable(
+        brokers: &Brokers,
+        provider: Provider,
+        queue: &str,
+        payload: &[u8],
+        expected: &str,
+    ) {
+        let mut consumer = consume(brokers, provider, queue).await;
+        publish(brokers, provider, queue, None, payload).await;
+        let delivery = next(&mut consumer).await;
+        assert_eq!(delivery.message_id, expected);
+        delivery.nack().await.expect("nack");
+        let again = next(&mut consumer).await;
+        assert_eq!(again.message_id, expected);
+        assert!(again.redelivered);
+        again.ack().await.expect("ack");
+    }
+
+    /// Consuming through `config`, whose `provider` URL points at [`NOWHERE`], fails within the
+    /// connect timeout, transiently, naming the address. Returns the error.
+    pub(super) async fn unreachable_fails_fast(
+        config: BrokerConfig,
+        provider: Provider,
+        queue: &str,
+    ) -> BrokerError {
+        let brokers = Brokers::new(config);
+        let result = tokio::time::timeout(
+            CONNECT_TIMEOUT + Duration::from_secs(5),
+            brokers.consume(provider, queue),
+        )
+        .await
+        .expect("an answer within the connect timeout");
+        let e = result.err().expect("an error");
+        assert!(matches!(e, BrokerError::Connect { .. }), "{e:?}");
+        assert!(e.is_transient());
+        assert!(e.to_string().contains(NOWHERE), "{e}");
+        e
+    }
 }
 
 #[cfg(test)]

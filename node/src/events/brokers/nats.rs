@@ -441,26 +441,22 @@ fn consumer_name(subject: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{ensure_running, BrokerConfig, Brokers, Consumer};
+    use super::super::contract::{self, consume, next, publish, NOWHERE};
+    use super::super::{BrokerConfig, Brokers};
     use super::*;
 
-    /// Generous bound for one broker round trip in a test; reaching it fails the test.
-    const WAIT: Duration = Duration::from_secs(20);
+    const NATS: Provider = Provider::Nats;
 
     fn unique(prefix: &str) -> String {
         format!("{prefix}.{:016x}", rand::random::<u64>())
     }
 
-    fn brokers() -> Brokers {
-        ensure_running(Provider::Nats).expect("local NATS");
-        Brokers::new(BrokerConfig::default())
-    }
-
-    async fn next(consumer: &mut Consumer) -> Delivery {
-        tokio::time::timeout(WAIT, consumer.next())
-            .await
-            .expect("a delivery within the deadline")
-            .expect("a delivery")
+    /// A configuration whose NATS URL points at [`NOWHERE`].
+    fn nowhere() -> BrokerConfig {
+        BrokerConfig {
+            nats_url: format!("nats://{NOWHERE}"),
+            ..BrokerConfig::default()
+        }
     }
 
     async fn delete_stream(brokers: &Brokers, name: &str) {
@@ -498,14 +494,11 @@ mod tests {
 
     #[tokio::test]
     async fn publishing_to_a_wildcard_is_refused_before_connecting() {
-        // Nothing listens on port 1: an InvalidQueue shows no connection was tried.
-        let brokers = Brokers::new(BrokerConfig {
-            nats_url: "nats://127.0.0.1:1".to_string(),
-            ..BrokerConfig::default()
-        });
+        // Nothing listens there: an InvalidQueue shows no connection was tried.
+        let brokers = Brokers::new(nowhere());
         for subject in ["orders.*", "orders.>"] {
             let e = brokers
-                .publish(Provider::Nats, subject, None, b"{}")
+                .publish(NATS, subject, None, b"{}")
                 .await
                 .expect_err(subject);
             assert!(matches!(e, BrokerError::InvalidQueue { .. }), "{e:?}");
@@ -514,40 +507,9 @@ mod tests {
 
     #[tokio::test]
     async fn ack_and_nack_redeliver_the_nacked_message_with_its_id() {
-        let brokers = brokers();
+        let brokers = contract::brokers(NATS);
         let subject = unique("baton.test.acknack");
-        let mut consumer = brokers
-            .consume(Provider::Nats, &subject)
-            .await
-            .expect("consume");
-        brokers
-            .publish(Provider::Nats, &subject, Some("m-1"), b"one")
-            .await
-            .expect("publish m-1");
-        brokers
-            .publish(Provider::Nats, &subject, Some("m-2"), b"two")
-            .await
-            .expect("publish m-2");
-
-        let first = next(&mut consumer).await;
-        let second = next(&mut consumer).await;
-        assert_eq!(
-            (first.message_id.as_str(), first.payload.as_slice()),
-            ("m-1", &b"one"[..])
-        );
-        assert_eq!(
-            (second.message_id.as_str(), second.payload.as_slice()),
-            ("m-2", &b"two"[..])
-        );
-        assert!(!first.redelivered && !second.redelivered);
-        first.ack().await.expect("ack m-1");
-        second.nack().await.expect("nack m-2");
-
-        let again = next(&mut consumer).await;
-        assert_eq!(again.message_id, "m-2");
-        assert_eq!(again.payload, b"two");
-        assert!(again.redelivered);
-        again.ack().await.expect("ack m-2");
+        let _consumer = contract::ack_and_nack(&brokers, NATS, &subject).await;
 
         // Both acks are confirmed, so the server shows nothing pending or outstanding.
         let js = brokers.inner.nats.jetstream().await.expect("jetstream");
@@ -565,63 +527,25 @@ mod tests {
     /// then the delivery and the consumer are dropped unsettled, as in a crash.
     #[tokio::test]
     async fn unacked_message_is_redelivered_to_a_new_consumer() {
-        ensure_running(Provider::Nats).expect("local NATS");
-        let config = BrokerConfig::default();
+        let second = contract::brokers(NATS);
+        let first = Brokers::with_nats_ack_wait(BrokerConfig::default(), Duration::from_secs(1));
         let subject = unique("baton.test.crash");
-        let first = Brokers::with_nats_ack_wait(config.clone(), Duration::from_secs(1));
-        let mut consumer = first
-            .consume(Provider::Nats, &subject)
-            .await
-            .expect("consume");
-        first
-            .publish(Provider::Nats, &subject, Some("crash-1"), b"payload")
-            .await
-            .expect("publish");
-        let delivery = next(&mut consumer).await;
-        assert_eq!(delivery.message_id, "crash-1");
-        drop(delivery);
-        drop(consumer);
-        drop(first);
-
-        let second = Brokers::new(config);
-        let mut consumer = second
-            .consume(Provider::Nats, &subject)
-            .await
-            .expect("consume");
-        let again = next(&mut consumer).await;
-        assert_eq!(again.message_id, "crash-1");
-        assert_eq!(again.payload, b"payload");
-        assert!(again.redelivered);
-        again.ack().await.expect("ack");
+        contract::unacked_is_redelivered(first, &second, NATS, &subject, "crash-1").await;
         delete_stream(&second, &stream_name(&subject)).await;
     }
 
     #[tokio::test]
     async fn id_without_header_is_stream_and_sequence_across_redelivery() {
-        let brokers = brokers();
+        let brokers = contract::brokers(NATS);
         let subject = unique("baton.test.noid");
-        let mut consumer = brokers
-            .consume(Provider::Nats, &subject)
-            .await
-            .expect("consume");
-        brokers
-            .publish(Provider::Nats, &subject, None, b"{}")
-            .await
-            .expect("publish");
-        let delivery = next(&mut consumer).await;
         let expected = format!("{}:1", stream_name(&subject));
-        assert_eq!(delivery.message_id, expected);
-        delivery.nack().await.expect("nack");
-        let again = next(&mut consumer).await;
-        assert_eq!(again.message_id, expected);
-        assert!(again.redelivered);
-        again.ack().await.expect("ack");
+        contract::fallback_id_is_stable(&brokers, NATS, &subject, b"{}", &expected).await;
         delete_stream(&brokers, &stream_name(&subject)).await;
     }
 
     #[tokio::test]
     async fn an_existing_stream_capturing_the_subject_is_used() {
-        let brokers = brokers();
+        let brokers = contract::brokers(NATS);
         let prefix = unique("baton.test.user");
         let user_stream = format!("USER_{}", sanitise(&prefix));
         let js = brokers.inner.nats.jetstream().await.expect("jetstream");
@@ -634,19 +558,9 @@ mod tests {
         .expect("create the user's stream");
 
         let wanted = format!("{prefix}.wanted");
-        let mut consumer = brokers
-            .consume(Provider::Nats, &wanted)
-            .await
-            .expect("consume");
-        let other = format!("{prefix}.other");
-        brokers
-            .publish(Provider::Nats, &other, None, b"other")
-            .await
-            .expect("publish other");
-        brokers
-            .publish(Provider::Nats, &wanted, None, b"wanted")
-            .await
-            .expect("publish wanted");
+        let mut consumer = consume(&brokers, NATS, &wanted).await;
+        publish(&brokers, NATS, &format!("{prefix}.other"), None, b"other").await;
+        publish(&brokers, NATS, &wanted, None, b"wanted").await;
         // Only the consumed subject arrives, numbered in the user's stream.
         let delivery = next(&mut consumer).await;
         assert_eq!(delivery.payload, b"wanted");
@@ -662,19 +576,7 @@ mod tests {
 
     #[tokio::test]
     async fn unreachable_server_fails_fast_with_its_url() {
-        let brokers = Brokers::new(BrokerConfig {
-            nats_url: "nats://127.0.0.1:1".to_string(),
-            ..BrokerConfig::default()
-        });
-        let result = tokio::time::timeout(
-            CONNECT_TIMEOUT + Duration::from_secs(5),
-            brokers.consume(Provider::Nats, "baton.test.unreachable"),
-        )
-        .await
-        .expect("an answer within the connect timeout");
-        let e = result.err().expect("an error");
-        assert!(matches!(e, BrokerError::Connect { .. }), "{e:?}");
-        assert!(e.is_transient());
-        assert!(e.to_string().contains("127.0.0.1:1"), "{e}");
+        let subject = "baton.test.unreachable";
+        contract::unreachable_fails_fast(nowhere(), NATS, subject).await;
     }
 }
