@@ -46,7 +46,6 @@ fn executions(api: &Api, handler: &str) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-
 fn fulfill_order_def(api: &Api) {
     api.register_task_defs(&[
         json!({"name": "pack_order", "retryCount": 0, "responseTimeoutSeconds": 60}),
@@ -510,7 +509,8 @@ fn a_broker_consumer_moves_with_its_partitions_leadership() {
     let event = format!("nats:{subject}");
     let mut handler = start_fulfillment_handler();
     handler["event"] = json!(event);
-    api.post_json("/api/event", &handler).expect_ok("add handler");
+    api.post_json("/api/event", &handler)
+        .expect_ok("add handler");
     let order = |i: usize| format!("moving-{subject}-{i}");
     let send = |i: usize| {
         publish(
@@ -529,7 +529,11 @@ fn a_broker_consumer_moves_with_its_partitions_leadership() {
     let p = (proto::hash::stable_hash(event.as_bytes()) % c.partitions() as u64) as usize;
     let leader = c.leader_of_partition(p).expect("an agreed leader");
     c.kill9(leader);
-    let survivor = c.ids().into_iter().find(|id| *id != leader).expect("a survivor");
+    let survivor = c
+        .ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a survivor");
     let api = c.api(survivor);
     for i in 1..=4 {
         send(i);

@@ -37,7 +37,6 @@ fn deliver(
     api.post_with_headers(&format!("/api/webhook/{hook}"), body, &headers)
 }
 
-
 /// A workflow that finishes by itself (no worker needed).
 fn instant_workflow(api: &Api, name: &str) {
     api.register_workflow_def(&json!({
