@@ -1,7 +1,9 @@
 //! What simulated clients and workers ask a node, and how a node's host serves it (through the
 //! node's public operations, exactly as its HTTP API does).
 
-use proto::model::{StartWorkflowRequest, Task, TaskDef, TaskResult, Workflow, WorkflowDef};
+use proto::model::{
+    EventHandler, StartWorkflowRequest, Task, TaskDef, TaskResult, Workflow, WorkflowDef,
+};
 
 /// A client or worker request.
 #[derive(Debug, Clone)]
@@ -17,6 +19,7 @@ pub enum Request {
     },
     Update(TaskResult),
     Workflow(String),
+    AddHandler(Box<EventHandler>),
 }
 
 /// Its answer (errors as the node's message).
@@ -27,6 +30,7 @@ pub enum Reply {
     Polled(Result<Vec<Task>, String>),
     Updated(Result<String, String>),
     Workflow(Result<Box<Workflow>, String>),
+    HandlerAdded(Result<(), String>),
 }
 
 /// Serves one request on a node.
@@ -56,6 +60,11 @@ pub async fn serve(node: &node::Node, request: Request) -> Reply {
             Reply::Polled(node.poll(poll).await.map_err(|e| e.to_string()))
         }
         Request::Update(r) => Reply::Updated(node.update_task(r).await.map_err(|e| e.to_string())),
+        Request::AddHandler(h) => Reply::HandlerAdded(
+            node.put_event_handler(*h, true)
+                .await
+                .map_err(|e| e.to_string()),
+        ),
         Request::Workflow(id) => Reply::Workflow(
             node.workflow(&id, true)
                 .await

@@ -586,19 +586,31 @@ impl Run {
     }
 
     /// The liveness phase is over when every start is settled, every acknowledged workflow is
-    /// terminal, and every group's replicas agree.
+    /// terminal (with the workflow its EVENT task's message started), and every group's replicas
+    /// agree.
     fn finished(&self) -> bool {
         let facts = self.oracle.facts();
         if facts.started.len() as u64 + facts.abandoned < self.config.workflows as u64 {
             return false;
         }
         let all_done = facts.started.values().all(|id| {
-            self.last_records
-                .get(id)
-                .is_some_and(|r| r.workflow.status.is_terminal())
+            self.last_records.get(id).is_some_and(|r| {
+                r.workflow.status.is_terminal()
+                    && (r.workflow.workflow_name != crate::workload::EVENT_WORKFLOW
+                        || self.event_child_done(id))
+            })
         });
         drop(facts);
         all_done && self.converged()
+    }
+
+    /// Whether the workflow an EVENT_WORKFLOW run's message started exists and is terminal.
+    fn event_child_done(&self, id: &str) -> bool {
+        let key = crate::workload::event_child_key(id);
+        self.last_records.values().any(|r| {
+            r.workflow.correlation_id.as_deref() == Some(key.as_str())
+                && r.workflow.status.is_terminal()
+        })
     }
 
     /// Every partition is back to its full replication (as many voters as the controller keeps,

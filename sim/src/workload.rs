@@ -1,5 +1,6 @@
 //! The seeded workload: definitions (sequential, fork/join nested with optional and permissive
-//! branches, retrying, timing-out), clients that start workflows with an idempotency key and retry
+//! branches, retrying, timing-out, an EVENT task whose message an event handler turns into
+//! another workflow), clients that start workflows with an idempotency key and retry
 //! on timeouts, and workers that poll every node and sometimes die mid-task, answer late, fail, or
 //! send their result twice. The client oracle ([`Oracle`]) records only what was acknowledged; a
 //! request that timed out is unknown, never failed.
@@ -7,7 +8,9 @@
 use crate::client::{Reply, Request};
 use crate::counters::{Counter, Counters};
 use crate::net::Net;
-use proto::model::{StartWorkflowRequest, TaskDef, TaskResult, TaskResultStatus, WorkflowDef};
+use proto::model::{
+    EventHandler, StartWorkflowRequest, TaskDef, TaskResult, TaskResultStatus, WorkflowDef,
+};
 use proto::NodeId;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -77,7 +80,36 @@ pub fn workflow_defs() -> Vec<WorkflowDef> {
             json!({"name": "sim_timeout", "version": 1, "schemaVersion": 2, "tasks": [
             simple("sim_slow", "t1"), simple("sim_work", "t2")]}),
         ),
+        // An EVENT task whose message starts a sim_sequential through [`event_handler`].
+        def(
+            json!({"name": EVENT_WORKFLOW, "version": 1, "schemaVersion": 2, "tasks": [
+            {"name": "emit", "taskReferenceName": "emit", "type": "EVENT", "sink": "conductor"},
+            simple("sim_work", "e2")]}),
+        ),
     ]
+}
+
+/// The workflow whose EVENT task feeds [`event_handler`].
+pub const EVENT_WORKFLOW: &str = "sim_event";
+
+/// The correlation id of the workflow the handler starts for an EVENT_WORKFLOW run.
+pub fn event_child_key(workflow_id: &str) -> String {
+    format!("evt-{workflow_id}")
+}
+
+/// Starts a sim_sequential for every message of EVENT_WORKFLOW's EVENT task, correlated to the
+/// run that sent it (INVARIANTS I11: once per message, across redelivery, crashes, failover).
+/// No condition: scripts run on a real thread (`spawn_blocking`), outside simulated time.
+pub fn event_handler() -> EventHandler {
+    serde_json::from_value(json!({
+        "name": "sim_event_handler",
+        "event": format!("conductor:{EVENT_WORKFLOW}:emit"),
+        "active": true,
+        "actions": [{"action": "start_workflow", "start_workflow": {
+            "name": "sim_sequential", "version": 1,
+            "correlationId": event_child_key("${workflowInstanceId}")}}]
+    }))
+    .unwrap_or_else(|e| panic!("sim event handler: {e}"))
 }
 
 /// What clients and workers were told (the only facts an invariant may rely on).
@@ -153,9 +185,20 @@ impl Workload {
                 })
                 .await;
             if let Some(Reply::Defined(Ok(()))) = reply {
-                return;
+                break;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        loop {
+            match self
+                .call(Request::AddHandler(Box::new(event_handler())))
+                .await
+            {
+                // A retry after a lost answer finds the handler added.
+                Some(Reply::HandlerAdded(Ok(()))) => return,
+                Some(Reply::HandlerAdded(Err(e))) if e.contains("already exists") => return,
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
         }
     }
 

@@ -7,6 +7,7 @@ mod acked_flushed;
 mod acked_results;
 mod attempts;
 mod durable_votes;
+mod event_once;
 mod fork_once;
 mod join_complete;
 mod no_lost_workflow;
@@ -133,6 +134,7 @@ impl Checker {
         let mut found = Vec::new();
         found.extend(no_lost_workflow::check(end));
         found.extend(acked_results::check(end));
+        found.extend(event_once::check(end));
         for record in end.records.values() {
             found.extend(attempts::check_final(record, end.skew_ms));
             found.extend(join_complete::check(record, end.skew_ms));
