@@ -81,14 +81,18 @@ impl Node {
     ) -> Result<Vec<proto::model::EventExecution>> {
         self.inner.event_executions(handler, limit).await
     }
-    /// Queues a message on Baton's own `conductor:{queue}`; answers its id.
+    /// Queues a message on Baton's own `conductor:{queue}`; answers its id. `traceparent` is
+    /// the sender's W3C trace context, if any.
     pub async fn publish_event(
         &self,
         queue: &str,
         message_id: Option<String>,
         payload: serde_json::Value,
+        traceparent: Option<&str>,
     ) -> Result<String> {
-        self.inner.publish_event(queue, message_id, payload).await
+        self.inner
+            .publish_event(queue, message_id, payload, traceparent)
+            .await
     }
     pub async fn put_webhook(&self, webhook: proto::model::Webhook) -> Result<()> {
         self.inner.put_webhook(webhook).await
@@ -107,10 +111,11 @@ impl Node {
         timestamp: Option<&str>,
         signature: Option<&str>,
         delivery: Option<&str>,
+        traceparent: Option<&str>,
         body: &[u8],
     ) -> Result<(String, bool)> {
         self.inner
-            .receive_webhook(name, timestamp, signature, delivery, body)
+            .receive_webhook(name, timestamp, signature, delivery, traceparent, body)
             .await
     }
     pub async fn put_schedule(&self, schedule: proto::model::WorkflowSchedule) -> Result<()> {

@@ -127,7 +127,33 @@ pub struct Dedup {
     pub window_ms: i64,
 }
 
-/// A message in one of Baton's own event queues.
+/// Where an event entered Baton (the event gate's `source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum EventSource {
+    /// `POST /api/webhook/{name}`: a sender waits on the answer, so it goes first.
+    Webhook,
+    /// `POST /api/event/publish/{queue}`, or a broker.
+    #[default]
+    Queue,
+    /// An EVENT task.
+    Task,
+    /// A cron schedule.
+    Schedule,
+}
+
+impl EventSource {
+    /// The gate's priority: higher is consumed first.
+    pub fn priority(self) -> u8 {
+        match self {
+            EventSource::Webhook => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// A message in one of Baton's own event queues: an event as the gate admitted it (source, type
+/// = the queue's `provider:queue`, payload, timestamp, trace id, priority).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueMessage {
@@ -135,6 +161,14 @@ pub struct QueueMessage {
     pub id: String,
     pub payload: serde_json::Value,
     pub published: crate::model::EpochMs,
+    #[serde(default)]
+    pub source: EventSource,
+    /// W3C trace id (32 hex digits): the sender's `traceparent`, else derived from the id.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub trace_id: String,
+    /// Higher is consumed first.
+    #[serde(default)]
+    pub priority: u8,
 }
 
 /// A [`PartitionCommand::PutWorkflow`] that borrows its record, for proposing without copying it.

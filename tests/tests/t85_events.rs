@@ -545,3 +545,46 @@ fn a_broker_consumer_moves_with_its_partitions_leadership() {
         assert_eq!(api.correlated("fulfill_order", &order(i)).len(), 1);
     }
 }
+
+#[test]
+fn conditions_see_inline_json_expanded_and_actions_expand_it_when_asked() {
+    let server = Server::start();
+    let api = server.api();
+    fulfill_order_def(api);
+    api.post_json(
+        "/api/event",
+        &json!({
+            "name": "inline", "event": "conductor:inline-q", "active": true,
+            "condition": "$.body.status == 'READY'",
+            "actions": [{"action": "start_workflow", "expandInlineJSON": true,
+                         "start_workflow": {"name": "fulfill_order",
+                                            "correlationId": "${body.orderId}"}}]
+        }),
+    )
+    .expect_ok("add handler");
+    let order = format!("inline-{}", nonce());
+    let inner = json!({"orderId": order, "status": "READY"}).to_string();
+    // The sender's W3C trace context rides with the event to its execution records.
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let id = api
+        .post_with_headers(
+            "/api/event/publish/inline-q",
+            &json!({ "body": inner }).to_string(),
+            &[(
+                "traceparent".into(),
+                format!("00-{trace}-00f067aa0ba902b7-01"),
+            )],
+        )
+        .expect_ok("publish")
+        .id();
+    wait_until(WAIT, "the workflow named by the inline JSON", || {
+        !api.correlated("fulfill_order", &order).is_empty()
+    });
+    let records = executions(api, "inline");
+    let record = records
+        .iter()
+        .find(|e| e["messageId"] == id.as_str())
+        .expect("the message's record");
+    assert_eq!(record["status"], "COMPLETED", "{record:#}");
+    assert_eq!(record["output"]["traceId"], trace, "{record:#}");
+}

@@ -5,7 +5,7 @@ use super::error::ApiResult;
 use super::extract::{name, Body, Params, PathArgs};
 use crate::Node;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use proto::limits::EXECUTIONS_MAX;
 use proto::model::{EventExecution, EventHandler};
@@ -64,14 +64,17 @@ pub async fn executions(
 }
 
 /// `POST /api/event/publish/{queue}?messageId=` (Baton): queues the body (any JSON) on
-/// `conductor:{queue}`; answers the message id as text.
+/// `conductor:{queue}`; answers the message id as text. A W3C `traceparent` header names the
+/// trace its execution records carry.
 pub async fn publish(
     State(node): State<Node>,
     PathArgs(queue): PathArgs<String>,
     params: Params,
+    headers: HeaderMap,
     Body(payload): Body<serde_json::Value>,
 ) -> ApiResult<String> {
+    let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
     Ok(node
-        .publish_event(&queue, params.string("messageId"), payload)
+        .publish_event(&queue, params.string("messageId"), payload, traceparent)
         .await?)
 }

@@ -50,6 +50,7 @@ pub async fn deliver(
             header(TIMESTAMP_HEADER),
             header(SIGNATURE_HEADER),
             header(DELIVERY_HEADER),
+            header("traceparent"),
             &body,
         )
         .await?;

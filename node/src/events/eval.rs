@@ -1,10 +1,15 @@
 //! What a handler does with a message before its actions run: the payload is parsed (a body that
-//! is not JSON is a JSON string), the condition is evaluated on its root in the script sandbox,
-//! and each action's fields have their `${path}` placeholders resolved from that root, after
-//! `expandInlineJSON` parsed string fields that hold JSON.
+//! is not JSON is a JSON string), the condition is evaluated on its root, with string fields that
+//! hold JSON expanded, in the script sandbox, and each action's fields have their `${path}`
+//! placeholders resolved from that root (expanded too when the action asks: `expandInlineJSON`).
 
 use super::script::{self, Limits, ScriptError};
 use serde_json::Value;
+
+/// The evaluator types a condition may name (absent = javascript).
+pub const EVALUATORS: &[&str] = &["javascript", "graaljs", VALUE_PARAM];
+/// The condition is a payload path (`status.ready`) whose value's truthiness decides.
+pub const VALUE_PARAM: &str = "value-param";
 
 /// Checks that a condition parses, without running it.
 pub fn check_condition(condition: &str) -> Result<(), String> {
@@ -19,12 +24,21 @@ pub fn check_condition(condition: &str) -> Result<(), String> {
 /// Whether a handler's condition holds for a payload (absent or blank: true). Runs the script on
 /// the blocking pool.
 pub async fn condition_holds(
+    evaluator: Option<&str>,
     condition: Option<&str>,
     payload: &Value,
 ) -> Result<bool, ScriptError> {
     let Some(c) = condition.filter(|c| !c.trim().is_empty()) else {
         return Ok(true);
     };
+    if evaluator == Some(VALUE_PARAM) {
+        // Conductor's value-param: the condition names a payload path; its value decides.
+        let placeholder = Value::String(format!("${{{}}}", c.trim()));
+        return Ok(script::is_truthy(&crate::engine::resolve_in(
+            &placeholder,
+            payload,
+        )));
+    }
     let (c, payload) = (c.to_owned(), payload.clone());
     tokio::task::spawn_blocking(move || {
         script::evaluate(&c, &payload, &Limits::default()).map(|v| script::is_truthy(&v))
@@ -129,14 +143,26 @@ mod tests {
         let ready = json!({"status": "READY"});
         let other = json!({"status": "WAITING"});
         let c = Some("$.status == 'READY'");
-        assert!(condition_holds(c, &ready).await.expect("ok"));
-        assert!(!condition_holds(c, &other).await.expect("ok"));
-        assert!(condition_holds(None, &other).await.expect("ok"));
-        assert!(condition_holds(Some("  "), &other).await.expect("ok"));
+        assert!(condition_holds(None, c, &ready).await.expect("ok"));
+        assert!(!condition_holds(None, c, &other).await.expect("ok"));
+        assert!(condition_holds(None, None, &other).await.expect("ok"));
+        assert!(condition_holds(None, Some("  "), &other).await.expect("ok"));
+        let flags = json!({"ready": true, "done": 0, "nested": {"ok": "yes"}});
+        let vp = Some(VALUE_PARAM);
+        assert!(condition_holds(vp, Some("ready"), &flags)
+            .await
+            .expect("ok"));
+        assert!(!condition_holds(vp, Some("done"), &flags).await.expect("ok"));
+        assert!(condition_holds(vp, Some("nested.ok"), &flags)
+            .await
+            .expect("ok"));
+        assert!(!condition_holds(vp, Some("missing"), &flags)
+            .await
+            .expect("ok"));
         assert!(check_condition("$.status == 'READY'").is_ok());
         assert!(check_condition("$.status == ").is_err());
         assert!(matches!(
-            condition_holds(Some("while (true) {}"), &ready).await,
+            condition_holds(None, Some("while (true) {}"), &ready).await,
             Err(ScriptError::TimedOut(_))
         ));
     }

@@ -13,6 +13,8 @@ pub mod eval;
 pub mod script;
 
 use brokers::{BrokerConfig, Provider};
+use proto::record::EventSource;
+use serde_json::Value;
 
 /// The provider of Baton's own replicated queues.
 pub const CONDUCTOR: &str = "conductor";
@@ -20,6 +22,37 @@ pub const CONDUCTOR: &str = "conductor";
 pub const WEBHOOK: &str = "webhook";
 /// The providers whose messages Baton keeps in its own queues.
 pub const INTERNAL: &[&str] = &[CONDUCTOR, WEBHOOK];
+
+/// One event at the gate (`Inner::admit` in `server::events`): where it came from, its type
+/// (the event `provider:queue` handlers listen on), its id if the source names one, its payload,
+/// its trace id if the sender gave one, and whether the gate deduplicates it by content.
+#[derive(Debug, Clone)]
+pub struct GateEvent {
+    pub source: EventSource,
+    pub event: String,
+    pub id: Option<String>,
+    pub payload: Value,
+    pub trace_id: Option<String>,
+    pub dedup: bool,
+}
+
+/// The trace id of a W3C `traceparent` header (`00-<32 hex>-<16 hex>-<2 hex>`), if it is one.
+pub fn trace_id_of(traceparent: &str) -> Option<String> {
+    let mut parts = traceparent.trim().split('-');
+    let (_version, trace) = (parts.next()?, parts.next()?);
+    let valid = trace.len() == 32
+        && trace.bytes().all(|b| b.is_ascii_hexdigit())
+        && trace.bytes().any(|b| b != b'0');
+    valid.then(|| trace.to_ascii_lowercase())
+}
+
+/// A trace id for an event whose sender gave none: derived from its id, so every redelivery
+/// carries the same one.
+pub fn derived_trace_id(id: &str) -> String {
+    let hi = proto::hash::stable_hash(id.as_bytes());
+    let lo = proto::hash::fnv1a(hi ^ 0x9e37_79b9_7f4a_7c15, id.as_bytes());
+    format!("{hi:016x}{lo:016x}")
+}
 
 /// Where the external brokers are; a broker without a URL is disabled, and handlers naming it
 /// are refused.
@@ -87,5 +120,46 @@ impl Providers {
             ));
         }
         Ok(Some(p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_ids_come_from_traceparent_or_from_the_id() {
+        assert_eq!(
+            trace_id_of("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01").as_deref(),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+        );
+        for bad in [
+            "",
+            "00",
+            "00-xyz-00f067aa0ba902b7-01",
+            &format!("00-{}-01-01", "0".repeat(32)),
+        ] {
+            assert_eq!(trace_id_of(bad), None, "{bad:?}");
+        }
+        let a = derived_trace_id("m1");
+        assert_eq!(a.len(), 32);
+        assert_eq!(a, derived_trace_id("m1"), "the same id, the same trace");
+        assert_ne!(a, derived_trace_id("m2"));
+    }
+
+    #[test]
+    fn providers_are_known_and_enabled_or_refused_clearly() {
+        let p = Providers::new(EventOptions {
+            nats_url: Some("nats://127.0.0.1:4222".into()),
+            ..Default::default()
+        });
+        assert_eq!(p.check("conductor"), Ok(None));
+        assert_eq!(p.check("webhook"), Ok(None));
+        assert_eq!(p.check("nats"), Ok(Some(Provider::Nats)));
+        assert!(p.check("amqp_queue").is_err_and(|e| e.contains("--amqp")));
+        assert!(p
+            .check("kafka")
+            .is_err_and(|e| e.contains("unknown event provider")));
+        assert_eq!(p.dedup_window_ms(), 60_000);
     }
 }

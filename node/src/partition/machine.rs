@@ -346,6 +346,9 @@ mod tests {
                 id: id.into(),
                 payload: json!({"id": id}),
                 published: 0,
+                source: Default::default(),
+                trace_id: String::new(),
+                priority: 1,
             }),
             dedup: None,
         };
@@ -390,6 +393,9 @@ mod tests {
                 id: format!("m{now}"),
                 payload: json!({}),
                 published: now,
+                source: Default::default(),
+                trace_id: String::new(),
+                priority: 1,
             }),
             dedup: Some(Dedup {
                 fingerprint,

@@ -119,22 +119,15 @@ async fn schedule(inner: Weak<Inner>, name: String) {
     }
 }
 
-/// The events of the providers Baton keeps itself that active handlers listen on, webhooks
-/// first (the event gate's priority: a webhook's sender waits on its answer; queue messages
-/// can wait a moment).
-fn own_events_with_handlers(node: &Inner) -> Vec<String> {
-    let events: BTreeSet<String> = node
-        .defs
+/// The events of the providers Baton keeps itself that active handlers listen on.
+fn own_events_with_handlers(node: &Inner) -> BTreeSet<String> {
+    node.defs
         .event_handlers()
         .into_iter()
         .filter(|h| h.active)
         .filter(|h| matches!(split_event(&h.event), Some((p, _)) if INTERNAL.contains(&p)))
         .map(|h| h.event)
-        .collect();
-    let (mut first, rest): (Vec<String>, Vec<String>) =
-        events.into_iter().partition(|e| e.starts_with("webhook:"));
-    first.extend(rest);
-    first
+        .collect()
 }
 
 /// Consumes the messages of Baton's own queues held in `partition`, oldest first, while this node
@@ -153,6 +146,11 @@ async fn own_queues(inner: Weak<Inner>, partition: PartitionId) {
                 let node = node.clone();
                 async move {
                     let m = Message {
+                        trace_id: if message.trace_id.is_empty() {
+                            crate::events::derived_trace_id(&message.id)
+                        } else {
+                            message.trace_id
+                        },
                         id: message.id,
                         event: queue.clone(),
                         payload: message.payload,
@@ -187,7 +185,8 @@ async fn own_queues(inner: Weak<Inner>, partition: PartitionId) {
 }
 
 /// Up to [`EVENT_INFLIGHT_MAX`] queued messages of `partition` that an active handler listens
-/// for, oldest first per queue (a queue row is named by its whole event, `provider:queue`).
+/// for (a queue row is named by its whole event, `provider:queue`): the gate's priority first
+/// (webhooks), then oldest first.
 fn pending(node: &Inner, partition: PartitionId) -> Vec<(String, u64, QueueMessage)> {
     let Some(p) = node.partition(partition) else {
         return Vec::new();
@@ -195,10 +194,7 @@ fn pending(node: &Inner, partition: PartitionId) -> Vec<(String, u64, QueueMessa
     let mut out = Vec::new();
     for queue in own_events_with_handlers(node) {
         let prefix = [keys::MESSAGE_PREFIX, queue.as_bytes(), b"\0"].concat();
-        for kv in p.state().scan_prefix(&prefix) {
-            if out.len() >= EVENT_INFLIGHT_MAX {
-                return out;
-            }
+        for kv in p.state().scan_prefix(&prefix).take(EVENT_INFLIGHT_MAX) {
             let Ok((key, value)) = kv else { break };
             let (Some((q, seq)), Ok(m)) = (
                 keys::parse_message(&key),
@@ -209,6 +205,8 @@ fn pending(node: &Inner, partition: PartitionId) -> Vec<(String, u64, QueueMessa
             out.push((q, seq, m));
         }
     }
+    out.sort_by(|a, b| b.2.priority.cmp(&a.2.priority).then(a.1.cmp(&b.1)));
+    out.truncate(EVENT_INFLIGHT_MAX);
     out
 }
 
@@ -258,6 +256,7 @@ async fn consume(
 
 async fn handle_delivery(node: Arc<Inner>, event: String, delivery: Delivery) {
     let message = Message {
+        trace_id: crate::events::derived_trace_id(&delivery.message_id),
         id: delivery.message_id.clone(),
         event,
         payload: eval::payload_of(&delivery.payload),

@@ -5,7 +5,7 @@ use super::Inner;
 use crate::engine::{Input, PendingEvent};
 use crate::error::{Error, Result};
 use crate::events::eval::{self, condition_holds};
-use crate::events::{Providers, CONDUCTOR};
+use crate::events::{GateEvent, Providers, CONDUCTOR};
 use crate::forward::{Forward, Reply};
 use crate::partition::WorkflowOp;
 use crate::partition::{keys, Partition};
@@ -16,16 +16,14 @@ use proto::model::{
     StartWorkflowRequest, TaskDetails, TaskResult, TaskResultStatus,
 };
 use proto::record::{
-    self, Dedup, MetaCommand, MetaOutcome, PartitionCommand, PartitionOutcome, QueueMessage,
+    self, Dedup, EventSource, MetaCommand, MetaOutcome, PartitionCommand, PartitionOutcome,
+    QueueMessage,
 };
 use proto::{PartitionId, TaskId, WorkflowId};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
-
-/// The evaluator types a handler's condition may name (absent = javascript).
-const EVALUATORS: &[&str] = &["javascript", "graaljs"];
 
 /// Checks a handler before it is stored: every message names what is wrong.
 pub(crate) fn check_handler(h: &EventHandler, providers: &Providers) -> Result<()> {
@@ -58,15 +56,20 @@ pub(crate) fn check_handler(h: &EventHandler, providers: &Providers) -> Result<(
         ));
     }
     if let Some(e) = h.evaluator_type.as_deref() {
-        if !EVALUATORS.contains(&e) {
+        if !eval::EVALUATORS.contains(&e) {
             return bad(format!(
                 "event handler '{}': evaluatorType '{e}' is not supported; Baton supports {}",
                 h.name,
-                EVALUATORS.join(", ")
+                eval::EVALUATORS.join(", ")
             ));
         }
     }
-    if let Some(c) = h.condition.as_deref().filter(|c| !c.trim().is_empty()) {
+    let scripted = h.evaluator_type.as_deref() != Some(eval::VALUE_PARAM);
+    if let Some(c) = h
+        .condition
+        .as_deref()
+        .filter(|c| scripted && !c.trim().is_empty())
+    {
         crate::events::eval::check_condition(c)
             .map_err(|m| Error::Invalid(format!("event handler '{}': condition: {m}", h.name)))?;
     }
@@ -209,6 +212,8 @@ pub(crate) struct Message {
     /// `provider:queue`.
     pub event: String,
     pub payload: Value,
+    /// W3C trace id; recorded with every execution.
+    pub trace_id: String,
 }
 
 /// What to tell the provider about a message.
@@ -263,41 +268,44 @@ impl Inner {
     }
 
     /// Queues a message on one of Baton's own queues (`conductor:{queue}`); answers its id.
+    /// `traceparent` is the sender's W3C trace context, if any.
     pub async fn publish_event(
         &self,
         queue: &str,
         message_id: Option<String>,
         payload: Value,
+        traceparent: Option<&str>,
     ) -> Result<String> {
         if queue.trim().is_empty() || queue.len() > NAME_LEN_MAX {
             return Err(Error::Invalid(format!(
                 "queue name must be 1 to {NAME_LEN_MAX} characters"
             )));
         }
-        let event = format!("{CONDUCTOR}:{queue}");
-        self.publish_internal(&event, message_id, payload, None)
-            .await
-            .map(|(id, _)| id)
+        let event = GateEvent {
+            source: EventSource::Queue,
+            event: format!("{CONDUCTOR}:{queue}"),
+            id: message_id,
+            payload,
+            trace_id: traceparent.and_then(crate::events::trace_id_of),
+            dedup: false,
+        };
+        self.admit(event).await.map(|(id, _)| id)
     }
 
-    /// Queues a message for the handlers of `event` (a provider Baton keeps itself: `conductor`,
-    /// `webhook`). With `dedup_window_ms`, the event gate drops a message whose content (event and
-    /// payload) was published within the window. Answers the message id and whether it was queued.
-    pub(crate) async fn publish_internal(
-        &self,
-        event: &str,
-        message_id: Option<String>,
-        payload: Value,
-        dedup_window_ms: Option<i64>,
-    ) -> Result<(String, bool)> {
-        let body = serde_json::to_vec(&payload).unwrap_or_default();
+    /// The event gate: every event for a provider Baton keeps itself (`conductor`, `webhook`)
+    /// comes in here, whatever its source. It checks the event, names it (its id, else a new
+    /// one; its trace id, else one derived from the id), drops a gated event whose content
+    /// (event and payload) it saw within the dedup window, and queues the rest durably with
+    /// their source's priority. Answers the message id and whether it was queued.
+    pub(crate) async fn admit(&self, event: GateEvent) -> Result<(String, bool)> {
+        let body = serde_json::to_vec(&event.payload).unwrap_or_default();
         if body.len() > PAYLOAD_BYTES_MAX {
             return Err(Error::Invalid(format!(
                 "event payload is {} bytes; the maximum is {PAYLOAD_BYTES_MAX}",
                 body.len()
             )));
         }
-        let id = match message_id.filter(|m| !m.trim().is_empty()) {
+        let id = match event.id.filter(|m| !m.trim().is_empty()) {
             Some(m) if m.len() > NAME_LEN_MAX => {
                 return Err(Error::Invalid(format!(
                     "messageId is longer than {NAME_LEN_MAX} characters"
@@ -307,10 +315,13 @@ impl Inner {
             None => self.new_workflow_id().to_string(),
         };
         let now = self.clock.now_ms();
-        let dedup = dedup_window_ms.map(|window_ms| Dedup {
-            fingerprint: proto::hash::fnv1a(proto::hash::stable_hash(event.as_bytes()), &body),
+        let dedup = event.dedup.then(|| Dedup {
+            fingerprint: proto::hash::fnv1a(
+                proto::hash::stable_hash(event.event.as_bytes()),
+                &body,
+            ),
             now,
-            window_ms,
+            window_ms: self.events.dedup_window_ms(),
         });
         // A gated message is queued where its fingerprint is kept, so that copies meet.
         let partition = match &dedup {
@@ -318,12 +329,17 @@ impl Inner {
             None => self.message_partition(&id),
         };
         let message = QueueMessage {
+            trace_id: event
+                .trace_id
+                .unwrap_or_else(|| crate::events::derived_trace_id(&id)),
             id: id.clone(),
-            payload,
+            payload: event.payload,
             published: now,
+            source: event.source,
+            priority: event.source.priority(),
         };
         let command = PartitionCommand::Publish {
-            queue: event.to_owned(),
+            queue: event.event.clone(),
             message: Box::new(message),
             dedup,
         };
@@ -331,9 +347,12 @@ impl Inner {
             PartitionOutcome::Published { .. } => Ok((id, true)),
             PartitionOutcome::Duplicate => Ok((id, false)),
             PartitionOutcome::QueueFull => Err(Error::Unavailable(format!(
-                "event queue {event} is full ({EVENT_QUEUE_MAX} messages in one partition); retry later"
+                "event queue {} is full ({EVENT_QUEUE_MAX} messages in one partition); retry later",
+                event.event
             ))),
-            other => Err(Error::Internal(format!("unexpected publish outcome {other:?}"))),
+            other => Err(Error::Internal(format!(
+                "unexpected publish outcome {other:?}"
+            ))),
         }
     }
 
@@ -402,23 +421,28 @@ impl Inner {
     }
 
     async fn run_handler(&self, h: &EventHandler, message: &Message) -> Verdict {
-        let record = |index: usize, status: ExecutionStatus, action: ActionType, output: Json| {
-            EventExecution {
-                id: execution_id(&message.id, index),
-                message_id: message.id.clone(),
-                name: h.name.clone(),
-                event: message.event.clone(),
-                created: self.clock.now_ms(),
-                status,
-                action,
-                output,
-            }
-        };
+        let record =
+            |index: usize, status: ExecutionStatus, action: ActionType, mut output: Json| {
+                output.insert("traceId".into(), message.trace_id.clone().into());
+                EventExecution {
+                    id: execution_id(&message.id, index),
+                    message_id: message.id.clone(),
+                    name: h.name.clone(),
+                    event: message.event.clone(),
+                    created: self.clock.now_ms(),
+                    status,
+                    action,
+                    output,
+                }
+            };
         let first = h
             .actions
             .first()
             .map_or(ActionType::StartWorkflow, |a| a.action);
-        let skip = match condition_holds(h.condition.as_deref(), &message.payload).await {
+        // As in Conductor, the condition sees the payload with its inline JSON expanded.
+        let expanded = eval::expand_inline_json(&message.payload);
+        let evaluator = h.evaluator_type.as_deref();
+        let skip = match condition_holds(evaluator, h.condition.as_deref(), &expanded).await {
             Ok(true) => None,
             Ok(false) => Some((ExecutionStatus::Skipped, Json::new())),
             // A condition that cannot be evaluated on this payload never will be.
@@ -646,10 +670,23 @@ impl Inner {
             .check(provider)
             .map_err(Error::Invalid)?
         {
-            None => self
-                .publish_event(queue, Some(id), payload)
-                .await
-                .map(|_| ()),
+            None => {
+                // The workflow's id, without its dashes, is a W3C-shaped trace id.
+                let trace_id = event
+                    .payload
+                    .get("workflowInstanceId")
+                    .and_then(Value::as_str)
+                    .map(|w| w.replace('-', ""));
+                let gated = GateEvent {
+                    source: EventSource::Task,
+                    event: format!("{provider}:{queue}"),
+                    id: Some(id),
+                    payload,
+                    trace_id,
+                    dedup: false,
+                };
+                self.admit(gated).await.map(|_| ())
+            }
             Some(broker) => {
                 let bytes = serde_json::to_vec(&payload)
                     .map_err(|e| Error::Internal(format!("event payload: {e}")))?;

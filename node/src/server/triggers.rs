@@ -5,13 +5,13 @@
 
 use super::Inner;
 use crate::error::{Error, Result};
-use crate::events::WEBHOOK;
+use crate::events::{GateEvent, WEBHOOK};
 use crate::partition::keys;
 use chrono::{DateTime, TimeZone, Utc};
 use hmac::{Hmac, KeyInit, Mac};
 use proto::limits::NAME_LEN_MAX;
 use proto::model::{EpochMs, StartWorkflowRequest, Webhook, WorkflowSchedule};
-use proto::record::{MetaCommand, MetaOutcome, PartitionCommand};
+use proto::record::{EventSource, MetaCommand, MetaOutcome, PartitionCommand};
 use proto::PartitionId;
 use std::time::Duration;
 
@@ -167,6 +167,7 @@ impl Inner {
         timestamp: Option<&str>,
         signature: Option<&str>,
         delivery: Option<&str>,
+        traceparent: Option<&str>,
         body: &[u8],
     ) -> Result<(String, bool)> {
         self.catch_up_meta().await?;
@@ -208,14 +209,15 @@ impl Inner {
             Some(d) => d.to_owned(),
             None => format!("{timestamp}.{}", hex(&sig)),
         };
-        let window = self.events.dedup_window_ms();
-        self.publish_internal(
-            &format!("{WEBHOOK}:{name}"),
-            Some(id),
+        let event = GateEvent {
+            source: EventSource::Webhook,
+            event: format!("{WEBHOOK}:{name}"),
+            id: Some(id),
             payload,
-            Some(window),
-        )
-        .await
+            trace_id: traceparent.and_then(crate::events::trace_id_of),
+            dedup: true,
+        };
+        self.admit(event).await
     }
 
     // ---- schedules ----
