@@ -613,6 +613,21 @@ impl Cluster {
     }
 
     /// How many partitions (`p*` groups, not `meta`) each node leads; every node is listed.
+    /// Kills (`kill -9`) the leader of the partition a key hashes to (where Baton runs a
+    /// schedule, or the consumer of an event: `stable_hash(key) % partitions`), and answers a
+    /// surviving node's id.
+    pub fn kill_leader_of_key(&mut self, key: &str) -> u64 {
+        let p = (proto::hash::stable_hash(key.as_bytes()) % self.partitions() as u64) as usize;
+        let leader = self
+            .leader_of_partition(p)
+            .unwrap_or_else(|| panic!("no agreed leader of {}", partition_group(p)));
+        self.kill9(leader);
+        self.ids()
+            .into_iter()
+            .find(|id| *id != leader)
+            .expect("a survivor")
+    }
+
     pub fn leader_counts(&self) -> BTreeMap<u64, usize> {
         let mut counts: BTreeMap<u64, usize> = self.ids().into_iter().map(|id| (id, 0)).collect();
         for (group, leader) in self.leaders() {

@@ -526,14 +526,7 @@ fn a_broker_consumer_moves_with_its_partitions_leadership() {
     });
 
     // The consumer runs on the leader of the partition the event hashes to: kill that node.
-    let p = (proto::hash::stable_hash(event.as_bytes()) % c.partitions() as u64) as usize;
-    let leader = c.leader_of_partition(p).expect("an agreed leader");
-    c.kill9(leader);
-    let survivor = c
-        .ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("a survivor");
+    let survivor = c.kill_leader_of_key(&event);
     let api = c.api(survivor);
     for i in 1..=4 {
         send(i);

@@ -2,7 +2,7 @@
 //! a replay acts once, secret rotation), and a schedule every 2 s that keeps firing once per
 //! tick while its partition's leader is killed.
 
-use harness::cluster::{partition_group, Cluster};
+use harness::cluster::Cluster;
 use harness::{nonce, wait_for, wait_until, Api, Server};
 use node::server::triggers::sign;
 use serde_json::{json, Value};
@@ -235,18 +235,8 @@ fn a_schedule_every_two_seconds_fires_once_per_tick_while_its_leader_is_killed()
     wait_until(WAIT, "two ticks", || ticks(&api).len() >= 2);
 
     // The schedule runs on the leader of the partition its name hashes to.
-    let material = format!("schedule:{name}");
-    let p = (proto::hash::stable_hash(material.as_bytes()) % c.partitions() as u64) as usize;
-    let leader = c
-        .leader_of_partition(p)
-        .unwrap_or_else(|| panic!("no agreed leader of {}", partition_group(p)));
     let killed_at = unix_now() * 1000;
-    c.kill9(leader);
-    let survivor = c
-        .ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("a survivor");
+    let survivor = c.kill_leader_of_key(&format!("schedule:{name}"));
     let api = c.api(survivor);
     let after: Vec<i64> = wait_for(WAIT, "four ticks after the kill", || {
         let t = ticks(&api);
