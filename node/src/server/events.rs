@@ -384,6 +384,12 @@ impl Inner {
 
     /// Runs every active handler of the message's event on it.
     pub(crate) async fn handle_message(&self, message: &Message) -> Verdict {
+        // Every handler written before the message arrived must see it: the local replica of
+        // the meta group may lag its leader (a node that just took over a partition).
+        if let Err(e) = self.catch_up_meta().await {
+            tracing::debug!(message = %message.id, error = %e, "handlers not current; the message will be delivered again");
+            return Verdict::Retry;
+        }
         let handlers: Vec<EventHandler> = self
             .defs
             .event_handlers()
