@@ -24,7 +24,7 @@ pub const DELIVERY_HEADER: &str = "x-baton-delivery";
 /// Most missed times one pass of a schedule starts (catch-up after a long outage continues on
 /// the next pass).
 const CATCH_UP_MAX: usize = 100;
-/// How late a time may start without catch-up (a failover's delay, not an outage).
+/// How late a time may start without catch-up (a failover's delay, not an outage or a pause).
 const LATE_GRACE_MS: i64 = 30_000;
 /// Longest a schedule runner sleeps before looking at its schedule again.
 const SCHEDULE_RECHECK_MS: i64 = 1_000;
@@ -316,27 +316,18 @@ impl Inner {
         .into_iter()
         .max()
         .unwrap_or(mark);
-        let end = s.schedule_end_time.unwrap_or(EpochMs::MAX);
-        let mut due = Vec::new();
-        let mut at = base;
-        while let Some(t) = cron.next_after(at).filter(|t| *t <= now && *t <= end) {
-            due.push(t);
-            at = t;
-            if due.len() >= CATCH_UP_MAX {
-                break;
-            }
-        }
-        if s.paused {
-            due.clear();
-        } else if !s.run_catchup_schedule_instances {
-            // Without catch-up, a long outage or a pause starts only its latest time; times
-            // missed by a moment (a failover) still start, once each.
-            let latest = due.last().copied();
-            due.retain(|t| now - t <= LATE_GRACE_MS);
-            if due.is_empty() {
-                due.extend(latest);
-            }
-        }
+        let due = if s.paused {
+            Vec::new()
+        } else {
+            due_times(
+                &cron,
+                base,
+                now,
+                s.schedule_end_time,
+                s.run_catchup_schedule_instances,
+            )
+        };
+        let at = due.last().copied().unwrap_or(base);
         for t in due {
             let mut request: StartWorkflowRequest = s.start_workflow_request.clone();
             request.input.insert("_scheduledTime".into(), t.into());
@@ -360,6 +351,34 @@ impl Inner {
         });
         Ok(Duration::from_millis(wait.unsigned_abs()))
     }
+}
+
+/// The times a schedule starts now: those after `base` (the last one fired) up to `now` (and its
+/// end time), at most [`CATCH_UP_MAX`] (the next pass goes on from the last). Without catch-up,
+/// only the times missed by less than [`LATE_GRACE_MS`] (a failover, not an outage or a pause).
+fn due_times(
+    cron: &Cron,
+    base: EpochMs,
+    now: EpochMs,
+    end: Option<EpochMs>,
+    catch_up: bool,
+) -> Vec<EpochMs> {
+    let from = if catch_up {
+        base
+    } else {
+        base.max(now - LATE_GRACE_MS)
+    };
+    let end = end.unwrap_or(EpochMs::MAX);
+    let mut due = Vec::new();
+    let mut at = from;
+    while let Some(t) = cron.next_after(at).filter(|t| *t <= now && *t <= end) {
+        due.push(t);
+        at = t;
+        if due.len() >= CATCH_UP_MAX {
+            break;
+        }
+    }
+    due
 }
 
 fn read_i64(state: &cluster::storage::Tree, key: &[u8]) -> i64 {
@@ -413,6 +432,25 @@ mod tests {
         let berlin = Cron::parse(&s("0 0 9 * * *", Some("Europe/Berlin"))).expect("parses");
         assert_eq!(berlin.next_after(0), Some(8 * 3_600_000));
         assert!(Cron::parse(&s("not a cron", None)).is_err());
+        // Due times: all since the last one with catch-up (at most CATCH_UP_MAX per pass); only
+        // the last 30 s without (an hour-long pause starts nothing stale).
+        let hour = 3_600_000;
+        let all = due_times(&every2, 0, hour, None, true);
+        assert_eq!(all.len(), CATCH_UP_MAX);
+        assert_eq!(all[0], 2_000);
+        let recent = due_times(&every2, 0, hour, None, false);
+        assert_eq!(recent.first(), Some(&(hour - LATE_GRACE_MS + 2_000)));
+        assert_eq!(recent.last(), Some(&hour));
+        assert_eq!(recent.len(), 15);
+        // A failover of 3 s misses one or two times: both still start, once.
+        assert_eq!(
+            due_times(&every2, 10_000, 13_500, None, false),
+            vec![12_000]
+        );
+        assert_eq!(
+            due_times(&every2, 10_000, 14_000, Some(12_000), false),
+            vec![12_000]
+        );
         assert!(Cron::parse(&s("* * * * *", Some("Mars/Olympus"))).is_err());
     }
 }

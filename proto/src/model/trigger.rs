@@ -56,8 +56,8 @@ pub struct WorkflowSchedule {
     pub zone_id: Option<String>,
     pub start_workflow_request: StartWorkflowRequest,
     pub paused: bool,
-    /// After an outage or a pause, start every missed time (true), or only the latest and those
-    /// missed by less than 30 s, such as during a failover (false).
+    /// After an outage or a pause, start every missed time (true), or only those missed by less
+    /// than 30 s, such as during a failover (false).
     pub run_catchup_schedule_instances: bool,
     /// No times before this (epoch ms; absent = none).
     #[serde(skip_serializing_if = "Option::is_none")]
