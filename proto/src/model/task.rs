@@ -44,6 +44,12 @@ pub struct Task {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_id: Option<String>,
     pub output_data: Json,
+    /// Left out of a stored record when its workflow definition holds it (see
+    /// [`crate::record::compact`]); always present over the API.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::record::compact::omit_workflow_task"
+    )]
     pub workflow_task: WorkflowTask,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domain: Option<String>,

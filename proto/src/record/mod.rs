@@ -11,8 +11,11 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 
-/// The format version this build writes.
-pub const FORMAT_VERSION: u16 = 1;
+pub mod compact;
+
+/// The format version this build writes. 2: a workflow record leaves out each task's
+/// `workflowTask` that its workflow definition holds (see [`compact`]).
+pub const FORMAT_VERSION: u16 = 2;
 /// The oldest format version this build still reads.
 pub const FORMAT_VERSION_MIN: u16 = 1;
 
@@ -66,18 +69,18 @@ pub fn encode_raw(body: &RawValue) -> Vec<u8> {
     out
 }
 
-/// A workflow as a partition stores it: the Conductor view plus Baton's bookkeeping.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A workflow as a partition stores it: the Conductor view plus Baton's bookkeeping. Its encoding
+/// leaves out what its workflow definition already holds (see [`compact`]).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(from = "compact::Stored")]
 pub struct WorkflowRecord {
     /// Strictly increases with every write of this workflow (INVARIANTS I13); 1 for the first.
     pub version: u64,
     pub workflow: Workflow,
     /// Worker log lines per task id.
-    #[serde(default)]
     pub task_logs: BTreeMap<String, Vec<TaskExecLog>>,
     /// Keys of the latest outside changes applied (event actions), so a repeat of one is a
     /// no-op; at most [`APPLIED_KEYS_MAX`], oldest first.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub applied: Vec<String>,
 }
 

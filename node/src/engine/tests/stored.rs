@@ -1,0 +1,105 @@
+//! The stored encoding of a workflow record (`proto::record::compact`): what a record leaves
+//! out, what it keeps, and that the API view is untouched. `H` already round-trips every record
+//! of every engine test through it.
+
+use super::*;
+use TaskStatus::*;
+
+fn encoded(h: &H) -> Value {
+    let bytes = proto::record::encode(&h.rec);
+    serde_json::from_slice(&bytes[2..]).expect("a record body is JSON")
+}
+
+fn fork_of_three() -> H {
+    let branches = ["a", "b", "c"].map(|b| vec![simple(b)]).to_vec();
+    let fork = WorkflowTask {
+        name: "fork".into(),
+        task_reference_name: "fork".into(),
+        task_type: task_type::FORK_JOIN.into(),
+        fork_tasks: branches,
+        ..Default::default()
+    };
+    let join = WorkflowTask {
+        name: "join".into(),
+        task_reference_name: "join".into(),
+        task_type: task_type::JOIN.into(),
+        join_on: vec!["a".into(), "b".into(), "c".into()],
+        ..Default::default()
+    };
+    H::start(def_of(vec![fork, join]), json!({}))
+}
+
+#[test]
+fn a_record_leaves_out_the_task_definitions_its_workflow_definition_holds() {
+    let mut h = fork_of_three();
+    for r in ["a", "b", "c"] {
+        h.poll(r);
+        h.complete(r, json!({ "r": r }));
+    }
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+    let stored = encoded(&h);
+    let tasks = stored["workflow"]["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), 5);
+    assert!(
+        tasks.iter().all(|t| t.get("workflowTask").is_none()),
+        "every task's definition is in the workflow definition"
+    );
+    // The API shows them all.
+    let api = serde_json::to_value(h.wf()).expect("serialises");
+    for t in api["tasks"].as_array().expect("tasks") {
+        assert_eq!(
+            t["workflowTask"]["taskReferenceName"], t["referenceTaskName"],
+            "the API view carries each task's definition"
+        );
+    }
+    // Leaving the copies out is most of the record.
+    let full = serde_json::to_vec(&api).expect("serialises").len();
+    let compact = proto::record::encode(&h.rec).len();
+    assert!(compact * 10 < full * 7, "{compact} bytes stored for {full}");
+}
+
+#[test]
+fn a_task_whose_definition_differs_from_the_workflow_definition_keeps_its_own() {
+    let mut h = fork_of_three();
+    let mut rec = h.rec.clone();
+    let task = rec
+        .workflow
+        .tasks
+        .iter_mut()
+        .find(|t| t.reference_task_name == "b")
+        .expect("branch b");
+    task.workflow_task.input_parameters = obj(json!({ "changed": true }));
+    h.rec = rec.clone();
+    let stored = encoded(&h);
+    let kept: Vec<&str> = stored["workflow"]["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter(|t| t.get("workflowTask").is_some())
+        .map(|t| t["referenceTaskName"].as_str().expect("ref"))
+        .collect();
+    assert_eq!(kept, vec!["b"]);
+    let back: WorkflowRecord =
+        proto::record::decode(&proto::record::encode(&rec)).expect("decodes");
+    assert_eq!(back, rec);
+}
+
+#[test]
+fn a_record_written_with_every_task_definition_reads_the_same() {
+    let mut h = fork_of_three();
+    h.poll("a");
+    h.complete("a", json!({}));
+    // Format version 1 wrote each task's definition in full.
+    let mut v1 = 1u16.to_le_bytes().to_vec();
+    v1.extend(
+        serde_json::to_vec(&json!({
+            "version": h.rec.version,
+            "workflow": serde_json::to_value(h.wf()).expect("serialises"),
+            "task_logs": {},
+        }))
+        .expect("serialises"),
+    );
+    let back: WorkflowRecord = proto::record::decode(&v1).expect("version 1 decodes");
+    assert_eq!(back, h.rec);
+    assert_eq!(h.st("join"), InProgress);
+}

@@ -1,0 +1,138 @@
+//! The stored form of a [`WorkflowRecord`]: a task's `workflowTask` is left out when the record's
+//! own workflow definition holds an equal task under the task's reference name, and put back from
+//! there when the record is decoded. The copies are most of a record (a fork's copy holds all its
+//! branches), and every step writes the record through Raft and into the state tree, so leaving
+//! them out shrinks every write. The Conductor view (`Workflow`, `Task` over the API) is unchanged:
+//! only a record's encoding omits them.
+//!
+//! serde offers no context to a field's `skip_serializing_if`, so while a record serialises, the
+//! addresses of the task definitions it may omit sit in a thread-local set that
+//! [`omit_workflow_task`] consults. The addresses only identify fields of the record being
+//! written; they never reach the output, which stays a function of the record alone.
+
+use super::WorkflowRecord;
+use crate::model::{TaskExecLog, Workflow, WorkflowDef, WorkflowTask};
+use serde::{Deserialize, Serialize, Serializer};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+thread_local! {
+    /// Addresses of the `workflowTask` fields the record being serialised leaves out.
+    static OMITTED: RefCell<Option<HashSet<usize>>> = const { RefCell::new(None) };
+}
+
+/// `skip_serializing_if` of `Task::workflow_task`: true only while a record serialises and only
+/// for the tasks whose definition the record's workflow definition carries.
+pub fn omit_workflow_task(task: &WorkflowTask) -> bool {
+    let address = task as *const WorkflowTask as usize;
+    OMITTED.with(|o| {
+        o.borrow()
+            .as_ref()
+            .is_some_and(|set| set.contains(&address))
+    })
+}
+
+/// The definition's tasks by reference name (the first of a name, depth first): the one lookup
+/// both directions use, so what is left out is exactly what comes back.
+fn by_reference(def: &WorkflowDef) -> HashMap<&str, &WorkflowTask> {
+    let mut map = HashMap::new();
+    for task in def.all_tasks() {
+        map.entry(task.task_reference_name.as_str()).or_insert(task);
+    }
+    map
+}
+
+/// Installs the omitted set of `workflow` for the lifetime of the guard (restoring any set it
+/// replaced).
+struct Omitting(Option<HashSet<usize>>);
+
+impl Omitting {
+    fn install(workflow: &Workflow) -> Omitting {
+        let defs = by_reference(&workflow.workflow_definition);
+        let set = workflow
+            .tasks
+            .iter()
+            .filter(|t| {
+                defs.get(t.reference_task_name.as_str())
+                    .is_some_and(|d| **d == t.workflow_task)
+            })
+            .map(|t| &t.workflow_task as *const WorkflowTask as usize)
+            .collect();
+        Omitting(OMITTED.with(|o| o.borrow_mut().replace(set)))
+    }
+}
+
+impl Drop for Omitting {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        OMITTED.with(|o| *o.borrow_mut() = previous);
+    }
+}
+
+/// The fields of a record as stored (borrowed for writing).
+#[derive(Serialize)]
+struct Fields<'a> {
+    version: u64,
+    workflow: &'a Workflow,
+    task_logs: &'a BTreeMap<String, Vec<TaskExecLog>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    applied: &'a Vec<String>,
+}
+
+impl Serialize for WorkflowRecord {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let _omitting = Omitting::install(&self.workflow);
+        Fields {
+            version: self.version,
+            workflow: &self.workflow,
+            task_logs: &self.task_logs,
+            applied: &self.applied,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// The fields of a record as stored (owned for reading); a record without omissions (format
+/// version 1) reads the same way.
+#[derive(Deserialize)]
+pub(super) struct Stored {
+    version: u64,
+    workflow: Workflow,
+    #[serde(default)]
+    task_logs: BTreeMap<String, Vec<TaskExecLog>>,
+    #[serde(default)]
+    applied: Vec<String>,
+}
+
+impl From<Stored> for WorkflowRecord {
+    fn from(stored: Stored) -> Self {
+        let mut workflow = stored.workflow;
+        let defs = by_reference(&workflow.workflow_definition);
+        // A definition task always has a reference name, so an empty one was left out.
+        let restored: Vec<Option<WorkflowTask>> = workflow
+            .tasks
+            .iter()
+            .map(|t| {
+                t.workflow_task
+                    .task_reference_name
+                    .is_empty()
+                    .then(|| {
+                        defs.get(t.reference_task_name.as_str())
+                            .map(|d| (*d).clone())
+                    })
+                    .flatten()
+            })
+            .collect();
+        for (task, definition) in workflow.tasks.iter_mut().zip(restored) {
+            if let Some(definition) = definition {
+                task.workflow_task = definition;
+            }
+        }
+        WorkflowRecord {
+            version: stored.version,
+            workflow,
+            task_logs: stored.task_logs,
+            applied: stored.applied,
+        }
+    }
+}
