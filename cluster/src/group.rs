@@ -222,7 +222,8 @@ impl Group {
     ) -> Result<Group, Error> {
         let config = Arc::new(options.raft_config()?);
         let log_store = LogStore::open(db, &options.name)?;
-        let state_store = StateStore::open(db, &options.name, sm)?;
+        let state_store =
+            StateStore::open(db, &options.name, options.state_checkpoint_entries, sm)?;
         let state = state_store.state().clone();
         let node = options.node;
         let network = match &options.cluster {

@@ -72,6 +72,10 @@ pub struct GroupOptions {
     /// Maximum batches submitted to Raft and not yet applied; while they are in flight, new
     /// proposals gather into the next batch.
     pub batches_in_flight_max: usize,
+    /// Applied entries buffered in memory before the state tree's backend is written (see
+    /// [`crate::storage::buffered`]); 0 writes it after every apply. Between checkpoints the
+    /// state is durable in the log, which a restart replays.
+    pub state_checkpoint_entries: u64,
 }
 
 impl GroupOptions {
@@ -198,6 +202,7 @@ impl Default for GroupOptions {
             batch_commands_max: 1_024,
             batch_bytes_max: 4 * 1024 * 1024,
             batches_in_flight_max: 2,
+            state_checkpoint_entries: 256,
         }
     }
 }

@@ -14,6 +14,7 @@ use crate::codec::{self, KEY_APPLIED, KEY_MEMBERSHIP, KEY_PARTIAL};
 use crate::log_store::io_error;
 use crate::snapshot::{self, Dump, SnapshotBuilder, SnapshotSlot};
 use crate::state_machine::StateMachine;
+use crate::storage::buffered::Buffered;
 use crate::storage::{Batch, Db, StorageResult, Tree};
 use crate::types::{
     Entry, LogId, Response, SnapshotMeta, StorageError, StoredMembership, TypeConfig,
@@ -25,8 +26,14 @@ use std::sync::Arc;
 
 /// The state machine side of one group.
 pub struct StateStore {
-    /// `{name}/state`: the node's keys plus bookkeeping.
+    /// `{name}/state`: the node's keys plus bookkeeping, read and written through `buffered`
+    /// (see [`crate::storage::buffered`]).
     state: Tree,
+    buffered: Arc<Buffered>,
+    /// Entries applied since the last checkpoint.
+    unchecked: u64,
+    /// Checkpoint after this many (at least one).
+    checkpoint_entries: u64,
     /// Where the current snapshot is kept.
     slot: SnapshotSlot,
     /// The node's state machine.
@@ -35,9 +42,20 @@ pub struct StateStore {
 
 impl StateStore {
     /// Opens (or creates) the state and raft trees of group `name`.
-    pub fn open(db: &Db, name: &str, sm: Arc<dyn StateMachine>) -> StorageResult<Self> {
+    pub fn open(
+        db: &Db,
+        name: &str,
+        checkpoint_entries: u64,
+        sm: Arc<dyn StateMachine>,
+    ) -> StorageResult<Self> {
+        let buffered = Arc::new(Buffered::new(
+            db.open_tree(format!("{name}/state"))?.backend(),
+        ));
         Ok(StateStore {
-            state: db.open_tree(format!("{name}/state"))?,
+            state: Tree::new(buffered.clone()),
+            buffered,
+            unchecked: 0,
+            checkpoint_entries: checkpoint_entries.max(1),
             slot: SnapshotSlot::new(db, db.open_tree(format!("{name}/raft"))?),
             sm,
         })
@@ -66,6 +84,20 @@ impl StateStore {
             .transpose()?
             .unwrap_or_default();
         Ok((applied, membership))
+    }
+}
+
+/// A state store writes its buffered state to the backend once this many bytes are buffered,
+/// or after `GroupOptions::state_checkpoint_entries` applied entries, whichever comes first.
+const CHECKPOINT_BYTES: usize = 4 << 20;
+
+impl StateStore {
+    /// Writes the buffered state to the backend tree (see [`crate::storage::buffered`]).
+    fn checkpoint(&mut self) -> Result<(), StorageError> {
+        self.unchecked = 0;
+        self.buffered
+            .checkpoint()
+            .map_err(|e| io_error(ErrorSubject::StateMachine, ErrorVerb::Write, &e))
     }
 }
 
@@ -165,11 +197,22 @@ impl RaftStateMachine<TypeConfig> for StateStore {
                 }
             };
             responses.push(Response(response));
+            self.unchecked += 1;
+        }
+        if self.unchecked >= self.checkpoint_entries
+            || self.buffered.pending_bytes() >= CHECKPOINT_BYTES
+        {
+            self.checkpoint()?;
         }
         Ok(responses)
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        // The log is purged up to the snapshot afterwards: the state it replaces must be in
+        // the backend first (the snapshot's save flushes it).
+        if let Err(e) = self.checkpoint() {
+            tracing::error!(error = %e, "state checkpoint before a snapshot failed");
+        }
         // Runs on openraft's state machine worker, between two applies: the dump is consistent.
         let dump = self.read_applied().and_then(|(applied, membership)| {
             let pairs = snapshot::dump_pairs(&self.state)
@@ -213,6 +256,7 @@ impl RaftStateMachine<TypeConfig> for StateStore {
         self.state
             .apply_batch(batch)
             .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
+        self.checkpoint()?;
         self.slot.save(meta, &bytes).await?;
         tracing::info!(snapshot = %meta, "snapshot installed");
         self.sm.restored(&self.state);

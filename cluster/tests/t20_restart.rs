@@ -148,7 +148,7 @@ async fn a_partly_applied_entry_resumes_after_its_last_applied_command() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = open_db(dir.path());
     let sm = std::sync::Arc::new(Counter::default());
-    let mut store = StateStore::open(&db, "p0", sm.clone()).expect("store");
+    let mut store = StateStore::open(&db, "p0", 0, sm.clone()).expect("store");
     let state = db.open_tree("p0/state").expect("tree");
     let log_id = LogId::new(CommittedLeaderId::new(1, 1), 5);
 

@@ -100,7 +100,8 @@ async fn snapshot_installs_on_another_store() {
         assert!(index.is_some());
         group.shutdown().await.expect("shutdown");
         drop(group);
-        let mut store = StateStore::open(&db, "p3", Arc::new(Counter::default())).expect("store");
+        let mut store =
+            StateStore::open(&db, "p3", 256, Arc::new(Counter::default())).expect("store");
         store
             .get_current_snapshot()
             .await
@@ -115,7 +116,7 @@ async fn snapshot_installs_on_another_store() {
     stale.insert(b"stale", b"gone soon").expect("insert");
     {
         let sm = Arc::new(Counter::default());
-        let mut store = StateStore::open(&db, "p3", sm.clone()).expect("store");
+        let mut store = StateStore::open(&db, "p3", 256, sm.clone()).expect("store");
         store
             .install_snapshot(&snapshot.meta, snapshot.snapshot.clone())
             .await

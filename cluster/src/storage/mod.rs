@@ -7,12 +7,13 @@
 //! a crash keeps a prefix of the writes made before it (a backend must not reorder writes across a
 //! flush).
 
+pub mod buffered;
+mod flusher;
 pub mod sled;
 
 use futures::future::BoxFuture;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The key and value type of every backend: cheap to clone, inline when short.
@@ -87,12 +88,9 @@ pub trait TreeBackend: Send + Sync + 'static {
     fn apply_batch(&self, batch: Batch) -> StorageResult<()>;
 }
 
-/// A flush slower than this is logged: it delays every write and Raft answer behind it.
-const SLOW_FLUSH: std::time::Duration = std::time::Duration::from_millis(100);
-
 /// Cheap cloneable handle to a database.
 #[derive(Clone)]
-pub struct Db(Arc<dyn Backend>, Arc<AtomicU64>);
+pub struct Db(Arc<dyn Backend>, Arc<flusher::Flusher>);
 
 impl Db {
     /// A database on `backend`.
@@ -125,21 +123,15 @@ impl Db {
         self.open_tree(DEFAULT_TREE)
     }
 
-    /// Flushes asked of the backend since the database was opened (for `batonctl bench`).
+    /// Flushes the backend ran since the database was opened (for `batonctl bench`).
     pub fn flushes(&self) -> u64 {
-        self.1.load(Ordering::Relaxed)
+        self.1.flushes()
     }
 
-    /// Makes every write so far durable (all trees). A slow flush is logged.
+    /// Makes every write so far durable (all trees). Concurrent callers share flushes: one that
+    /// began after a caller's writes serves it (see [`flusher`]). A slow flush is logged.
     pub async fn flush(&self) -> StorageResult<()> {
-        let started = tokio::time::Instant::now();
-        self.1.fetch_add(1, Ordering::Relaxed);
-        let flushed = self.0.flush().await;
-        let took = started.elapsed();
-        if took >= SLOW_FLUSH {
-            tracing::warn!(took_ms = took.as_millis(), "slow storage flush");
-        }
-        flushed
+        self.1.flush(&self.0).await
     }
 }
 
@@ -160,6 +152,11 @@ impl Tree {
     /// A tree on `backend`.
     pub fn new(backend: Arc<dyn TreeBackend>) -> Tree {
         Tree(backend)
+    }
+
+    /// The backend this tree reads and writes.
+    pub fn backend(&self) -> Arc<dyn TreeBackend> {
+        self.0.clone()
     }
 
     pub fn get(&self, key: impl AsRef<[u8]>) -> StorageResult<Option<IVec>> {

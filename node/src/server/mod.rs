@@ -290,6 +290,10 @@ async fn open_group(
     snapshot_logs: Option<u64>,
 ) -> Result<cluster::Group> {
     let mut options = cluster::GroupOptions::new(name.clone(), node);
+    if name == "meta" {
+        // The member list is read from the meta state before the group opens (and replays).
+        options.state_checkpoint_entries = 0;
+    }
     if let Some(n) = snapshot_logs {
         options.snapshot_logs_since_last = n;
         options.logs_to_keep_after_snapshot = n / 2;
