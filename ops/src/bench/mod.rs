@@ -85,8 +85,10 @@ pub struct BenchArgs {
     /// update-v2) or QUIC with the Rust SDK (tasks pushed against credits, mutual TLS).
     #[arg(long, value_enum, default_value_t = WorkerKind::Http)]
     worker_kind: WorkerKind,
-    /// Workers (HTTP: threads that batch-poll; QUIC: SDK workers, one connection each).
-    #[arg(long, default_value_t = 4)]
+    /// Workers (HTTP: threads that batch-poll; QUIC: SDK workers, one connection each). An
+    /// HTTP worker has one request in flight, so few workers cap the rate at RF 3: 4 held W2
+    /// near 80 workflows/s while the nodes had CPU left (the peers' workers are not capped so).
+    #[arg(long, default_value_t = 16)]
     workers: usize,
     /// Tasks per batch poll (HTTP), or each QUIC worker's concurrency.
     #[arg(long, default_value_t = 8)]
