@@ -209,20 +209,21 @@ impl RaftStateMachine<TypeConfig> for StateStore {
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         // The log is purged up to the snapshot afterwards: the state it replaces must be in
-        // the backend first (the snapshot's save flushes it).
-        if let Err(e) = self.checkpoint() {
-            tracing::error!(error = %e, "state checkpoint before a snapshot failed");
-        }
+        // the backend first (the snapshot's save flushes it). A failed checkpoint fails the build.
         // Runs on openraft's state machine worker, between two applies: the dump is consistent.
-        let dump = self.read_applied().and_then(|(applied, membership)| {
-            let pairs = snapshot::dump_pairs(&self.state)
-                .map_err(|e| io_error(ErrorSubject::StateMachine, ErrorVerb::Read, &e))?;
-            Ok(Dump {
-                pairs,
-                applied,
-                membership,
-            })
-        });
+        let checkpointed = self.checkpoint();
+        let dump =
+            checkpointed
+                .and_then(|()| self.read_applied())
+                .and_then(|(applied, membership)| {
+                    let pairs = snapshot::dump_pairs(&self.state)
+                        .map_err(|e| io_error(ErrorSubject::StateMachine, ErrorVerb::Read, &e))?;
+                    Ok(Dump {
+                        pairs,
+                        applied,
+                        membership,
+                    })
+                });
         SnapshotBuilder {
             dump,
             slot: self.slot.clone(),
