@@ -99,9 +99,7 @@ impl StateStore {
             .checkpoint()
             .map_err(|e| io_error(ErrorSubject::StateMachine, ErrorVerb::Write, &e))
     }
-}
 
-impl StateStore {
     /// Applies the commands of one normal entry, each in its own atomic batch so that the next
     /// command sees its writes. Progress inside the entry is recorded with each batch, so a replay
     /// after a crash skips the commands already applied (their answers went to nobody: the

@@ -109,23 +109,11 @@ impl From<Stored> for WorkflowRecord {
         let mut workflow = stored.workflow;
         let defs = by_reference(&workflow.workflow_definition);
         // A definition task always has a reference name, so an empty one was left out.
-        let restored: Vec<Option<WorkflowTask>> = workflow
-            .tasks
-            .iter()
-            .map(|t| {
-                t.workflow_task
-                    .task_reference_name
-                    .is_empty()
-                    .then(|| {
-                        defs.get(t.reference_task_name.as_str())
-                            .map(|d| (*d).clone())
-                    })
-                    .flatten()
-            })
-            .collect();
-        for (task, definition) in workflow.tasks.iter_mut().zip(restored) {
-            if let Some(definition) = definition {
-                task.workflow_task = definition;
+        for task in &mut workflow.tasks {
+            if task.workflow_task.task_reference_name.is_empty() {
+                if let Some(definition) = defs.get(task.reference_task_name.as_str()) {
+                    task.workflow_task = (*definition).clone();
+                }
             }
         }
         WorkflowRecord {
