@@ -221,7 +221,7 @@ impl Group {
         sm: Arc<dyn StateMachine>,
     ) -> Result<Group, Error> {
         let config = Arc::new(options.raft_config()?);
-        let log_store = LogStore::open(db, &options.name)?;
+        let log_store = LogStore::open(db, &options.name).await?;
         let state_store =
             StateStore::open(db, &options.name, options.state_checkpoint_entries, sm)?;
         let state = state_store.state().clone();

@@ -1,19 +1,25 @@
-//! `LogStore`: openraft's storage-v2 log storage (`RaftLogStorage`) over [`crate::storage`]. The
-//! log lives in the tree `{name}/log` keyed by big-endian index; the vote, the committed log id and
-//! the last purged log id live in `{name}/raft`.
+//! `LogStore`: openraft's storage-v2 log storage (`RaftLogStorage`) of one group. The entries
+//! live in the node's shared Raft log ([`crate::storage::wal`]); the vote, the committed log id
+//! and the last purged log id live in the tree `{name}/raft`.
 //!
-//! Durability: `append` writes everything openraft hands over in one batch, flushes the
-//! database once, and only then completes openraft's callback; `save_vote` flushes before it
-//! returns. Nothing is acknowledged before its flush. (openraft 0.9 hands over one client write per
-//! `append` and waits for its callback before the next, so group commit happens one level up: the
-//! [`crate::proposer`] packs concurrent proposals into one entry.) The committed log id and purges
-//! are not flushed: losing them in a crash only means re-applying committed entries (which the state
-//! machine's own applied log id makes idempotent) or purging again.
+//! Durability: `append` writes everything openraft hands over, syncs the log once (shared with
+//! every other group's appends, see [`crate::storage::wal::Wal::sync`]) and only then completes
+//! openraft's callback; `save_vote` flushes the trees before it returns. Nothing is acknowledged
+//! before it is durable. (openraft 0.9 hands over one client write per `append` and waits for its
+//! callback before the next, so batching within a group happens one level up: the
+//! [`crate::proposer`] packs concurrent proposals into one entry.) The committed log id is not
+//! flushed: losing it in a crash only means re-applying committed entries (which the state
+//! machine's own applied log id makes idempotent). A purge records its marker in the trees and
+//! forgets the entries; their segment is deleted only after the trees are flushed.
+//!
+//! A data directory written before the shared log kept each group's entries in the tree
+//! `{name}/log`; opening the group moves them into the log (synced) and then empties the tree.
 
 // openraft's trait methods return its `StorageError` (224 bytes); helpers return the same type.
 #![allow(clippy::result_large_err)]
 
 use crate::codec::{self, KEY_COMMITTED, KEY_PURGED, KEY_VOTE};
+use crate::storage::wal::Wal;
 use crate::storage::{Batch, Db, StorageResult, Tree};
 use crate::types::{Entry, LogId, StorageError, TypeConfig};
 use openraft::storage::{LogFlushed, RaftLogStorage};
@@ -21,29 +27,64 @@ use openraft::{
     AnyError, ErrorSubject, ErrorVerb, LogState, OptionalSend, RaftLogReader, StorageIOError, Vote,
 };
 use std::fmt::Debug;
-use std::ops::{Bound, RangeBounds};
+use std::ops::RangeBounds;
+use std::sync::Arc;
 
 /// Log and vote storage of one group. Cloning is cheap (storage handles); the clone is also the log
 /// reader openraft's replication tasks use.
 #[derive(Clone)]
 pub struct LogStore {
-    /// The whole database: storage flushes per database, so a flush also covers the other groups'
-    /// pending writes (harmless).
+    /// The node's storage (tree flushes are per database).
     db: Db,
-    /// `{name}/log`: index (u64 BE) -> encoded entry.
-    log: Tree,
+    /// The node's Raft log, shared by every group.
+    wal: Arc<Wal>,
+    /// The group's name in the log.
+    name: Arc<str>,
     /// `{name}/raft`: vote, committed, purged, snapshot.
     raft: Tree,
 }
 
 impl LogStore {
-    /// Opens (or creates) the log trees of group `name`.
-    pub fn open(db: &Db, name: &str) -> StorageResult<Self> {
-        Ok(LogStore {
+    /// Opens the log of group `name`: forgets what its purge marker covers, and moves entries
+    /// an earlier version kept in the tree `{name}/log` into the shared log.
+    pub async fn open(db: &Db, name: &str) -> StorageResult<Self> {
+        let store = LogStore {
             db: db.clone(),
-            log: db.open_tree(format!("{name}/log"))?,
+            wal: db.raft_log().clone(),
+            name: Arc::from(name),
             raft: db.open_tree(format!("{name}/raft"))?,
-        })
+        };
+        store.migrate(&db.open_tree(format!("{name}/log"))?).await?;
+        if let Some(purged) = store.raft.get(KEY_PURGED)? {
+            let purged = codec::decode_log_id(&purged)
+                .map_err(|e| crate::storage::StorageError(e.to_string()))?;
+            store.wal.purge(name, purged.index);
+        }
+        Ok(store)
+    }
+
+    /// Moves the entries of the tree `{name}/log` (the layout before the shared log) into the
+    /// shared log, syncs it, then empties the tree.
+    async fn migrate(&self, old: &Tree) -> StorageResult<()> {
+        if old.first()?.is_none() {
+            return Ok(());
+        }
+        let mut entries = Vec::new();
+        let mut batch = Batch::default();
+        for item in old.iter() {
+            let (key, value) = item?;
+            let log_id = codec::decode_entry_log_id(&value)
+                .map_err(|e| crate::storage::StorageError(e.to_string()))?;
+            entries.push((log_id, value.to_vec()));
+            batch.remove(key);
+        }
+        if self.wal.is_empty(&self.name) {
+            tracing::info!(group = %self.name, entries = entries.len(), "moving the raft log out of the tree");
+            self.wal.append(&self.name, entries)?;
+            self.wal.sync().await?;
+        }
+        old.apply_batch(batch)?;
+        self.db.flush().await
     }
 
     fn read_log_id(
@@ -77,32 +118,22 @@ pub(crate) fn io_error(
     StorageIOError::new(subject, verb, AnyError::new(e)).into()
 }
 
-/// Turns a range of indexes into log key bounds.
-fn key_bounds<RB: RangeBounds<u64>>(range: &RB) -> (Bound<[u8; 8]>, Bound<[u8; 8]>) {
-    let map = |b: Bound<&u64>| match b {
-        Bound::Included(i) => Bound::Included(codec::log_key(*i)),
-        Bound::Excluded(i) => Bound::Excluded(codec::log_key(*i)),
-        Bound::Unbounded => Bound::Unbounded,
-    };
-    (map(range.start_bound()), map(range.end_bound()))
-}
-
 impl RaftLogReader<TypeConfig> for LogStore {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
-        let mut entries = Vec::new();
-        for item in self.log.range(key_bounds(&range)) {
-            let (key, value) =
-                item.map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, &e))?;
-            let entry = codec::decode_entry(&value).map_err(|e| {
-                let index = codec::log_index(&key).unwrap_or_default();
-                io_error(ErrorSubject::LogIndex(index), ErrorVerb::Read, &e)
-            })?;
-            entries.push(entry);
-        }
-        Ok(entries)
+        let encoded = self
+            .wal
+            .read(&self.name, range)
+            .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, &e))?;
+        encoded
+            .iter()
+            .map(|bytes| {
+                codec::decode_entry(bytes)
+                    .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, &e))
+            })
+            .collect()
     }
 }
 
@@ -111,17 +142,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let last_purged_log_id = self.read_log_id(KEY_PURGED, ErrorSubject::Store)?;
-        let last = self
-            .log
-            .last()
-            .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, &e))?;
-        let last_log_id = match last {
-            Some((_, value)) => Some(
-                codec::decode_entry_log_id(&value)
-                    .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, &e))?,
-            ),
-            None => last_purged_log_id,
-        };
+        let last_log_id = self.wal.last(&self.name).or(last_purged_log_id);
         Ok(LogState {
             last_purged_log_id,
             last_log_id,
@@ -179,27 +200,26 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut batch = Batch::default();
-        let mut count = 0usize;
+        let mut encoded = Vec::new();
         for entry in entries {
-            count += 1;
             let bytes = codec::encode_entry(&entry)
                 .map_err(|e| io_error(ErrorSubject::Log(entry.log_id), ErrorVerb::Write, &e))?;
-            batch.insert(&codec::log_key(entry.log_id.index)[..], bytes);
+            encoded.push((entry.log_id, bytes));
         }
-        if let Err(e) = self.log.apply_batch(batch) {
+        let count = encoded.len();
+        if let Err(e) = self.wal.append(&self.name, encoded) {
             callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
             return Err(io_error(ErrorSubject::Logs, ErrorVerb::Write, &e));
         }
         if crate::mutation::active(crate::mutation::Mutation::AckBeforeFlush) {
             // The deliberate bug: acknowledged at once, made durable some time later.
             callback.log_io_completed(Ok(()));
-            let db = self.db.clone();
-            tokio::spawn(async move { db.flush().await });
+            let wal = self.wal.clone();
+            tokio::spawn(async move { wal.sync().await });
             return Ok(());
         }
-        // One flush for everything openraft handed over, and only then the acknowledgement.
-        match self.db.flush().await {
+        // One sync for everything openraft handed over, and only then the acknowledgement.
+        match self.wal.sync().await {
             Ok(_) => {
                 tracing::trace!(entries = count, "log entries appended and flushed");
                 callback.log_io_completed(Ok(()));
@@ -214,30 +234,87 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         // Removes every entry from `log_id.index` on (conflicting entries of a former leader).
-        let mut batch = Batch::default();
-        for item in self.log.range(codec::log_key(log_id.index)..) {
-            let (key, _) = item.map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, &e))?;
-            batch.remove(key);
-        }
-        self.log
-            .apply_batch(batch)
+        self.wal
+            .truncate(&self.name, log_id.index)
             .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, &e))
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        // The purge marker is written before the entries go, so a crash in between leaves a
-        // consistent view (storage recovers a prefix of its writes): entries at or below the marker
-        // are ignored by openraft and purged again.
+        // The marker goes to the trees and the entries are forgotten; the log deletes a segment
+        // only after flushing the trees, so the entries never go before their marker is durable
+        // (after a crash in between, the entries come back and are purged again).
         self.raft
             .insert(KEY_PURGED, &codec::encode_log_id(&log_id)[..])
             .map_err(|e| io_error(ErrorSubject::Store, ErrorVerb::Write, &e))?;
-        let mut batch = Batch::default();
-        for item in self.log.range(..=codec::log_key(log_id.index)) {
-            let (key, _) = item.map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, &e))?;
-            batch.remove(key);
-        }
-        self.log
-            .apply_batch(batch)
+        self.wal.purge(&self.name, log_id.index);
+        let db = self.db.clone();
+        self.wal
+            .compact(async move { db.flush().await })
+            .await
+            .map(|_| ())
             .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, &e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Request;
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    fn entry(index: u64) -> Entry {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(Request(vec![format!("c{index}").into_bytes()])),
+        }
+    }
+
+    /// A data directory from before the shared log: the entries in `{name}/log` move into the
+    /// log, the tree empties, and the purge marker still applies.
+    #[tokio::test]
+    async fn entries_kept_in_the_old_log_tree_move_into_the_shared_log() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let db = Db::open_sled(dir.path()).expect("opens");
+            let old = db.open_tree("p3/log").expect("tree");
+            for i in 1..=5 {
+                let bytes = codec::encode_entry(&entry(i)).expect("encodes");
+                old.insert(codec::log_key(i), bytes).expect("inserts");
+            }
+            db.open_tree("p3/raft")
+                .expect("tree")
+                .insert(KEY_PURGED, &codec::encode_log_id(&entry(2).log_id)[..])
+                .expect("inserts");
+            db.flush().await.expect("flushes");
+        }
+        let open = || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            loop {
+                match Db::open_sled(dir.path()) {
+                    Ok(db) => break db,
+                    Err(_) if std::time::Instant::now() < deadline => std::thread::yield_now(),
+                    Err(e) => panic!("reopen: {e}"),
+                }
+            }
+        };
+        let db = open();
+        let mut store = LogStore::open(&db, "p3").await.expect("opens");
+        assert!(db
+            .open_tree("p3/log")
+            .expect("tree")
+            .first()
+            .expect("reads")
+            .is_none());
+        let state = store.get_log_state().await.expect("state");
+        assert_eq!(state.last_log_id, Some(entry(5).log_id));
+        assert_eq!(state.last_purged_log_id, Some(entry(2).log_id));
+        let got = store.try_get_log_entries(0..10).await.expect("reads");
+        assert_eq!(got, (3..=5).map(entry).collect::<Vec<_>>());
+        drop((store, db));
+        // Moved for good: the next open finds them in the log alone.
+        let db = open();
+        let mut store = LogStore::open(&db, "p3").await.expect("opens");
+        let got = store.try_get_log_entries(0..10).await.expect("reads");
+        assert_eq!(got.len(), 3);
     }
 }

@@ -4,7 +4,13 @@
 //! reordered), so any acknowledgement given before a flush can be caught losing data (INVARIANTS
 //! I2). A flush takes a seeded amount of simulated time and covers the writes made before it
 //! started.
+//!
+//! The node's Raft log files ([`cluster::storage::wal`]) are on the same disk but apart from the
+//! trees, as on a real machine: a sync covers what the segment held when it began, and a crash
+//! keeps each file's synced bytes and a seeded part of the rest (possibly cutting a record in
+//! two), independently of the trees and of the other files.
 
+use cluster::storage::wal::{mem::MemLogDir, LogDir};
 use cluster::storage::{Backend, Batch, IVec, KvIter, StorageError, StorageResult, TreeBackend};
 use futures::future::BoxFuture;
 use rand::Rng;
@@ -63,9 +69,26 @@ struct State {
     fail_next_write: bool,
 }
 
+impl State {
+    /// How long the next flush or sync takes (seeded).
+    fn flush_time(&mut self) -> Duration {
+        let (lo, hi) = self.flush_us;
+        let us = match self.rng.as_mut() {
+            Some(rng) if hi > lo => rng.gen_range(lo..=hi),
+            _ => lo,
+        };
+        Duration::from_micros(us)
+    }
+}
+
+/// Raft log segments in the simulator: small, so runs start new segments and delete old ones.
+const SEGMENT_BYTES: u64 = 256 << 10;
+
 /// One node's disk; survives the node's crashes.
 pub struct Disk {
     state: Mutex<State>,
+    /// The Raft log's files.
+    log: MemLogDir,
 }
 
 impl Disk {
@@ -77,6 +100,7 @@ impl Disk {
                 rng: Some(ChaCha8Rng::seed_from_u64(seed)),
                 ..State::default()
             }),
+            log: MemLogDir::default(),
         })
     }
 
@@ -84,18 +108,32 @@ impl Disk {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A database handle for the node's current incarnation.
-    pub fn open(self: &Arc<Disk>) -> cluster::storage::Db {
+    /// The storage of the node's current incarnation (its Raft log replayed).
+    pub fn open(self: &Arc<Disk>) -> StorageResult<cluster::storage::Db> {
         let generation = self.lock().generation;
-        cluster::storage::Db::new(Arc::new(SimDb {
-            disk: self.clone(),
-            generation,
-        }))
+        cluster::storage::Db::new(
+            Arc::new(SimDb {
+                disk: self.clone(),
+                generation,
+            }),
+            Arc::new(SimLog {
+                disk: self.clone(),
+                generation,
+            }),
+            SEGMENT_BYTES,
+        )
     }
 
-    /// The node crashed: keep what was flushed and a prefix of the rest chosen by `rng`. Returns
-    /// how many writes were lost.
+    /// The node crashed: keep what was flushed and a prefix of the rest chosen by `rng`, and of
+    /// each Raft log file its synced bytes and a part of the rest. Returns how many writes (tree
+    /// writes, and log files with bytes cut off) were lost.
     pub fn crash(&self, rng: &mut ChaCha8Rng) -> u64 {
+        let mut files_cut = 0;
+        self.log.crash(|unsynced| {
+            let kept = rng.gen_range(0..=unsynced);
+            files_cut += u64::from(kept < unsynced);
+            kept
+        });
         let mut s = self.lock();
         let kept = rng.gen_range(0..=s.pending.len());
         let pending = std::mem::take(&mut s.pending);
@@ -107,7 +145,7 @@ impl Disk {
         s.live = durable.clone();
         s.durable = durable;
         s.generation += 1;
-        lost
+        lost + files_cut
     }
 
     fn check(&self, generation: u64) -> StorageResult<MutexGuard<'_, State>> {
@@ -179,12 +217,8 @@ impl Backend for SimDb {
         Box::pin(async move {
             let (upto, wait) = {
                 let mut s = disk.check(generation)?;
-                let (lo, hi) = s.flush_us;
-                let us = match s.rng.as_mut() {
-                    Some(rng) if hi > lo => rng.gen_range(lo..=hi),
-                    _ => lo,
-                };
-                (s.next_seq, Duration::from_micros(us))
+                let wait = s.flush_time();
+                (s.next_seq, wait)
             };
             tokio::time::sleep(wait).await;
             let mut s = disk.check(generation)?;
@@ -263,16 +297,20 @@ impl Disk {
     /// purge marker, or the index its state was applied to (a snapshot), whichever is highest.
     /// After a crash everything on the disk is durable.
     pub fn recoverable_index(&self, group: &str) -> u64 {
-        index_in(&self.lock().live, group)
+        let last_log = self.log.durable_last(group);
+        index_in(&self.lock().live, group).max(last_log)
     }
 
-    /// The same, counting only what is flushed (what a crash now would keep for sure).
+    /// The same, counting only what is flushed and synced (what a crash now would keep for
+    /// sure).
     pub fn durable_index(&self, group: &str) -> u64 {
-        index_in(&self.lock().durable, group)
+        let last_log = self.log.durable_last(group);
+        index_in(&self.lock().durable, group).max(last_log)
     }
 }
 
-/// The highest log index of `group` that `trees` hold (log, purge marker or applied state).
+/// The highest log index of `group` that `trees` hold (a log written before the shared Raft
+/// log, purge marker or applied state).
 fn index_in(trees: &BTreeMap<String, Map>, group: &str) -> u64 {
     let tree = |suffix: &str| trees.get(&format!("{group}/{suffix}"));
     let last_log = tree("log")
@@ -288,4 +326,68 @@ fn index_in(trees: &BTreeMap<String, Map>, group: &str) -> u64 {
     last_log
         .max(id_at("raft", cluster::codec::KEY_PURGED))
         .max(id_at("state", cluster::codec::KEY_APPLIED))
+}
+
+/// The Raft log files of one incarnation of the node.
+struct SimLog {
+    disk: Arc<Disk>,
+    generation: u64,
+}
+
+impl SimLog {
+    fn check(&self) -> StorageResult<&MemLogDir> {
+        drop(self.disk.check(self.generation)?);
+        Ok(&self.disk.log)
+    }
+}
+
+impl LogDir for SimLog {
+    fn list(&self) -> StorageResult<Vec<u64>> {
+        self.check()?.list()
+    }
+
+    fn read(&self, segment: u64) -> StorageResult<Vec<u8>> {
+        self.check()?.read(segment)
+    }
+
+    fn read_at(&self, segment: u64, offset: u64, len: usize) -> StorageResult<Vec<u8>> {
+        self.check()?.read_at(segment, offset, len)
+    }
+
+    fn create(&self, segment: u64) -> StorageResult<()> {
+        self.check()?.create(segment)
+    }
+
+    fn append(&self, segment: u64, bytes: &[u8]) -> StorageResult<()> {
+        let log = self.check()?;
+        if std::mem::take(&mut self.disk.lock().fail_next_write) {
+            return Err(StorageError("simulated write error (EIO)".into()));
+        }
+        log.append(segment, bytes)
+    }
+
+    fn cut(&self, segment: u64, len: u64) -> StorageResult<()> {
+        self.check()?.cut(segment, len)
+    }
+
+    /// Takes a seeded amount of simulated time, like a tree flush, and covers what the segment
+    /// held when it began.
+    fn sync(&self, segment: u64) -> BoxFuture<'static, StorageResult<()>> {
+        let disk = self.disk.clone();
+        let generation = self.generation;
+        Box::pin(async move {
+            let (upto, wait) = {
+                let mut s = disk.check(generation)?;
+                (disk.log.len(segment), s.flush_time())
+            };
+            tokio::time::sleep(wait).await;
+            drop(disk.check(generation)?);
+            disk.log.mark_synced(segment, upto);
+            Ok(())
+        })
+    }
+
+    fn remove(&self, segment: u64) -> StorageResult<()> {
+        self.check()?.remove(segment)
+    }
 }

@@ -85,8 +85,8 @@ pub async fn software(
 ) -> turmoil::Result {
     let incarnation = slot.incarnation.fetch_add(1, Ordering::Relaxed);
     let link = SimLink::new(slot.id, slot.addr, net.clone(), slot.disk.clone());
-    let seams = node::server::Seams {
-        db: Some(slot.disk.open()),
+    let seams = |db| node::server::Seams {
+        db: Some(db),
         transport: Some(cluster::Transport::over(link.clone())),
         clock: Some(Arc::new(SimClock {
             skew_ms: slot.skew_ms.clone(),
@@ -103,7 +103,14 @@ pub async fn software(
     // Peers can reach the node while it opens (it waits for them to form its groups).
     net.attach(slot.id, peer_tx, client_tx);
     tokio::spawn(link.clone().serve(peer_rx));
-    let node = match node::server::open_with(&options, seams).await {
+    // Opening the disk replays the Raft log and writes to it, so it can meet a storage fault.
+    let opened = match slot.disk.open() {
+        Ok(db) => node::server::open_with(&options, seams(db))
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let node = match opened {
         Ok(node) => node,
         Err(e) => {
             // A node that cannot open its storage exits; its supervisor restarts it.

@@ -1,10 +1,12 @@
-//! Group commit across everything that shares a database: every Raft group of a node appends to
-//! one sled database and flushes it after each append. A flush makes *every* write before it
-//! durable, so concurrent callers need one flush between them, not one each. A caller takes a
-//! ticket after its writes; one flusher task at a time runs the backend's flush for all tickets
-//! taken before that flush began, and callers that arrive meanwhile are served by the next one.
+//! Group commit across everything that shares a store: every Raft group of a node appends to one
+//! log (and writes one tree database) and makes it durable after each append. A flush makes
+//! *every* write before it durable, so concurrent callers need one flush between them, not one
+//! each. A caller takes a ticket after its writes; one flusher task at a time runs the flush for
+//! all tickets taken before that flush began, and callers that arrive meanwhile are served by the
+//! next one.
 
-use super::{Backend, StorageError, StorageResult};
+use super::{StorageError, StorageResult};
+use futures::future::BoxFuture;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::watch;
@@ -12,7 +14,10 @@ use tokio::sync::watch;
 /// A flush slower than this is logged: it delays every write and Raft answer behind it.
 const SLOW_FLUSH: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// The flushes of one database.
+/// What a flusher runs: one flush of the store.
+type FlushFn = dyn Fn() -> BoxFuture<'static, StorageResult<()>> + Send + Sync;
+
+/// The flushes of one store.
 pub(super) struct Flusher {
     state: Mutex<State>,
     /// The last ticket made durable (`u64::MAX` once a flush failed).
@@ -53,8 +58,12 @@ impl Flusher {
         self.flushes.load(Ordering::Relaxed)
     }
 
-    /// Resolves once every write made before the call is durable.
-    pub(super) async fn flush(self: &Arc<Self>, backend: &Arc<dyn Backend>) -> StorageResult<()> {
+    /// Resolves once every write made before the call is durable; `flush` runs one flush of the
+    /// store (used when this call starts the flusher task).
+    pub(super) async fn flush(
+        self: &Arc<Self>,
+        flush: impl Fn() -> BoxFuture<'static, StorageResult<()>> + Send + Sync + 'static,
+    ) -> StorageResult<()> {
         let mut done = self.done.subscribe();
         let ticket = {
             let mut state = self.state();
@@ -64,7 +73,7 @@ impl Flusher {
             state.requested += 1;
             if !state.running {
                 state.running = true;
-                tokio::spawn(self.clone().run(backend.clone()));
+                tokio::spawn(self.clone().run(Arc::new(flush)));
             }
             state.requested
         };
@@ -78,12 +87,12 @@ impl Flusher {
     }
 
     /// Flushes until no ticket is waiting.
-    async fn run(self: Arc<Self>, backend: Arc<dyn Backend>) {
+    async fn run(self: Arc<Self>, flush: Arc<FlushFn>) {
         loop {
             let target = self.state().requested;
             self.flushes.fetch_add(1, Ordering::Relaxed);
             let started = tokio::time::Instant::now();
-            let result = backend.flush().await;
+            let result = flush().await;
             let took = started.elapsed();
             if took >= SLOW_FLUSH {
                 tracing::warn!(took_ms = took.as_millis(), "slow storage flush");
@@ -108,8 +117,7 @@ impl Flusher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::{IVec, TreeBackend};
-    use futures::future::BoxFuture;
+    use crate::storage::{Backend, IVec, TreeBackend};
     use tokio::sync::Semaphore;
 
     /// A backend whose flushes wait for a permit each (and fail while `fail` is set).
@@ -171,7 +179,7 @@ mod tests {
         let flusher = Arc::new(Flusher::default());
         let first = tokio::spawn({
             let (f, b) = (flusher.clone(), backend.clone());
-            async move { f.flush(&b).await }
+            async move { f.flush(move || b.flush()).await }
         });
         until("the first flush starts", || {
             gated.started.load(Ordering::SeqCst) == 1
@@ -180,7 +188,7 @@ mod tests {
         let later: Vec<_> = (0..10)
             .map(|_| {
                 let (f, b) = (flusher.clone(), backend.clone());
-                tokio::spawn(async move { f.flush(&b).await })
+                tokio::spawn(async move { f.flush(move || b.flush()).await })
             })
             .collect();
         for _ in 0..100 {
@@ -213,9 +221,10 @@ mod tests {
         gated.permits.add_permits(10);
         let backend: Arc<dyn Backend> = gated.clone();
         let flusher = Arc::new(Flusher::default());
-        assert!(flusher.flush(&backend).await.is_err());
+        let b = backend.clone();
+        assert!(flusher.flush(move || b.flush()).await.is_err());
         gated.fail.store(false, Ordering::SeqCst);
-        let again = flusher.flush(&backend).await;
+        let again = flusher.flush(move || backend.flush()).await;
         assert_eq!(again.map_err(|e| e.0), Err("disk gone".to_owned()));
         assert_eq!(gated.started.load(Ordering::SeqCst), 1);
     }

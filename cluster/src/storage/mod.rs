@@ -10,6 +10,7 @@
 pub mod buffered;
 mod flusher;
 pub mod sled;
+pub mod wal;
 
 use futures::future::BoxFuture;
 use std::ops::{Bound, RangeBounds};
@@ -88,34 +89,58 @@ pub trait TreeBackend: Send + Sync + 'static {
     fn apply_batch(&self, batch: Batch) -> StorageResult<()>;
 }
 
-/// Cheap cloneable handle to a database.
+/// Cheap cloneable handle to a node's storage: a database of named trees, and the Raft log
+/// every group of the node shares ([`wal::Wal`]).
 #[derive(Clone)]
-pub struct Db(Arc<dyn Backend>, Arc<flusher::Flusher>);
+pub struct Db {
+    backend: Arc<dyn Backend>,
+    flusher: Arc<flusher::Flusher>,
+    log: Arc<wal::Wal>,
+}
+
+/// The Raft log's directory inside a data directory.
+pub const LOG_DIR: &str = "raft-log";
 
 impl Db {
-    /// A database on `backend`.
-    pub fn new(backend: Arc<dyn Backend>) -> Db {
-        Db(backend, Arc::default())
+    /// Storage on `backend`, with the Raft log opened (replayed) from `log`.
+    pub fn new(
+        backend: Arc<dyn Backend>,
+        log: Arc<dyn wal::LogDir>,
+        segment_bytes: u64,
+    ) -> StorageResult<Db> {
+        Ok(Db {
+            backend,
+            flusher: Arc::default(),
+            log: Arc::new(wal::Wal::open(log, segment_bytes)?),
+        })
     }
 
-    /// Opens (or creates) the sled database in the directory `path`.
+    /// Opens (or creates) the storage in the directory `path`: the sled database there, and
+    /// the Raft log in its [`LOG_DIR`].
     pub fn open_sled(path: &Path) -> StorageResult<Db> {
-        Ok(Db::new(Arc::new(sled::SledBackend::open(path)?)))
+        let backend = Arc::new(sled::SledBackend::open(path)?);
+        let log = Arc::new(wal::fs::FsLogDir::open(&path.join(LOG_DIR))?);
+        Db::new(backend, log, wal::SEGMENT_BYTES)
+    }
+
+    /// The Raft log of every group.
+    pub fn raft_log(&self) -> &Arc<wal::Wal> {
+        &self.log
     }
 
     /// Opens the tree `name`, creating it if absent.
     pub fn open_tree(&self, name: impl AsRef<str>) -> StorageResult<Tree> {
-        self.0.open_tree(name.as_ref()).map(Tree)
+        self.backend.open_tree(name.as_ref()).map(Tree)
     }
 
     /// Deletes the tree `name` and its keys; false if there was none.
     pub fn drop_tree(&self, name: impl AsRef<str>) -> StorageResult<bool> {
-        self.0.drop_tree(name.as_ref())
+        self.backend.drop_tree(name.as_ref())
     }
 
     /// The names of the existing trees.
     pub fn tree_names(&self) -> Vec<IVec> {
-        self.0.tree_names()
+        self.backend.tree_names()
     }
 
     /// The tree named [`DEFAULT_TREE`].
@@ -123,15 +148,18 @@ impl Db {
         self.open_tree(DEFAULT_TREE)
     }
 
-    /// Flushes the backend ran since the database was opened (for `batonctl bench`).
+    /// Flushes of the tree database plus `fdatasync`s of the Raft log since they were opened
+    /// (for `batonctl bench`).
     pub fn flushes(&self) -> u64 {
-        self.1.flushes()
+        self.flusher.flushes() + self.log.syncs()
     }
 
-    /// Makes every write so far durable (all trees). Concurrent callers share flushes: one that
-    /// began after a caller's writes serves it (see [`flusher`]). A slow flush is logged.
+    /// Makes every tree write so far durable (all trees; the Raft log syncs on its own).
+    /// Concurrent callers share flushes: one that began after a caller's writes serves it (see
+    /// [`flusher`]). A slow flush is logged.
     pub async fn flush(&self) -> StorageResult<()> {
-        self.1.flush(&self.0).await
+        let backend = self.backend.clone();
+        self.flusher.flush(move || backend.flush()).await
     }
 }
 

@@ -232,6 +232,11 @@ impl Inner {
             return Ok(());
         };
         p.stop().await;
+        self.db
+            .raft_log()
+            .drop_group(&format!("p{}", partition.0))
+            .await
+            .map_err(storage)?;
         for tree in GROUP_TREES {
             self.db
                 .drop_tree(format!("p{}/{tree}", partition.0))
@@ -405,7 +410,21 @@ impl Inner {
     /// Runs a request on `node`: here, or forwarded.
     async fn on(&self, node: NodeId, request: Forward, within: Duration) -> Result<Reply> {
         if node == self.node {
-            return Box::pin(self.answer(forward::HOPS_MAX, request)).await;
+            // The same deadline as a forwarded request: a step this node performs itself can
+            // wait forever (a leader that removed itself never learns that the change
+            // committed), and the controller must go on to its next round.
+            return match tokio::time::timeout(
+                within,
+                Box::pin(self.answer(forward::HOPS_MAX, request)),
+            )
+            .await
+            {
+                Ok(reply) => reply,
+                Err(_) => Err(Error::Unavailable(format!(
+                    "{node} did not finish the request within {} ms",
+                    within.as_millis()
+                ))),
+            };
         }
         self.forward_within(node, forward::HOPS_MAX - 1, request, within)
             .await
