@@ -247,12 +247,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .insert(KEY_PURGED, &codec::encode_log_id(&log_id)[..])
             .map_err(|e| io_error(ErrorSubject::Store, ErrorVerb::Write, &e))?;
         self.wal.purge(&self.name, log_id.index);
-        let db = self.db.clone();
-        self.wal
-            .compact(async move { db.flush().await })
-            .await
-            .map(|_| ())
-            .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, &e))
+        // Deleting segments waits for a tree flush, which can take a while on a big state;
+        // openraft calls `purge` on the group's core task, so that happens beside it. A failed
+        // compaction only leaves segments behind, and the next purge tries again.
+        let (wal, db) = (self.wal.clone(), self.db.clone());
+        tokio::spawn(async move {
+            if let Err(e) = wal.compact(async move { db.flush().await }).await {
+                tracing::warn!(error = %e, "raft log compaction failed; the next purge retries");
+            }
+        });
+        Ok(())
     }
 }
 

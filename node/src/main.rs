@@ -8,6 +8,11 @@
 
 use clap::{Parser, Subcommand};
 use proto::NodeId;
+
+/// mimalloc instead of glibc's allocator: a node allocates and frees small buffers at a high
+/// rate (records, entries, frames), and glibc's malloc was 15% of a loaded node's samples.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -29,7 +29,7 @@ use format::{Located, Op};
 use futures::future::BoxFuture;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::RangeBounds;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The default segment size: a segment is closed once it holds this much, and the next write
@@ -168,6 +168,8 @@ pub struct Wal {
     flusher: Arc<Flusher>,
     /// `fdatasync`s run (for `batonctl bench`).
     syncs: AtomicU64,
+    /// Whether a compaction runs (one at a time).
+    compacting: AtomicBool,
 }
 
 fn corrupt(e: impl std::fmt::Display) -> StorageError {
@@ -242,6 +244,7 @@ impl Wal {
             }),
             flusher: Arc::default(),
             syncs: AtomicU64::new(0),
+            compacting: AtomicBool::new(false),
         })
     }
 
@@ -399,8 +402,20 @@ impl Wal {
     /// Deletes the segments no live entry needs, oldest first, after `flush_trees` made the
     /// purge markers durable (a purge recorded only in memory must not lose its entries). An
     /// old segment with little left alive has its live entries copied to the current segment
-    /// first. Returns how many segments were deleted.
+    /// first. Returns how many segments were deleted (none while another compaction runs).
     pub async fn compact(
+        self: &Arc<Self>,
+        flush_trees: impl std::future::Future<Output = StorageResult<()>>,
+    ) -> StorageResult<usize> {
+        if self.compacting.swap(true, Ordering::AcqRel) {
+            return Ok(0);
+        }
+        let result = self.compact_now(flush_trees).await;
+        self.compacting.store(false, Ordering::Release);
+        result
+    }
+
+    async fn compact_now(
         self: &Arc<Self>,
         flush_trees: impl std::future::Future<Output = StorageResult<()>>,
     ) -> StorageResult<usize> {
