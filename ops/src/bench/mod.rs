@@ -52,7 +52,7 @@ use workers::{Pool, Workers};
 use workloads::Outcome;
 
 /// How the target makes records durable (printed with every result).
-const FSYNC_MODE: &str = "sled flush per batch";
+const FSYNC_MODE: &str = "Raft log fdatasync per append batch, shared by all partitions";
 /// Threads that start W4's workflows.
 const W4_STARTERS: usize = 8;
 
