@@ -98,13 +98,6 @@ impl TransportOptions {
             .max_concurrent_bidi_streams(self.streams_per_connection_max.into())
             // Every exchange is a bidirectional stream; nobody needs unidirectional ones.
             .max_concurrent_uni_streams(0u8.into());
-        // Path MTU discovery up to the largest UDP payload, not quinn's default of 1,452 bytes:
-        // it settles on what the path carries (1,500 on plain Ethernet, 9,000 with jumbo frames,
-        // 64 KiB on loopback), and a 7 KB log entry then travels in one or two datagrams
-        // instead of five or six, each a send and a receive.
-        let mut mtu = quinn::MtuDiscoveryConfig::default();
-        mtu.upper_bound(u16::MAX);
-        config.mtu_discovery_config(Some(mtu));
         Ok(config)
     }
 }

@@ -453,14 +453,16 @@ impl Wal {
         Ok(removed)
     }
 
-    /// If the oldest segment is closed and at most a quarter of it is live, writes its live
-    /// entries again at the end of the log (not yet synced). Returns whether it did.
+    /// If the oldest segment is closed and at most a quarter of it is live, or it is small (a
+    /// run that ended soon after it began), writes its live entries again at the end of the log
+    /// (not yet synced). Returns whether it did.
     fn copy_forward(&self) -> StorageResult<bool> {
         let mut inner = self.lock();
         let Some((&oldest, s)) = inner.segments.iter().next() else {
             return Ok(false);
         };
-        if oldest == inner.current || s.live == 0 || s.live > s.len / 4 {
+        let small = s.len <= inner.segment_bytes / 16;
+        if oldest == inner.current || s.live == 0 || (s.live > s.len / 4 && !small) {
             return Ok(false);
         }
         let mut buf = Vec::new();

@@ -175,6 +175,29 @@ async fn segments_go_once_their_entries_are_purged_and_quiet_groups_are_copied_f
 }
 
 #[tokio::test]
+async fn the_small_segments_of_short_runs_are_folded_into_the_current_one() {
+    let dir = Arc::new(MemLogDir::default());
+    // Every run opens a segment; a quiet group writes one entry in each of five short runs.
+    for i in 1..=5 {
+        let wal = open(&dir, SEGMENT_BYTES);
+        wal.append("meta", entries(1, i, i, 10)).expect("appends");
+        wal.sync().await.expect("syncs");
+    }
+    let wal = open(&dir, SEGMENT_BYTES);
+    assert_eq!(dir.list().expect("lists").len(), 6);
+    // Each compaction folds the oldest small segment into the current one.
+    let mut removed = 0;
+    for _ in 0..5 {
+        removed += wal.compact(async { Ok(()) }).await.expect("compacts");
+    }
+    assert_eq!(removed, 5);
+    assert_eq!(dir.list().expect("lists").len(), 1);
+    drop(wal);
+    let wal = open(&dir, SEGMENT_BYTES);
+    assert_eq!(read(&wal, "meta"), span(1, 5, 1));
+}
+
+#[tokio::test]
 async fn old_entries_are_read_back_from_their_segment() {
     let dir = Arc::new(MemLogDir::default());
     let wal = open(&dir, SEGMENT_BYTES);
