@@ -56,8 +56,7 @@ impl LogStore {
         };
         store.migrate(&db.open_tree(format!("{name}/log"))?).await?;
         if let Some(purged) = store.raft.get(KEY_PURGED)? {
-            let purged = codec::decode_log_id(&purged)
-                .map_err(|e| crate::storage::StorageError(e.to_string()))?;
+            let purged = codec::decode_log_id(&purged)?;
             store.wal.purge(name, purged.index);
         }
         Ok(store)
@@ -73,8 +72,7 @@ impl LogStore {
         let mut batch = Batch::default();
         for item in old.iter() {
             let (key, value) = item?;
-            let log_id = codec::decode_entry_log_id(&value)
-                .map_err(|e| crate::storage::StorageError(e.to_string()))?;
+            let log_id = codec::decode_entry_log_id(&value)?;
             entries.push((log_id, value.to_vec()));
             batch.remove(key);
         }

@@ -25,6 +25,12 @@ pub use ::sled::IVec;
 #[error("storage: {0}")]
 pub struct StorageError(pub String);
 
+impl From<crate::codec::DecodeError> for StorageError {
+    fn from(e: crate::codec::DecodeError) -> Self {
+        StorageError(e.to_string())
+    }
+}
+
 /// The result of a storage operation.
 pub type StorageResult<T> = std::result::Result<T, StorageError>;
 

@@ -191,40 +191,52 @@ pub struct Replay {
 }
 
 /// Replays segment files (id and bytes, in any order) into logs.
-pub fn replay(mut files: Vec<(u64, Vec<u8>)>) -> Result<Replay, DecodeError> {
-    files.sort_by_key(|(id, _)| *id);
+pub fn replay(files: Vec<(u64, Vec<u8>)>) -> Result<Replay, DecodeError> {
+    let mut files: std::collections::BTreeMap<u64, Vec<u8>> = files.into_iter().collect();
+    let ids = files.keys().copied().collect();
+    replay_with(ids, |id| Ok(files.remove(&id).unwrap_or_default()))
+}
+
+/// Replays the segments `ids` (in any order), reading each with `read` when its turn comes, so
+/// only one segment is in memory at a time.
+pub fn replay_with<E: From<DecodeError>>(
+    mut ids: Vec<u64>,
+    mut read: impl FnMut(u64) -> Result<Vec<u8>, E>,
+) -> Result<Replay, E> {
+    ids.sort_unstable();
+    ids.dedup();
     let mut out = Replay::default();
     // Only the run of consecutive ids that ends at the newest counts: segments are deleted
     // oldest first, so anything before a gap is a leftover whose entries are all dead.
-    let run_start = files
+    let run_start = ids
         .windows(2)
-        .rposition(|w| w[1].0 != w[0].0 + 1)
+        .rposition(|w| w[1] != w[0] + 1)
         .map_or(0, |i| i + 1);
-    out.discard
-        .extend(files[..run_start].iter().map(|(id, _)| *id));
+    out.discard.extend(&ids[..run_start]);
     let mut previous: Option<u64> = None;
     let mut ended = false;
-    for (id, bytes) in &files[run_start..] {
+    for &id in &ids[run_start..] {
         if ended {
-            out.discard.push(*id);
+            out.discard.push(id);
             continue;
         }
-        let segment = match read(*id, bytes) {
+        let bytes = read(id)?;
+        let segment = match self::read(id, &bytes) {
             Some(s) if previous.is_none_or(|len| len == s.previous_len) => s,
             _ => {
                 ended = true;
-                out.discard.push(*id);
+                out.discard.push(id);
                 continue;
             }
         };
         for record in &segment.records {
-            apply(&mut out.logs, *id, record)?;
+            apply(&mut out.logs, id, record)?;
         }
         if segment.torn {
-            out.cut.push((*id, segment.valid_len));
+            out.cut.push((id, segment.valid_len));
             ended = true;
         }
-        out.segments.push((*id, segment.valid_len));
+        out.segments.push((id, segment.valid_len));
         previous = Some(segment.valid_len);
     }
     Ok(out)

@@ -172,20 +172,13 @@ pub struct Wal {
     compacting: AtomicBool,
 }
 
-fn corrupt(e: impl std::fmt::Display) -> StorageError {
-    StorageError(format!("raft log is corrupt: {e}"))
-}
-
 impl Wal {
     /// Opens the log in `dir`: replays its segments (a torn tail is cut off, segments after it
     /// and stale leftovers are deleted) and starts a new segment for this run's writes, which
     /// is closed once it holds `segment_bytes` ([`SEGMENT_BYTES`] in production).
     pub fn open(dir: Arc<dyn LogDir>, segment_bytes: u64) -> StorageResult<Wal> {
-        let mut files = Vec::new();
-        for id in dir.list()? {
-            files.push((id, dir.read(id)?));
-        }
-        let replay = format::replay(files).map_err(corrupt)?;
+        let replay = format::replay_with(dir.list()?, |id| dir.read(id))
+            .map_err(|e| StorageError(format!("raft log: {}", e.0)))?;
         for id in &replay.discard {
             tracing::warn!(
                 segment = id,
