@@ -186,7 +186,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
-        self.read_log_id(KEY_COMMITTED, ErrorSubject::Store)
+        // The committed log id goes to the trees and the entries to the Raft log, and the two
+        // reach the disk independently (sled also flushes on its own): after a crash the trees
+        // may name an entry this node had not synced yet, which openraft would fail to re-apply
+        // at start-up. Claim no more than the log holds; the leader sends the rest again.
+        let committed = self.read_log_id(KEY_COMMITTED, ErrorSubject::Store)?;
+        let purged = self.read_log_id(KEY_PURGED, ErrorSubject::Store)?;
+        let held = self.wal.last(&self.name).max(purged);
+        Ok(committed.min(held))
     }
 
     async fn append<I>(
@@ -318,5 +325,41 @@ mod tests {
         let mut store = LogStore::open(&db, "p3").await.expect("opens");
         let got = store.try_get_log_entries(0..10).await.expect("reads");
         assert_eq!(got.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_committed_id_beyond_the_log_reads_back_as_its_last_entry() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open_sled(dir.path()).expect("opens");
+        let mut store = LogStore::open(&db, "p0").await.expect("opens");
+        assert_eq!(store.read_committed().await.expect("reads"), None);
+        let encoded = (1..=5)
+            .map(|i| {
+                (
+                    entry(i).log_id,
+                    codec::encode_entry(&entry(i)).expect("encodes"),
+                )
+            })
+            .collect();
+        db.raft_log().append("p0", encoded).expect("appends");
+        db.raft_log().sync().await.expect("syncs");
+        // A committed id beyond what the log holds (the trees reached the disk, the log's
+        // last entries did not) is read back as the last entry held.
+        store
+            .save_committed(Some(LogId::new(CommittedLeaderId::new(1, 1), 9)))
+            .await
+            .expect("saves");
+        assert_eq!(
+            store.read_committed().await.expect("reads"),
+            Some(entry(5).log_id)
+        );
+        store
+            .save_committed(Some(entry(4).log_id))
+            .await
+            .expect("saves");
+        assert_eq!(
+            store.read_committed().await.expect("reads"),
+            Some(entry(4).log_id)
+        );
     }
 }
