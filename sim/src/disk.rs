@@ -309,23 +309,17 @@ impl Disk {
     }
 }
 
-/// The highest log index of `group` that `trees` hold (a log written before the shared Raft
-/// log, purge marker or applied state).
+/// The highest log index of `group` that `trees` hold: its purge marker or the index its state
+/// was applied to (the entries themselves are in the Raft log's files).
 fn index_in(trees: &BTreeMap<String, Map>, group: &str) -> u64 {
-    let tree = |suffix: &str| trees.get(&format!("{group}/{suffix}"));
-    let last_log = tree("log")
-        .and_then(|t| t.keys().next_back())
-        .and_then(|k| cluster::codec::log_index(k).ok())
-        .unwrap_or(0);
     let id_at = |suffix: &str, key: &[u8]| {
-        tree(suffix)
+        trees
+            .get(&format!("{group}/{suffix}"))
             .and_then(|t| t.get(key))
             .and_then(|v| cluster::codec::decode_log_id(v).ok())
             .map_or(0, |id| id.index)
     };
-    last_log
-        .max(id_at("raft", cluster::codec::KEY_PURGED))
-        .max(id_at("state", cluster::codec::KEY_APPLIED))
+    id_at("raft", cluster::codec::KEY_PURGED).max(id_at("state", cluster::codec::KEY_APPLIED))
 }
 
 /// The Raft log files of one incarnation of the node.
