@@ -300,12 +300,7 @@ impl Node {
         let Some(partition) = self.inner.partition(proto::PartitionId(p)) else {
             return Vec::new();
         };
-        partition
-            .state()
-            .scan_prefix(crate::partition::keys::WORKFLOW_PREFIX)
-            .filter_map(|kv| kv.ok())
-            .filter_map(|(_, v)| proto::record::decode(&v).ok())
-            .collect()
+        crate::partition::stored::records(partition.state()).collect()
     }
     // ---- cluster administration ----
     /// Members and every group's leader, term, membership and replicas (asks every member).

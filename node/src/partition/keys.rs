@@ -3,7 +3,8 @@
 
 use proto::{TaskId, WorkflowId};
 
-/// `w/{workflowId}` -> encoded [`proto::record::WorkflowRecord`].
+/// `w/{workflowId}` -> encoded [`proto::record::WorkflowRecord`], followed by the patches written
+/// after it (see [`proto::record::patch::decode_chain`]).
 pub fn workflow(id: &WorkflowId) -> Vec<u8> {
     [b"w/".as_slice(), id.as_str().as_bytes()].concat()
 }

@@ -7,7 +7,8 @@ use cluster::storage::{Batch, Tree};
 use proto::limits::EVENT_QUEUE_MAX;
 use proto::model::EventExecution;
 use proto::record::{
-    self, Dedup, PartitionCommandView, PartitionOutcome, QueueMessage, RecordHeader, WorkflowRecord,
+    self, Dedup, PartitionCommandView, PartitionOutcome, PatchHeader, QueueMessage, RecordHeader,
+    TaskHeader, WorkflowHeader,
 };
 use serde_json::value::RawValue;
 
@@ -16,8 +17,8 @@ use serde_json::value::RawValue;
 pub struct WorkflowMachine;
 
 impl WorkflowMachine {
-    /// Stores `raw` (a record's JSON, as the proposer encoded it) if the versions allow; only its
-    /// header is decoded.
+    /// Stores `raw` (a record's JSON, as the proposer encoded it) if the versions allow, in place
+    /// of what was stored (a record and its patches); only its header is decoded.
     fn put(state: &Tree, batch: &mut Batch, raw: &RawValue, expected: u64) -> PartitionOutcome {
         let header: RecordHeader = match serde_json::from_str(raw.get()) {
             Ok(h) => h,
@@ -26,15 +27,64 @@ impl WorkflowMachine {
                 return PartitionOutcome::VersionConflict { stored: 0 };
             }
         };
-        let wf = &header.workflow;
-        let id = &wf.workflow_id;
+        let id = &header.workflow.workflow_id;
         let stored = stored_version(state, id);
         if stored != expected || header.version <= stored {
             return PartitionOutcome::VersionConflict { stored };
         }
         batch.insert(keys::workflow(id), record::encode_raw(raw));
-        batch.insert(keys::version(id), header.version.to_be_bytes().to_vec());
-        for task in &wf.tasks {
+        Self::index(
+            state,
+            batch,
+            header.version,
+            &header.workflow,
+            &header.workflow.tasks,
+        );
+        PartitionOutcome::Applied
+    }
+
+    /// Appends `raw` (a patch's JSON) to the stored chain if the versions allow; only its header
+    /// is decoded.
+    fn patch(state: &Tree, batch: &mut Batch, raw: &RawValue, expected: u64) -> PartitionOutcome {
+        let header: PatchHeader = match serde_json::from_str(raw.get()) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::error!(error = %e, "undecodable workflow patch; skipped");
+                return PartitionOutcome::VersionConflict { stored: 0 };
+            }
+        };
+        let id = &header.workflow.workflow_id;
+        let stored = stored_version(state, id);
+        let key = keys::workflow(id);
+        let chain = match state.get(&key) {
+            Ok(Some(chain)) if stored == expected && header.version > stored => chain,
+            _ => return PartitionOutcome::VersionConflict { stored },
+        };
+        let mut longer = Vec::with_capacity(chain.len() + raw.get().len());
+        longer.extend_from_slice(&chain);
+        longer.extend_from_slice(raw.get().as_bytes());
+        batch.insert(key, longer);
+        Self::index(
+            state,
+            batch,
+            header.version,
+            &header.workflow,
+            &header.tasks,
+        );
+        PartitionOutcome::Applied
+    }
+
+    /// The version row and the index rows of a write (`tasks`: those it carries).
+    fn index(
+        state: &Tree,
+        batch: &mut Batch,
+        version: u64,
+        wf: &WorkflowHeader,
+        tasks: &[TaskHeader],
+    ) {
+        let id = &wf.workflow_id;
+        batch.insert(keys::version(id), version.to_be_bytes().to_vec());
+        for task in tasks {
             let key = keys::task(&task.task_id);
             if !matches!(state.contains_key(&key), Ok(true)) {
                 batch.insert(key, id.as_str().as_bytes());
@@ -49,18 +99,15 @@ impl WorkflowMachine {
         if let Some(c) = &wf.correlation_id {
             batch.insert(keys::correlated(c, id), Vec::new());
         }
-        PartitionOutcome::Applied
     }
 
     fn remove(state: &Tree, batch: &mut Batch, id: &proto::WorkflowId) -> PartitionOutcome {
-        let Ok(Some(bytes)) = state.get(keys::workflow(id)) else {
+        if !matches!(state.contains_key(keys::workflow(id)), Ok(true)) {
             return PartitionOutcome::NotFound;
-        };
-        batch.remove(keys::workflow(id));
-        batch.remove(keys::version(id));
-        // A record this build cannot decode still goes; its index rows are left for a later sweep.
-        if let Ok(rec) = record::decode::<WorkflowRecord>(&bytes) {
-            let wf = rec.workflow;
+        }
+        // A record this build cannot read still goes; its index rows are left for a later sweep.
+        if let Ok(Some(stored)) = super::stored::read(state, id) {
+            let wf = stored.record.workflow;
             for task in &wf.tasks {
                 batch.remove(keys::task(&task.task_id));
             }
@@ -69,6 +116,8 @@ impl WorkflowMachine {
                 batch.remove(keys::correlated(c, id));
             }
         }
+        batch.remove(keys::workflow(id));
+        batch.remove(keys::version(id));
         PartitionOutcome::Applied
     }
 }
@@ -195,6 +244,10 @@ impl cluster::StateMachine for WorkflowMachine {
                 record,
                 expected_version,
             }) => Self::put(state, batch, record, expected_version),
+            Ok(PartitionCommandView::PatchWorkflow {
+                patch,
+                expected_version,
+            }) => Self::patch(state, batch, patch, expected_version),
             Ok(PartitionCommandView::RemoveWorkflow { workflow_id }) => {
                 Self::remove(state, batch, &workflow_id)
             }
@@ -235,7 +288,7 @@ mod tests {
     use super::*;
     use crate::engine::tests::{def_of, simple, H};
     use cluster::StateMachine;
-    use proto::record::{PartitionCommand, PartitionCommandRef};
+    use proto::record::{PartitionCommand, PartitionCommandRef, WorkflowRecord};
     use serde_json::json;
 
     fn outcome(bytes: &[u8]) -> PartitionOutcome {
@@ -289,6 +342,114 @@ mod tests {
             PartitionOutcome::VersionConflict { stored: 1 }
         );
         assert!(again.is_empty(), "a conflicting put writes nothing");
+    }
+
+    /// Applies a borrowed command (a put or a patch).
+    fn apply_ref(state: &Tree, command: &PartitionCommandRef) -> PartitionOutcome {
+        let mut batch = Batch::default();
+        let out = WorkflowMachine.apply(state, &mut batch, &record::encode(command));
+        state.apply_batch(batch).expect("the batch applies");
+        outcome(&out)
+    }
+
+    #[test]
+    fn patches_follow_the_record_until_a_full_write_replaces_them() {
+        use crate::partition::stored;
+        use proto::record::patch::diff;
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("sled opens");
+        let state = db.open_tree("state").expect("a tree");
+        let mut h = H::start(def_of(vec![simple("a"), simple("b")]), json!({}));
+        let id = h.rec.workflow.workflow_id.clone();
+        let first = h.rec.clone();
+        fn put(rec: &WorkflowRecord, expected_version: u64) -> PartitionCommandRef<'_> {
+            PartitionCommandRef::PutWorkflow {
+                record: rec,
+                expected_version,
+            }
+        }
+        // A patch needs a record to follow.
+        h.poll("a");
+        let early = PartitionCommandRef::PatchWorkflow {
+            patch: diff(&first, &h.rec).expect("a patch"),
+            expected_version: 0,
+        };
+        assert_eq!(
+            apply_ref(&state, &early),
+            PartitionOutcome::VersionConflict { stored: 0 }
+        );
+        assert_eq!(
+            apply_ref(&state, &put(&first, 0)),
+            PartitionOutcome::Applied
+        );
+
+        let mut prev = first.clone();
+        for (step, expected) in [(0, 1u64), (1, 2)] {
+            if step == 1 {
+                h.complete("a", json!({"done": true}));
+            }
+            let cmd = PartitionCommandRef::PatchWorkflow {
+                patch: diff(&prev, &h.rec).expect("a patch"),
+                expected_version: expected,
+            };
+            assert_eq!(apply_ref(&state, &cmd), PartitionOutcome::Applied);
+            assert_eq!(
+                apply_ref(&state, &cmd),
+                PartitionOutcome::VersionConflict {
+                    stored: expected + 1
+                },
+                "a patch applies once"
+            );
+            prev = h.rec.clone();
+        }
+        let read = stored::read(&state, &id).expect("reads").expect("stored");
+        assert_eq!((read.record.clone(), read.patches), (h.rec.clone(), 2));
+        assert_eq!(
+            stored::records(&state).collect::<Vec<_>>(),
+            vec![h.rec.clone()]
+        );
+        // Task b was added by the second patch; its index row came with it.
+        let b = h.task("b").task_id.clone();
+        assert!(state.contains_key(keys::task(&b)).expect("reads"));
+        assert_eq!(stored_version(&state, &id), 3);
+
+        h.poll("b");
+        assert_eq!(
+            apply_ref(&state, &put(&h.rec, 3)),
+            PartitionOutcome::Applied
+        );
+        let read = stored::read(&state, &id).expect("reads").expect("stored");
+        assert_eq!((read.record, read.patches), (h.rec.clone(), 0));
+        let row = state
+            .get(keys::workflow(&id))
+            .expect("reads")
+            .expect("stored");
+        assert_eq!(
+            row.as_ref(),
+            record::encode(&h.rec).as_slice(),
+            "the put replaced the chain"
+        );
+
+        h.complete("b", json!({}));
+        let cmd = PartitionCommandRef::PatchWorkflow {
+            patch: diff(&read_back(&state, &id), &h.rec).expect("a patch"),
+            expected_version: 4,
+        };
+        assert_eq!(apply_ref(&state, &cmd), PartitionOutcome::Applied);
+        let remove = PartitionCommand::RemoveWorkflow {
+            workflow_id: id.clone(),
+        };
+        assert_eq!(apply(&state, &remove), PartitionOutcome::Applied);
+        assert_eq!(state.scan_prefix(keys::WORKFLOW_PREFIX).count(), 0);
+        assert!(!state.contains_key(keys::task(&b)).expect("reads"));
+        assert!(stored::read(&state, &id).expect("reads").is_none());
+    }
+
+    fn read_back(state: &Tree, id: &proto::WorkflowId) -> WorkflowRecord {
+        crate::partition::stored::read(state, id)
+            .expect("reads")
+            .expect("stored")
+            .record
     }
 
     fn apply(state: &Tree, command: &PartitionCommand) -> PartitionOutcome {

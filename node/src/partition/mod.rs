@@ -5,6 +5,7 @@
 
 pub mod keys;
 pub mod machine;
+pub mod stored;
 pub mod supervisor;
 pub mod timer;
 pub mod workflow;
@@ -67,7 +68,12 @@ impl PartitionCtx {
     }
 
     pub fn read(&self, id: &WorkflowId) -> Result<Option<WorkflowRecord>> {
-        workflow::read_record(self.group.state(), id)
+        Ok(self.read_stored(id)?.map(|s| s.record))
+    }
+
+    /// The committed record of `id` and how many patches follow its last full record.
+    pub fn read_stored(&self, id: &WorkflowId) -> Result<Option<stored::Stored>> {
+        stored::read(self.group.state(), id)
     }
 
     /// Confirms with a quorum that this node still leads the partition (a read index round).
@@ -284,7 +290,7 @@ impl Partition {
 
     /// Reads a workflow's record from this replica (the leader's is current; a follower's may lag).
     pub fn read(&self, id: &WorkflowId) -> Result<Option<WorkflowRecord>> {
-        workflow::read_record(self.group.state(), id)
+        Ok(stored::read(self.group.state(), id)?.map(|s| s.record))
     }
 
     pub fn state(&self) -> &cluster::storage::Tree {

@@ -5,12 +5,12 @@
 
 use super::machine::stored_version;
 use super::supervisor::SupervisorMsg;
-use super::{keys, PartitionCtx};
+use super::PartitionCtx;
 use crate::engine::{self, Decision, Effect, Input, StartInput, TimerKey};
 use crate::error::{Error, Result};
 use proto::model::TaskExecLog;
 use proto::record::{
-    self, PartitionCommand, PartitionCommandRef, PartitionOutcome, WorkflowRecord,
+    patch, PartitionCommand, PartitionCommandRef, PartitionOutcome, WorkflowRecord,
 };
 use proto::{TaskId, WorkflowId};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -21,6 +21,10 @@ use tokio::sync::oneshot;
 
 /// An actor that handled no message for this long asks to be passivated (its state is in storage).
 const IDLE_MS: u64 = 30_000;
+
+/// A write after this many patches is a full record again, so a read applies at most this many
+/// (see [`proto::record::patch`]).
+pub const PATCHES_MAX: u32 = 16;
 
 pub type Reply<T> = oneshot::Sender<Result<T>>;
 
@@ -49,6 +53,8 @@ pub struct WorkflowState {
     supervisor: ActorRef<SupervisorMsg>,
     /// The committed record (None: not created yet, or removed).
     record: Option<WorkflowRecord>,
+    /// How many patches follow the last full record written (see [`PATCHES_MAX`]).
+    patches: u32,
     /// Messages handled that the supervisor forwarded (for passivation handshakes).
     processed: u64,
     /// Whether an idle check is scheduled: at most one per actor, not one per message.
@@ -56,21 +62,44 @@ pub struct WorkflowState {
 }
 
 impl WorkflowState {
-    /// Proposes `next` (the record after a decision) and adopts it once committed.
+    /// Proposes `next` (the record after a decision) and adopts it once committed: what changed
+    /// since the committed record as a patch, or the full record (the first write, the last,
+    /// one after [`PATCHES_MAX`] patches, and one a patch cannot express).
     async fn commit(&mut self, next: WorkflowRecord) -> Result<()> {
         let expected = self.record.as_ref().map_or(0, |r| r.version);
-        let cmd = PartitionCommandRef::PutWorkflow {
-            record: &next,
-            expected_version: expected,
+        // The write that ends a workflow is whole, so what stays stored is one compact record.
+        let patch = match &self.record {
+            Some(prev) if self.patches < PATCHES_MAX && !next.workflow.status.is_terminal() => {
+                patch::diff(prev, &next)
+            }
+            _ => None,
         };
-        match self.ctx.propose(&cmd).await? {
+        let patched = patch.is_some();
+        let outcome = match patch {
+            Some(patch) => {
+                let cmd = PartitionCommandRef::PatchWorkflow {
+                    patch,
+                    expected_version: expected,
+                };
+                self.ctx.propose(&cmd).await?
+            }
+            None => {
+                let cmd = PartitionCommandRef::PutWorkflow {
+                    record: &next,
+                    expected_version: expected,
+                };
+                self.ctx.propose(&cmd).await?
+            }
+        };
+        match outcome {
             PartitionOutcome::Applied => {
                 self.record = Some(next);
+                self.patches = if patched { self.patches + 1 } else { 0 };
                 Ok(())
             }
             PartitionOutcome::VersionConflict { stored } => {
                 // The single-writer rule was broken (or a start raced an existing id): reload the truth.
-                self.record = self.ctx.read(&self.id)?;
+                self.load()?;
                 if expected == 0 && stored > 0 {
                     Err(Error::Conflict(format!(
                         "workflow {} already exists",
@@ -176,6 +205,14 @@ impl WorkflowState {
         self.commit(next).await
     }
 
+    /// Reads the committed record back from the partition's state.
+    fn load(&mut self) -> Result<()> {
+        let stored = self.ctx.read_stored(&self.id)?;
+        self.patches = stored.as_ref().map_or(0, |s| s.patches);
+        self.record = stored.map(|s| s.record);
+        Ok(())
+    }
+
     async fn remove(&mut self) -> Result<()> {
         if self.record.is_none() {
             return Err(Error::NotFound(format!(
@@ -233,18 +270,19 @@ impl Actor for WorkflowActor {
         _myself: ActorRef<WorkflowMsg>,
         args: WorkflowArgs,
     ) -> Result<WorkflowState, ActorProcessingErr> {
-        let record = args
-            .ctx
-            .read(&args.id)
-            .map_err(|e| format!("loading workflow {}: {e}", args.id))?;
-        Ok(WorkflowState {
+        let mut state = WorkflowState {
             ctx: args.ctx,
             id: args.id,
             supervisor: args.supervisor,
-            record,
+            record: None,
+            patches: 0,
             processed: 0,
             idle_check_armed: false,
-        })
+        };
+        state
+            .load()
+            .map_err(|e| format!("loading workflow {}: {e}", state.id))?;
+        Ok(state)
     }
 
     async fn handle(
@@ -301,19 +339,4 @@ impl Actor for WorkflowActor {
         }
         Ok(())
     }
-}
-
-/// Reads a workflow's committed record from a partition's state tree.
-pub fn read_record(
-    state: &cluster::storage::Tree,
-    id: &WorkflowId,
-) -> Result<Option<WorkflowRecord>> {
-    let bytes = state
-        .get(keys::workflow(id))
-        .map_err(|e| Error::Internal(format!("reading workflow {id}: {e}")))?;
-    bytes
-        .map(|b| {
-            record::decode(&b).map_err(|e| Error::Internal(format!("decoding workflow {id}: {e}")))
-        })
-        .transpose()
 }

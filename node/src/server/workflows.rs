@@ -11,7 +11,7 @@ use crate::partition::{keys, WorkflowOp};
 use crate::service::SearchQuery;
 use proto::limits::{PAYLOAD_BYTES_MAX, SEARCH_RESULTS_MAX};
 use proto::model::{Json, SearchResult, StartWorkflowRequest, Workflow, WorkflowSummary};
-use proto::record::{self, WorkflowRecord};
+use proto::record::WorkflowRecord;
 use proto::{NodeId, PartitionId, WorkflowId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -342,12 +342,7 @@ pub(crate) fn search_in(
                     .filter_map(|(k, _)| keys::id_after_nul(&k))
                     .filter_map(|id| p.read(&id).ok().flatten()),
             ),
-            None => Box::new(
-                p.state()
-                    .scan_prefix(keys::WORKFLOW_PREFIX)
-                    .filter_map(|kv| kv.ok())
-                    .filter_map(|(_, v)| record::decode::<WorkflowRecord>(&v).ok()),
-            ),
+            None => Box::new(crate::partition::stored::records(p.state())),
         };
         hits.extend(
             records

@@ -20,6 +20,9 @@ pub struct Workflow {
     pub parent_workflow_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_workflow_task_id: Option<String>,
+    /// Left out of a record patch's head (see [`crate::record::patch`]); always present
+    /// elsewhere.
+    #[serde(default, skip_serializing_if = "crate::record::patch::head_only")]
     pub tasks: Vec<Task>,
     pub input: Json,
     pub output: Json,
@@ -35,6 +38,8 @@ pub struct Workflow {
     /// Reference names of tasks whose failure the workflow saw (sorted, no duplicates).
     pub failed_reference_task_names: Vec<String>,
     pub failed_task_names: Vec<String>,
+    /// Left out of a record patch's head, like `tasks`.
+    #[serde(default, skip_serializing_if = "crate::record::patch::head_only")]
     pub workflow_definition: WorkflowDef,
     pub priority: i32,
     pub variables: Json,

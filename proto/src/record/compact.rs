@@ -11,7 +11,7 @@
 //! written; they never reach the output, which stays a function of the record alone.
 
 use super::WorkflowRecord;
-use crate::model::{TaskExecLog, Workflow, WorkflowDef, WorkflowTask};
+use crate::model::{Task, TaskExecLog, Workflow, WorkflowDef, WorkflowTask};
 use serde::{Deserialize, Serialize, Serializer};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -42,12 +42,25 @@ fn by_reference(def: &WorkflowDef) -> HashMap<&str, &WorkflowTask> {
     map
 }
 
+/// Puts back the `workflowTask` of each of `tasks` that an encoding left out, from `def`.
+pub(super) fn restore(def: &WorkflowDef, tasks: &mut [Task]) {
+    let defs = by_reference(def);
+    // A definition task always has a reference name, so an empty one was left out.
+    for task in tasks {
+        if task.workflow_task.task_reference_name.is_empty() {
+            if let Some(definition) = defs.get(task.reference_task_name.as_str()) {
+                task.workflow_task = (*definition).clone();
+            }
+        }
+    }
+}
+
 /// Installs the omitted set of `workflow` for the lifetime of the guard (restoring any set it
 /// replaced).
-struct Omitting(Option<HashSet<usize>>);
+pub(super) struct Omitting(Option<HashSet<usize>>);
 
 impl Omitting {
-    fn install(workflow: &Workflow) -> Omitting {
+    pub(super) fn install(workflow: &Workflow) -> Omitting {
         let defs = by_reference(&workflow.workflow_definition);
         let set = workflow
             .tasks
@@ -107,15 +120,7 @@ pub(super) struct Stored {
 impl From<Stored> for WorkflowRecord {
     fn from(stored: Stored) -> Self {
         let mut workflow = stored.workflow;
-        let defs = by_reference(&workflow.workflow_definition);
-        // A definition task always has a reference name, so an empty one was left out.
-        for task in &mut workflow.tasks {
-            if task.workflow_task.task_reference_name.is_empty() {
-                if let Some(definition) = defs.get(task.reference_task_name.as_str()) {
-                    task.workflow_task = (*definition).clone();
-                }
-            }
-        }
+        restore(&workflow.workflow_definition, &mut workflow.tasks);
         WorkflowRecord {
             version: stored.version,
             workflow,

@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 
 pub mod compact;
+pub mod patch;
 
 /// The format version this build writes. 2: a workflow record leaves out each task's
 /// `workflowTask` that its workflow definition holds (see [`compact`]).
@@ -48,7 +49,7 @@ pub fn decode_borrowed<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, Cod
 }
 
 /// A record's body after checking its format version.
-fn body(bytes: &[u8]) -> Result<&[u8], CodecError> {
+pub(crate) fn body(bytes: &[u8]) -> Result<&[u8], CodecError> {
     if bytes.len() < 2 {
         return Err(CodecError::Truncated);
     }
@@ -94,6 +95,12 @@ pub enum PartitionCommand {
     /// Writes `record` if the stored version equals `expected_version` (0: none may be stored).
     PutWorkflow {
         record: Box<WorkflowRecord>,
+        expected_version: u64,
+    },
+    /// Writes what changed since the stored version, which must equal `expected_version` (at
+    /// least 1: a patch follows a record); stored beside the record it follows.
+    PatchWorkflow {
+        patch: Box<patch::RecordPatch>,
         expected_version: u64,
     },
     /// Removes a workflow and its index rows.
@@ -174,12 +181,16 @@ pub struct QueueMessage {
     pub priority: u8,
 }
 
-/// A [`PartitionCommand::PutWorkflow`] that borrows its record, for proposing without copying it.
-/// Encodes to the very bytes of the owned command.
-#[derive(Debug, Serialize)]
+/// A [`PartitionCommand::PutWorkflow`] or [`PartitionCommand::PatchWorkflow`] that borrows its
+/// record, for proposing without copying it. Encodes to the very bytes of the owned command.
+#[derive(Serialize)]
 pub enum PartitionCommandRef<'a> {
     PutWorkflow {
         record: &'a WorkflowRecord,
+        expected_version: u64,
+    },
+    PatchWorkflow {
+        patch: patch::PatchRef<'a>,
         expected_version: u64,
     },
 }
@@ -192,6 +203,11 @@ pub enum PartitionCommandView<'a> {
     PutWorkflow {
         #[serde(borrow)]
         record: &'a RawValue,
+        expected_version: u64,
+    },
+    PatchWorkflow {
+        #[serde(borrow)]
+        patch: &'a RawValue,
         expected_version: u64,
     },
     RemoveWorkflow {
@@ -236,6 +252,17 @@ pub struct WorkflowHeader {
     pub status: WorkflowStatus,
     #[serde(default)]
     pub correlation_id: Option<String>,
+    /// Empty in a patch's head (see [`PatchHeader`]).
+    #[serde(default)]
+    pub tasks: Vec<TaskHeader>,
+}
+
+/// The fields of a [`patch::RecordPatch`] that applying it needs, like [`RecordHeader`].
+#[derive(Debug, Deserialize)]
+pub struct PatchHeader {
+    pub version: u64,
+    pub workflow: WorkflowHeader,
+    #[serde(default)]
     pub tasks: Vec<TaskHeader>,
 }
 

@@ -108,6 +108,20 @@ fn stored(record: WorkflowRecord) -> WorkflowRecord {
     back
 }
 
+/// `next` as a replica reads it back after `prev`: when a patch can say what changed, the patch
+/// (through its encoding) applied to `prev` must give `next`; then `next` goes through [`stored`].
+fn patched(prev: &WorkflowRecord, next: WorkflowRecord) -> WorkflowRecord {
+    if let Some(patch) = proto::record::patch::diff(prev, &next) {
+        let bytes = proto::record::encode(&patch);
+        let decoded: proto::record::patch::RecordPatch =
+            proto::record::decode(&bytes).expect("a patch decodes");
+        let mut back = prev.clone();
+        decoded.apply_to(&mut back);
+        assert_eq!(back, next, "the patch loses nothing");
+    }
+    stored(next)
+}
+
 /// A workflow under test.
 pub(crate) struct H {
     pub rec: WorkflowRecord,
@@ -164,7 +178,7 @@ impl H {
                     "every change bumps the version by one"
                 );
                 assert_eq!(r.workflow.update_time, self.now);
-                self.rec = stored(r);
+                self.rec = patched(&before, r);
                 Ok(true)
             }
             None => Ok(false),

@@ -103,3 +103,75 @@ fn a_record_written_with_every_task_definition_reads_the_same() {
     assert_eq!(back, h.rec);
     assert_eq!(h.st("join"), InProgress);
 }
+
+/// The patch from `prev` to `next`, encoded.
+fn patch_bytes(prev: &WorkflowRecord, next: &WorkflowRecord) -> Option<Vec<u8>> {
+    proto::record::patch::diff(prev, next).map(|p| proto::record::encode(&p))
+}
+
+#[test]
+fn a_step_writes_only_what_changed() {
+    let mut h = fork_of_three();
+    let mut sizes = Vec::new();
+    for r in ["a", "b", "c"] {
+        for step in [0, 1] {
+            let before = h.rec.clone();
+            if step == 0 {
+                h.poll(r);
+            } else {
+                h.complete(r, json!({ "r": r }));
+            }
+            let bytes = patch_bytes(&before, &h.rec).expect("a step is a patch");
+            let body: Value = serde_json::from_slice(&bytes[2..]).expect("JSON");
+            let head = &body["workflow"];
+            assert!(head.get("tasks").is_none() && head.get("workflowDefinition").is_none());
+            let refs: Vec<&str> = body["tasks"]
+                .as_array()
+                .expect("tasks")
+                .iter()
+                .map(|t| t["referenceTaskName"].as_str().expect("ref"))
+                .collect();
+            // Completing the last branch also completes the join.
+            let expected = if step == 1 && r == "c" {
+                vec!["c", "join"]
+            } else {
+                vec![r]
+            };
+            assert_eq!(refs, expected, "only the changed tasks");
+            sizes.push(bytes.len());
+        }
+    }
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+    let full = proto::record::encode(&h.rec).len();
+    assert!(
+        sizes.iter().all(|s| s * 3 < full),
+        "patches {sizes:?} against a {full}-byte record"
+    );
+}
+
+#[test]
+fn what_a_patch_cannot_say_is_written_whole() {
+    let mut h = fork_of_three();
+    let prev = h.rec.clone();
+    let mut next = prev.clone();
+    next.version += 1;
+    next.workflow.tasks.pop();
+    assert!(patch_bytes(&prev, &next).is_none(), "a task removed");
+    let mut next = prev.clone();
+    next.version += 1;
+    next.workflow.tasks.swap(0, 1);
+    assert!(patch_bytes(&prev, &next).is_none(), "tasks reordered");
+    let mut next = prev.clone();
+    next.version += 1;
+    next.workflow.workflow_definition.version = 7;
+    assert!(patch_bytes(&prev, &next).is_none(), "a new definition");
+    h.poll("a");
+    let mut logged = h.rec.clone();
+    logged
+        .task_logs
+        .insert("x".into(), vec![proto::model::TaskExecLog::default()]);
+    let mut next = h.rec.clone();
+    next.version = logged.version + 1;
+    assert!(patch_bytes(&logged, &next).is_none(), "task logs dropped");
+    assert!(patch_bytes(&h.rec, &prev).is_none(), "an older version");
+}

@@ -1,0 +1,209 @@
+//! A record patch: what changed in a workflow record between two versions, as one Raft entry
+//! carries it and a partition stores it after the full record it follows. Most steps change one
+//! task and a few workflow fields, so writing the whole record (its definition and every task) at
+//! every step made the entries, the replication and the log several times larger than the change.
+//!
+//! A patch holds the record's version, the workflow's own fields (its *head*: everything but the
+//! task list and the definition), the tasks that changed or were added, the task log lists that
+//! changed, and the applied keys when they changed. [`diff`] answers `None` when a patch cannot
+//! say what changed (tasks removed or reordered, a new definition, task logs dropped); the writer
+//! then writes the full record. Applying a patch to the record it was taken from gives back the
+//! newer record exactly (the engine tests check this for every step they take).
+//!
+//! A partition stores a workflow as a *chain*: the encoded full record with the JSON of every
+//! patch written since appended to it (one row, so a step rewrites one value and a read is one
+//! lookup); [`decode_chain`] reads it back. A chain without patches is a plain encoded record.
+//!
+//! While a head serialises, a thread-local flag makes [`head_only`] leave out `tasks` and
+//! `workflowDefinition`, as [`super::compact`] leaves out task definitions.
+
+use super::compact::{restore, Omitting};
+use super::{body, CodecError, WorkflowRecord};
+use crate::model::{Task, TaskExecLog, Workflow};
+use serde::{Deserialize, Serialize, Serializer};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+
+thread_local! {
+    /// Set while a patch's head serialises.
+    static HEAD_ONLY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// `skip_serializing_if` of `Workflow::tasks` and `Workflow::workflow_definition`: true only while
+/// a patch's head serialises.
+pub fn head_only<T>(_: &T) -> bool {
+    HEAD_ONLY.with(Cell::get)
+}
+
+/// A workflow serialised without its tasks and definition.
+struct Head<'a>(&'a Workflow);
+
+impl Serialize for Head<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let previous = HEAD_ONLY.with(|h| h.replace(true));
+        let out = self.0.serialize(serializer);
+        HEAD_ONLY.with(|h| h.set(previous));
+        out
+    }
+}
+
+/// A patch that borrows from the newer record, for proposing without copying it (see [`diff`]).
+pub struct PatchRef<'a> {
+    next: &'a WorkflowRecord,
+    tasks: Vec<&'a Task>,
+    task_logs: BTreeMap<&'a str, &'a Vec<TaskExecLog>>,
+    applied: Option<&'a Vec<String>>,
+}
+
+#[derive(Serialize)]
+struct PatchFields<'a> {
+    version: u64,
+    workflow: Head<'a>,
+    tasks: &'a [&'a Task],
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    task_logs: &'a BTreeMap<&'a str, &'a Vec<TaskExecLog>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    applied: Option<&'a Vec<String>>,
+}
+
+impl Serialize for PatchRef<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // The tasks are the newer record's own, so its definition's omissions apply to them.
+        let _omitting = Omitting::install(&self.next.workflow);
+        PatchFields {
+            version: self.next.version,
+            workflow: Head(&self.next.workflow),
+            tasks: &self.tasks,
+            task_logs: &self.task_logs,
+            applied: self.applied,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl PatchRef<'_> {
+    /// How many tasks the patch carries.
+    pub fn task_count(&self) -> usize {
+        self.tasks.len()
+    }
+}
+
+/// What changed from `prev` to `next`, or `None` when a patch cannot express it.
+pub fn diff<'a>(prev: &WorkflowRecord, next: &'a WorkflowRecord) -> Option<PatchRef<'a>> {
+    let (old, new) = (&prev.workflow, &next.workflow);
+    if next.version <= prev.version
+        || new.workflow_id != old.workflow_id
+        || new.tasks.len() < old.tasks.len()
+        || new.workflow_definition != old.workflow_definition
+    {
+        return None;
+    }
+    let mut tasks = Vec::new();
+    for (i, task) in new.tasks.iter().enumerate() {
+        match old.tasks.get(i) {
+            Some(was) if was.task_id != task.task_id => return None,
+            Some(was) if was == task => {}
+            _ => tasks.push(task),
+        }
+    }
+    if prev
+        .task_logs
+        .keys()
+        .any(|k| !next.task_logs.contains_key(k))
+    {
+        return None;
+    }
+    let task_logs = next
+        .task_logs
+        .iter()
+        .filter(|(k, v)| prev.task_logs.get(*k) != Some(*v))
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
+    let applied = (next.applied != prev.applied).then_some(&next.applied);
+    Some(PatchRef {
+        next,
+        tasks,
+        task_logs,
+        applied,
+    })
+}
+
+/// A stored or replicated patch, decoded.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct RecordPatch {
+    pub version: u64,
+    /// The workflow's head: its `tasks` and `workflowDefinition` are empty.
+    pub workflow: Workflow,
+    /// The tasks that changed (each replaces the task of its id) or are new (appended in order).
+    #[serde(default)]
+    pub tasks: Vec<Task>,
+    /// The task log lists that changed, whole.
+    #[serde(default)]
+    pub task_logs: BTreeMap<String, Vec<TaskExecLog>>,
+    #[serde(default)]
+    pub applied: Option<Vec<String>>,
+}
+
+impl RecordPatch {
+    /// Makes `record` (the record this patch was taken from) the newer record.
+    pub fn apply_to(self, record: &mut WorkflowRecord) {
+        let mut workflow = self.workflow;
+        workflow.tasks = std::mem::take(&mut record.workflow.tasks);
+        workflow.workflow_definition = std::mem::take(&mut record.workflow.workflow_definition);
+        let mut changed = self.tasks;
+        restore(&workflow.workflow_definition, &mut changed);
+        for task in changed {
+            match workflow
+                .tasks
+                .iter_mut()
+                .find(|t| t.task_id == task.task_id)
+            {
+                Some(slot) => *slot = task,
+                None => workflow.tasks.push(task),
+            }
+        }
+        record.version = self.version;
+        record.workflow = workflow;
+        record.task_logs.extend(self.task_logs);
+        if let Some(applied) = self.applied {
+            record.applied = applied;
+        }
+    }
+}
+
+impl Serialize for RecordPatch {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let tasks: Vec<&Task> = self.tasks.iter().collect();
+        let task_logs = self
+            .task_logs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v))
+            .collect();
+        PatchFields {
+            version: self.version,
+            workflow: Head(&self.workflow),
+            tasks: &tasks,
+            task_logs: &task_logs,
+            applied: self.applied.as_ref(),
+        }
+        .serialize(serializer)
+    }
+}
+
+/// Reads a chain (an encoded record, then the JSON of each patch appended to it): the record
+/// with every patch applied, and how many patches there were.
+pub fn decode_chain(bytes: &[u8]) -> Result<(WorkflowRecord, u32), CodecError> {
+    let json = body(bytes)?;
+    let mut records = serde_json::Deserializer::from_slice(json).into_iter::<WorkflowRecord>();
+    let mut record = match records.next() {
+        Some(record) => record?,
+        None => return Err(CodecError::Truncated),
+    };
+    let rest = &json[records.byte_offset()..];
+    let mut patches = 0;
+    for patch in serde_json::Deserializer::from_slice(rest).into_iter::<RecordPatch>() {
+        patch?.apply_to(&mut record);
+        patches += 1;
+    }
+    Ok((record, patches))
+}
