@@ -15,7 +15,9 @@
 //! acknowledged byte was synced, and a sync covers everything written before it, so whatever
 //! follows a torn record was never acknowledged. The previous segment's length in a header
 //! catches the one case a checksum cannot: a crash that kept the start of a new segment but lost
-//! the unsynced tail of the one before at a record boundary.
+//! the unsynced tail of the one before at a record boundary. A segment may end in zeros (space
+//! filled ahead of the writes, see [`super::fs`]): the records end at the first zero frame, and a
+//! tail of nothing but zeros is not a torn write.
 
 use crate::codec::{self, DecodeError};
 use crate::types::LogId;
@@ -95,7 +97,7 @@ pub struct Segment<'a> {
     pub records: Vec<Record<'a>>,
     /// How many bytes hold the header and those records.
     pub valid_len: u64,
-    /// Whether a torn record (or trailing garbage) follows them.
+    /// Whether a torn record (or trailing garbage, anything but zeros) follows them.
     pub torn: bool,
 }
 
@@ -114,7 +116,8 @@ pub fn read(id: u64, bytes: &[u8]) -> Option<Segment<'_>> {
         previous_len,
         records,
         valid_len: at as u64,
-        torn: at < bytes.len(),
+        // Zeros after the records are space filled ahead of the writes, not a torn write.
+        torn: bytes[at..].iter().any(|b| *b != 0),
     })
 }
 
@@ -343,11 +346,28 @@ mod tests {
             assert_eq!(got.cut, vec![(1, first_len)]);
             assert_eq!(got.discard, vec![2]);
         }
-        // Zeros where the file system never wrote a page are no record either.
+    }
+
+    #[test]
+    fn a_zero_tail_ends_a_segment_without_ending_the_log() {
+        let (e1, e2) = (entry(1, 1), entry(1, 2));
+        let whole = segment(1, 0, &[("p0", Op::Entry(&e1)), ("p0", Op::Entry(&e2))]);
+        // Space filled ahead of the writes (or pages the file system never wrote) holds zeros:
+        // no record, and no torn write, so the next segment still counts.
         let mut zeros = whole.clone();
-        zeros.extend_from_slice(&[0; 64]);
-        let got = replay(vec![(1, zeros)]).expect("replays");
-        assert_eq!(indexes(&got, "p0"), vec![(1, 1), (2, 1)]);
+        zeros.extend_from_slice(&[0; 4096]);
+        let later = segment(2, whole.len() as u64, &[("p0", Op::Entry(&entry(1, 3)))]);
+        let got = replay(vec![(1, zeros.clone()), (2, later)]).expect("replays");
+        assert_eq!(indexes(&got, "p0"), vec![(1, 1), (2, 1), (3, 1)]);
+        assert!(got.cut.is_empty() && got.discard.is_empty());
+        assert_eq!(
+            got.segments,
+            vec![(1, whole.len() as u64), (2, got.segments[1].1)]
+        );
+        // A torn record before the zeros is still torn.
+        let mut torn = zeros;
+        torn[whole.len() + 2] = 7;
+        let got = replay(vec![(1, torn)]).expect("replays");
         assert_eq!(got.cut, vec![(1, whole.len() as u64)]);
     }
 

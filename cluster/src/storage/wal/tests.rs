@@ -253,3 +253,45 @@ async fn a_failed_write_stops_the_log() {
     assert_eq!(again.map_err(|e| e.0), Err("EIO".to_owned()));
     assert!(wal.is_empty("p0"));
 }
+
+#[tokio::test]
+async fn segments_on_disk_are_zero_filled_ahead_and_replay_across_their_zero_tails() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let path = tmp.path().join("raft-log");
+    let ahead = 64 << 10;
+    let open_fs = || -> Arc<Wal> {
+        let dir = super::fs::FsLogDir::open_with(&path, ahead).expect("opens");
+        Arc::new(Wal::open(Arc::new(dir), 256 << 10).expect("opens"))
+    };
+    let wal = open_fs();
+    // About 600 KiB in small appends: three segments, each filled ahead many times.
+    for i in 0..600u64 {
+        wal.append("p0", entries(1, i + 1, i + 1, 1000))
+            .expect("appends");
+        if i % 50 == 0 {
+            wal.sync().await.expect("syncs");
+        }
+    }
+    wal.sync().await.expect("syncs");
+    drop(wal);
+    let mut segments: Vec<_> = std::fs::read_dir(&path)
+        .expect("lists")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        .map(|e| e.path())
+        .collect();
+    segments.sort();
+    assert!(segments.len() >= 3, "{segments:?}");
+    let first = std::fs::read(&segments[0]).expect("reads");
+    assert!(
+        first.ends_with(&[0; 4096]),
+        "a closed segment keeps the zeros filled ahead of it ({} bytes)",
+        first.len()
+    );
+    let wal = open_fs();
+    assert_eq!(read(&wal, "p0"), span(1, 600, 1));
+    wal.append("p0", entries(1, 601, 601, 10)).expect("appends");
+    wal.sync().await.expect("syncs");
+    drop(wal);
+    assert_eq!(read(&open_fs(), "p0"), span(1, 601, 1));
+}
