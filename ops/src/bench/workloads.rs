@@ -9,7 +9,7 @@
 use super::client::{Client, Status};
 use super::stats::Latency;
 use serde_json::{json, Value};
-use std::collections::VecDeque;
+use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -211,9 +211,30 @@ pub fn closed_loop(
 
 /// A started workflow W2 is waiting on.
 struct Pending {
+    /// When its status is read next: [`poll_pause`] after the previous read, so every workflow
+    /// is read as a single waiter would read it however many are in flight.
+    due: Instant,
     id: String,
     /// When it was due to start (latency counts from here, not from the actual start).
     scheduled: Instant,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        self.due == other.due
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Pending {
+    /// The soonest due first (the queue is a max-heap).
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.due.cmp(&self.due)
+    }
 }
 
 /// Open loop: workflows of `name` arrive at `rate_per_s` for `duration`, whatever the server's
@@ -231,7 +252,7 @@ pub fn open_loop(
 ) -> anyhow::Result<Outcome> {
     let slots = (rate_per_s * duration.as_secs_f64()).round().max(1.0) as u64;
     let interval = Duration::from_secs_f64(1.0 / rate_per_s.max(0.001));
-    let pending: Arc<Mutex<VecDeque<Pending>>> = Arc::default();
+    let pending: Arc<Mutex<BinaryHeap<Pending>>> = Arc::default();
     let starts: Arc<Mutex<Vec<Start>>> = Arc::default();
     let started = Arc::new(AtomicU64::new(0));
     let completed = Arc::new(AtomicU64::new(0));
@@ -270,7 +291,11 @@ pub fn open_loop(
                         pending
                             .lock()
                             .expect("pending lock is never poisoned")
-                            .push_back(Pending { id, scheduled });
+                            .push(Pending {
+                                due: Instant::now(),
+                                id,
+                                scheduled,
+                            });
                     }
                     Err(_) => {
                         errors.fetch_add(1, Ordering::Relaxed);
@@ -295,11 +320,15 @@ pub fn open_loop(
         checkers.push(std::thread::spawn(move || {
             let mut latency = Latency::new();
             while !stop.load(Ordering::Relaxed) {
-                let (item, backlog) = {
+                let now = Instant::now();
+                let item = {
                     let mut q = pending.lock().expect("pending lock is never poisoned");
-                    (q.pop_front(), q.len())
+                    match q.peek() {
+                        Some(first) if first.due <= now => q.pop(),
+                        _ => None,
+                    }
                 };
-                let Some(item) = item else {
+                let Some(mut item) = item else {
                     std::thread::sleep(Duration::from_millis(1));
                     continue;
                 };
@@ -317,15 +346,11 @@ pub fn open_loop(
                         if result.is_err() {
                             errors.fetch_add(1, Ordering::Relaxed);
                         }
-                        let age = item.scheduled.elapsed();
+                        item.due = Instant::now() + poll_pause(item.scheduled.elapsed());
                         pending
                             .lock()
                             .expect("pending lock is never poisoned")
-                            .push_back(item);
-                        // Few in flight: each is re-read soon, so pause as a single waiter would.
-                        if backlog < W2_CHECKERS {
-                            std::thread::sleep(poll_pause(age));
-                        }
+                            .push(item);
                     }
                 }
             }
