@@ -21,7 +21,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 const SUFFIX: &str = ".log";
 
 /// How far ahead of its writes a segment is zero-filled.
-pub const ZERO_AHEAD: u64 = 4 << 20;
+pub const ZERO_AHEAD: u64 = 1 << 20;
 
 /// A directory of segment files.
 pub struct FsLogDir {
@@ -173,18 +173,22 @@ impl Segment {
         Ok(())
     }
 
-    /// Writes `len` zeros at `from` and syncs them.
+    /// Writes `len` zeros at `from` and syncs them, a little at a time: an `fdatasync` of the
+    /// log meanwhile writes back every dirty page of the file, so it never finds more than one
+    /// piece of zeros to write besides the log's own bytes.
     fn fill(&self, from: u64, len: u64) {
-        const CHUNK: usize = 1 << 20;
-        let zeros = vec![0u8; CHUNK];
+        const PIECE: usize = 64 << 10;
+        let zeros = vec![0u8; PIECE];
         let mut at = from;
         let mut result = Ok(());
         while at < from + len && result.is_ok() {
-            let n = CHUNK.min((from + len - at) as usize);
-            result = self.file.write_all_at(&zeros[..n], at);
+            let n = PIECE.min((from + len - at) as usize);
+            result = self
+                .file
+                .write_all_at(&zeros[..n], at)
+                .and_then(|()| self.file.sync_data());
             at += n as u64;
         }
-        let result = result.and_then(|()| self.file.sync_data());
         let mut w = self.writes();
         w.filling = None;
         match result {
