@@ -20,12 +20,8 @@ impl WorkflowMachine {
     /// Stores `raw` (a record's JSON, as the proposer encoded it) if the versions allow, in place
     /// of what was stored (a record and its patches); only its header is decoded.
     fn put(state: &Tree, batch: &mut Batch, raw: &RawValue, expected: u64) -> PartitionOutcome {
-        let header: RecordHeader = match serde_json::from_str(raw.get()) {
-            Ok(h) => h,
-            Err(e) => {
-                tracing::error!(error = %e, "undecodable workflow record in a put; skipped");
-                return PartitionOutcome::VersionConflict { stored: 0 };
-            }
+        let Some(header) = header::<RecordHeader>(raw, "workflow record in a put") else {
+            return PartitionOutcome::VersionConflict { stored: 0 };
         };
         let id = &header.workflow.workflow_id;
         let stored = stored_version(state, id);
@@ -46,12 +42,8 @@ impl WorkflowMachine {
     /// Appends `raw` (a patch's JSON) to the stored chain if the versions allow; only its header
     /// is decoded.
     fn patch(state: &Tree, batch: &mut Batch, raw: &RawValue, expected: u64) -> PartitionOutcome {
-        let header: PatchHeader = match serde_json::from_str(raw.get()) {
-            Ok(h) => h,
-            Err(e) => {
-                tracing::error!(error = %e, "undecodable workflow patch; skipped");
-                return PartitionOutcome::VersionConflict { stored: 0 };
-            }
+        let Some(header) = header::<PatchHeader>(raw, "workflow patch") else {
+            return PartitionOutcome::VersionConflict { stored: 0 };
         };
         let id = &header.workflow.workflow_id;
         let stored = stored_version(state, id);
@@ -215,6 +207,13 @@ impl WorkflowMachine {
         }
         PartitionOutcome::Applied
     }
+}
+
+/// The header of a put's record or a patch; `None` (logged) when it does not decode.
+fn header<T: serde::de::DeserializeOwned>(raw: &RawValue, what: &str) -> Option<T> {
+    serde_json::from_str(raw.get())
+        .map_err(|e| tracing::error!(error = %e, "undecodable {what}; skipped"))
+        .ok()
 }
 
 /// How many expired fingerprints one publish removes (keeps the table bounded by the rate).
@@ -392,6 +391,13 @@ mod tests {
                 patch: diff(&prev, &h.rec).expect("a patch"),
                 expected_version: expected,
             };
+            let bytes = record::encode(&cmd);
+            let owned: PartitionCommand = record::decode(&bytes).expect("decodes");
+            assert_eq!(
+                record::encode(&owned),
+                bytes,
+                "the owned patch encodes alike"
+            );
             assert_eq!(apply_ref(&state, &cmd), PartitionOutcome::Applied);
             assert_eq!(
                 apply_ref(&state, &cmd),

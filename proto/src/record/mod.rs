@@ -98,7 +98,7 @@ pub enum PartitionCommand {
         expected_version: u64,
     },
     /// Writes what changed since the stored version, which must equal `expected_version` (at
-    /// least 1: a patch follows a record); stored beside the record it follows.
+    /// least 1: a patch follows a record); appended to the stored row (see [`patch`]).
     PatchWorkflow {
         patch: Box<patch::RecordPatch>,
         expected_version: u64,

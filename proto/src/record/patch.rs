@@ -172,7 +172,10 @@ impl RecordPatch {
 }
 
 impl Serialize for RecordPatch {
+    /// The bytes of the [`PatchRef`] it was decoded from: the task definitions that one left
+    /// out are still out (empty) here.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let _omitting = Omitting::install_empty(self.tasks.iter());
         let tasks: Vec<&Task> = self.tasks.iter().collect();
         let task_logs = self
             .task_logs
