@@ -81,13 +81,6 @@ impl Serialize for PatchRef<'_> {
     }
 }
 
-impl PatchRef<'_> {
-    /// How many tasks the patch carries.
-    pub fn task_count(&self) -> usize {
-        self.tasks.len()
-    }
-}
-
 /// What changed from `prev` to `next`, or `None` when a patch cannot express it.
 pub fn diff<'a>(prev: &WorkflowRecord, next: &'a WorkflowRecord) -> Option<PatchRef<'a>> {
     let (old, new) = (&prev.workflow, &next.workflow);
