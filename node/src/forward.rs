@@ -38,6 +38,9 @@ pub enum Forward {
         domain: Option<String>,
         count: usize,
     },
+    /// Which of `wanted` have tasks ready on the receiver that its own polls left unclaimed,
+    /// waiting up to `wait_ms` for one (the sender's backlog watcher, `server::backlog`).
+    Backlog { wanted: Vec<Wanted>, wait_ms: u64 },
     /// A definition change, for the meta group's leader.
     Meta(MetaCommand),
     /// The meta group's applied index on its leader: a reader waits until its replica has applied
@@ -108,6 +111,8 @@ pub enum Reply {
     Record(Option<Box<WorkflowRecord>>),
     Owner(WorkflowId),
     Tasks(Vec<Task>),
+    /// The wanted (type, domain) pairs with tasks waiting.
+    Backlog(Vec<Wanted>),
     Meta(MetaOutcome),
     Index(u64),
     /// The cluster a joining node joins: its partition count and members.
@@ -125,6 +130,13 @@ pub enum Reply {
     Done,
     Outcome(PartitionOutcome),
     Executions(Vec<EventExecution>),
+}
+
+/// A task type (and domain) some poll on the asking node wants.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Wanted {
+    pub task_type: String,
+    pub domain: Option<String>,
 }
 
 /// The request as it travels: hops so far, and the request.

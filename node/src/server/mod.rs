@@ -3,6 +3,7 @@
 //! [`Node`](crate::Node). One node on one machine is the embedded default: every group then has one
 //! voter and no network, the same code path a cluster runs.
 
+mod backlog;
 mod consumers;
 mod events;
 mod membership;
@@ -110,6 +111,8 @@ pub struct Inner {
     router: Option<cluster::RaftRouter>,
     /// Rotates which peers a poll asks first (see `poll`).
     pub(crate) poll_turn: std::sync::atomic::AtomicUsize,
+    /// What is known of ready tasks on the peers (see `backlog`).
+    pub(crate) backlogs: backlog::Backlogs,
     /// Peers that failed to answer, until when they are skipped.
     pub(crate) peers_down: Mutex<BTreeMap<NodeId, tokio::time::Instant>>,
     /// Randomness for new workflow ids (at the edge: it picks the partition and the id).
@@ -558,6 +561,7 @@ pub async fn open_with(options: &Options, seams: Seams) -> Result<Node> {
         transport: transport.clone(),
         router,
         peers_down: Mutex::new(BTreeMap::new()),
+        backlogs: Default::default(),
         poll_turn: std::sync::atomic::AtomicUsize::new(0),
         rng: Mutex::new(match seams.seed {
             Some(seed) => rand_chacha::ChaCha8Rng::seed_from_u64(seed),
@@ -582,6 +586,7 @@ pub async fn open_with(options: &Options, seams: Seams) -> Result<Node> {
             },
         );
         tokio::spawn(membership::run(Arc::downgrade(&inner)));
+        tokio::spawn(backlog::run(Arc::downgrade(&inner)));
     }
     tokio::spawn(perform_outbox(Arc::downgrade(&inner), outbox_rx));
     tokio::spawn(consumers::run(Arc::downgrade(&inner)));

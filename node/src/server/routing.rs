@@ -538,6 +538,16 @@ impl Inner {
                 .lease_local(&task_type, worker_id, domain.as_deref(), count)
                 .await
                 .map(Reply::Tasks),
+            Forward::Backlog { wanted, wait_ms } => {
+                if wanted.len() > super::backlog::WANTED_MAX {
+                    return Err(Error::Invalid(format!(
+                        "a backlog poll names {} task types, more than {}",
+                        wanted.len(),
+                        super::backlog::WANTED_MAX
+                    )));
+                }
+                Ok(Reply::Backlog(self.backlog(wanted, wait_ms).await))
+            }
             Forward::Meta(cmd) => self.propose_meta_hops(cmd, hops).await.map(Reply::Meta),
             Forward::Join(entry) => self.route_join(entry).await,
             Forward::Groups => Ok(Reply::Groups(self.group_statuses())),

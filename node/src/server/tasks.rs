@@ -5,14 +5,15 @@ use super::workflows::{check_payload, parse_workflow_id};
 use super::Inner;
 use crate::engine::{Effect, Input};
 use crate::error::{Error, Result};
-use crate::forward::{Forward, Reply, POLL_PEER_TIMEOUT_MS};
+use crate::forward::{Forward, Reply, Wanted, POLL_PEER_TIMEOUT_MS};
 use crate::partition::WorkflowOp;
 use crate::service::PollRequest;
 use proto::limits::{POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
 use proto::model::{Json, Task, TaskExecLog, TaskResult, TaskResultStatus, TaskStatus};
 use proto::{NodeId, TaskId, WorkflowId};
 
-/// How often a waiting poll in a cluster asks the other nodes again.
+/// How often a waiting poll in a cluster asks a peer of an older version (one that cannot say
+/// when it has tasks waiting, see `backlog`) again.
 const REMOTE_POLL_INTERVAL_MS: u64 = 100;
 use std::time::Duration;
 
@@ -31,6 +32,10 @@ impl Inner {
         let deadline = tokio::time::Instant::now() + wait;
         let domain = request.domain.as_deref().filter(|d| !d.is_empty());
         let notifier = self.queues.notifier(&request.task_type);
+        let want = Wanted {
+            task_type: request.task_type.clone(),
+            domain: domain.map(str::to_owned),
+        };
         loop {
             // Registered before looking, so a publication in between wakes us.
             let published = notifier.notified();
@@ -42,13 +47,17 @@ impl Inner {
             // In a cluster, tasks of partitions led elsewhere are leased there.
             let peers: Vec<NodeId> = self.peers();
             if !peers.is_empty() && out.len() < count {
-                // Ask every live peer at once for a share of what is still missing (the shares add
-                // up to it, so a poll never hands out more than its count); a frozen or dead peer
-                // costs at most the poll timeout and is then skipped for a moment.
+                // Ask every live peer that may have tasks waiting (see `backlog`) at once for a
+                // share of what is still missing (the shares add up to it, so a poll never hands
+                // out more than its count); a frozen or dead peer costs at most the poll timeout
+                // and is then skipped for a moment.
+                let now_ms = self.clock.now_ms();
                 let live: Vec<NodeId> = peers
                     .iter()
                     .copied()
-                    .filter(|p| !self.peer_is_down(*p))
+                    .filter(|p| {
+                        !self.peer_is_down(*p) && self.backlogs.worth_asking(*p, &want, now_ms)
+                    })
                     .collect();
                 let missing = count - out.len();
                 // The remainder goes to different peers on successive polls, so a one-task poll
@@ -68,13 +77,22 @@ impl Inner {
                         };
                         async move {
                             let within = Duration::from_millis(POLL_PEER_TIMEOUT_MS);
-                            (*peer, self.forward_within(*peer, 0, ask, within).await)
+                            (
+                                *peer,
+                                share,
+                                self.forward_within(*peer, 0, ask, within).await,
+                            )
                         }
                     })
                 });
-                for (peer, answer) in futures::future::join_all(asks).await {
+                for (peer, share, answer) in futures::future::join_all(asks).await {
                     match answer {
-                        Ok(Reply::Tasks(tasks)) => out.extend(tasks),
+                        Ok(Reply::Tasks(tasks)) => {
+                            if tasks.len() < share {
+                                self.backlogs.drained(peer, &want);
+                            }
+                            out.extend(tasks)
+                        }
                         Ok(_) => tracing::warn!(%peer, "unexpected answer to a poll"),
                         Err(e) => tracing::debug!(%peer, error = %e, "peer poll failed"),
                     }
@@ -89,8 +107,8 @@ impl Inner {
                 let in_ms = u64::try_from(next.saturating_sub(self.clock.now_ms())).unwrap_or(0);
                 until = until.min(now_i + Duration::from_millis(in_ms.max(1)));
             }
-            if !peers.is_empty() {
-                // Peers' queues do not wake this poller: look again soon.
+            if peers.iter().any(|p| self.backlogs.is_legacy(*p)) {
+                // A peer too old for backlog polls cannot wake this poller: look again soon.
                 until = until.min(now_i + Duration::from_millis(REMOTE_POLL_INTERVAL_MS));
             }
             tokio::select! {
