@@ -167,13 +167,24 @@ impl Inner {
             .collect()
     }
 
+    /// A fresh workflow id on one of the partitions this node leads, picked at random, so that
+    /// the start and the workflow's later steps need no forwarding; on any partition when this
+    /// node leads none. Clients spread over the nodes spread the workflows over the leaders.
     pub(crate) fn new_workflow_id(&self) -> WorkflowId {
         use rand::RngCore;
+        let led: Vec<u16> = read(&self.partitions)
+            .iter()
+            .filter(|(_, p)| p.group.is_leader())
+            .map(|(id, _)| *id)
+            .collect();
         let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
         let random = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
-        let partition =
-            PartitionId(u16::try_from(random % u128::from(self.partition_count())).unwrap_or(0));
-        WorkflowId::new(partition, random)
+        let partition = if led.is_empty() {
+            u16::try_from(random % u128::from(self.partition_count())).unwrap_or(0)
+        } else {
+            led[usize::try_from(random % led.len() as u128).unwrap_or(0)]
+        };
+        WorkflowId::new(PartitionId(partition), random)
     }
 
     /// The id of the run that a start with idempotency key `key` of workflow `name` creates: bits

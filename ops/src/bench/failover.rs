@@ -77,12 +77,6 @@ pub fn run(
         .checked_sub(1)
         .filter(|i| *i < urls.len())
         .with_context(|| format!("node {victim} is not one of the target's nodes"))?;
-    let survivors: Vec<String> = urls
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != victim_index)
-        .map(|(_, u)| u.clone())
-        .collect();
     let pids: Vec<u32> = target
         .pids()
         .into_iter()
@@ -99,8 +93,10 @@ pub fn run(
         progress(format!("W7: kill -9 node {victim}"));
         target.kill(victim_index)
     };
+    // Starts go to every node, the victim too until it dies (then its starters move on), so
+    // its partitions hold workflows in flight when it is killed.
     let outcome = workloads::open_loop(
-        &survivors,
+        &urls,
         workloads::W2,
         rate,
         duration,

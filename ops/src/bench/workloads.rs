@@ -215,6 +215,9 @@ struct Pending {
     /// is read as a single waiter would read it however many are in flight.
     due: Instant,
     id: String,
+    /// The node it was started on (its index in `urls`); its status is read there, as a client
+    /// that keeps its connection would.
+    node: usize,
     /// When it was due to start (latency counts from here, not from the actual start).
     scheduled: Instant,
 }
@@ -262,9 +265,14 @@ pub fn open_loop(
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now() + Duration::from_millis(20);
 
+    let urls_len = urls.len();
     let mut starters = Vec::new();
     for k in 0..W2_STARTERS {
-        let client = Client::new(&urls[k % urls.len()])?;
+        let clients = urls
+            .iter()
+            .map(|url| Client::new(url))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let mut node = k % urls_len;
         let (pending, started, errors) = (pending.clone(), started.clone(), errors.clone());
         let starts = starts.clone();
         let name = name.to_owned();
@@ -277,7 +285,7 @@ pub fn open_loop(
                     std::thread::sleep(scheduled - now);
                 }
                 let sent = Instant::now();
-                match client.start(&name, &json!({ "slot": slot })) {
+                match clients[node].start(&name, &json!({ "slot": slot })) {
                     Ok(id) => {
                         started.fetch_add(1, Ordering::Relaxed);
                         starts
@@ -294,11 +302,14 @@ pub fn open_loop(
                             .push(Pending {
                                 due: Instant::now(),
                                 id,
+                                node,
                                 scheduled,
                             });
                     }
                     Err(_) => {
                         errors.fetch_add(1, Ordering::Relaxed);
+                        // That node may be gone (W7): start on the next one from now on.
+                        node = (node + 1) % clients.len();
                     }
                 }
                 slot += W2_STARTERS as u64;
@@ -307,8 +318,11 @@ pub fn open_loop(
     }
 
     let mut checkers = Vec::new();
-    for k in 0..W2_CHECKERS {
-        let client = Client::new(&urls[k % urls.len()])?;
+    for _ in 0..W2_CHECKERS {
+        let clients = urls
+            .iter()
+            .map(|url| Client::new(url))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let (pending, completed, failed, errors, stop, last_done) = (
             pending.clone(),
             completed.clone(),
@@ -332,7 +346,7 @@ pub fn open_loop(
                     std::thread::sleep(Duration::from_millis(1));
                     continue;
                 };
-                match client.status(&item.id) {
+                match clients[item.node].status(&item.id) {
                     Ok(Status::Completed) => {
                         let now = Instant::now();
                         latency.record(now.saturating_duration_since(item.scheduled));
@@ -345,6 +359,8 @@ pub fn open_loop(
                     result => {
                         if result.is_err() {
                             errors.fetch_add(1, Ordering::Relaxed);
+                            // That node may be gone (W7): read on the next one from now on.
+                            item.node = (item.node + 1) % clients.len();
                         }
                         item.due = Instant::now() + poll_pause(item.scheduled.elapsed());
                         pending
