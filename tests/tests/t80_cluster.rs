@@ -259,27 +259,46 @@ fn three_nodes_serve_any_request_anywhere() {
     }));
     wait_defs_everywhere(&c, "any_wf");
 
-    // Starts on node 2.
+    // Starts on node 2: a start without an idempotency key picks a partition node 2 leads; one
+    // with a key lands where the key hashes, which is mostly led elsewhere (forwarded).
     let mut started = BTreeMap::new();
+    let mut keyed = BTreeSet::new();
     for n in 0..WORKFLOWS {
-        let id = n2.start_workflow("any_wf", &json!({ "x": format!("x{n}") }));
+        let input = json!({ "x": format!("x{n}") });
+        let id = if n % 2 == 0 {
+            n2.start_workflow("any_wf", &input)
+        } else {
+            let id = n2.start_workflow_request(&json!({
+                "name": "any_wf",
+                "input": input,
+                "idempotencyKey": format!("any-{n}"),
+            }));
+            keyed.insert(id.clone());
+            id
+        };
         started.insert(id, n);
     }
     let leaders = c.leaders();
+    let led_by_2 =
+        |id: &String| leaders.get(&partition_group(partition_of(id, c.partitions()))) == Some(&2);
     let partitions: BTreeSet<usize> = started
         .keys()
         .map(|id| partition_of(id, c.partitions()))
         .collect();
-    let forwarded_by_2 = started
-        .keys()
-        .filter(|id| leaders.get(&partition_group(partition_of(id, c.partitions()))) != Some(&2))
-        .count();
+    let forwarded_by_2 = keyed.iter().filter(|id| !led_by_2(id)).count();
     eprintln!(
         "{WORKFLOWS} workflows on partitions {partitions:?}; {forwarded_by_2} started on a partition node 2 does not lead"
     );
     assert!(
+        started
+            .keys()
+            .filter(|id| !keyed.contains(*id))
+            .all(led_by_2),
+        "a start without a key picks a partition the receiving node leads: {partitions:?}"
+    );
+    assert!(
         forwarded_by_2 > 0,
-        "every start landed on a partition led by node 2; forwarding was not exercised: {partitions:?}"
+        "every keyed start landed on a partition led by node 2; forwarding was not exercised: {partitions:?}"
     );
 
     // Poll and complete through node 3.
