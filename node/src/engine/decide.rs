@@ -64,6 +64,35 @@ pub(crate) fn begin(ctx: &mut Ctx<'_>) {
     advance(ctx);
 }
 
+/// Decides `inputs` in order, each on the record the one before left, exactly as if each had been
+/// committed before the next: the workflow actor's batch, one write for the inputs that queued
+/// while its previous write was in flight. `rng_for(version)` is the randomness a lone decision on
+/// a record of that version draws. Answers the record after the last input that changed
+/// something (`None` when none did) and each input's effects or refusal, in order.
+pub fn decide_all(
+    record: &WorkflowRecord,
+    inputs: Vec<Input>,
+    now: NowMs,
+    rng_for: &mut dyn FnMut(u64) -> Box<dyn rand::RngCore>,
+) -> (Option<WorkflowRecord>, Vec<Result<Vec<Effect>, Error>>) {
+    let mut last: Option<WorkflowRecord> = None;
+    let mut answers = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let decided = {
+            let current = last.as_ref().unwrap_or(record);
+            let mut rng = rng_for(current.version);
+            decide(current, input, now, &mut *rng)
+        };
+        answers.push(decided.map(|decision| {
+            if let Some(next) = decision.record {
+                last = Some(next);
+            }
+            decision.effects
+        }));
+    }
+    (last, answers)
+}
+
 /// Applies one input to a running (or finished) workflow.
 pub fn decide(
     record: &WorkflowRecord,

@@ -3,7 +3,7 @@
 //! actors that report themselves idle — but only when no message was forwarded since, so a message is
 //! never sent to an actor that is stopping. No names, no global registry (DESIGN §4).
 
-use super::workflow::{WorkflowActor, WorkflowArgs, WorkflowMsg};
+use super::workflow::{queued, Inbox, Reply, WorkflowActor, WorkflowArgs, WorkflowMsg};
 use super::PartitionCtx;
 use crate::error::Error;
 use proto::WorkflowId;
@@ -22,21 +22,21 @@ pub struct PartitionSupervisor;
 
 pub struct SupervisorState {
     ctx: Arc<PartitionCtx>,
-    /// Live workflow actors and how many messages were forwarded to each.
-    children: BTreeMap<WorkflowId, (ActorRef<WorkflowMsg>, u64)>,
+    /// Live workflow actors, how many messages were forwarded to each, and each one's inbox.
+    children: BTreeMap<WorkflowId, (ActorRef<WorkflowMsg>, u64, Inbox)>,
+}
+
+/// Answers a caller whose message cannot be delivered, so it is not left waiting.
+fn refuse_port<T>(port: Reply<T>, why: &str) {
+    let _ = port.send(Err(Error::Unavailable(why.to_owned())));
 }
 
 /// Answers a message that cannot be delivered, so its caller is not left waiting.
 fn refuse(msg: WorkflowMsg, why: &str) {
-    let err = || Error::Unavailable(why.to_owned());
     match msg {
-        WorkflowMsg::Start(_, p) | WorkflowMsg::Input(_, p) => {
-            let _ = p.send(Err(err()));
-        }
-        WorkflowMsg::AddLog(_, _, p) | WorkflowMsg::Remove(p) => {
-            let _ = p.send(Err(err()));
-        }
-        WorkflowMsg::Fire(_) | WorkflowMsg::IdleCheck(_) => {}
+        WorkflowMsg::Start(_, p) | WorkflowMsg::Input(_, p) => refuse_port(p, why),
+        WorkflowMsg::AddLog(_, _, p) | WorkflowMsg::Remove(p) => refuse_port(p, why),
+        WorkflowMsg::Fire(_) | WorkflowMsg::IdleCheck(_) | WorkflowMsg::Inputs => {}
     }
 }
 
@@ -64,7 +64,7 @@ impl Actor for PartitionSupervisor {
         _myself: ActorRef<SupervisorMsg>,
         st: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
-        for (child, _) in st.children.values() {
+        for (child, _, _) in st.children.values() {
             child.kill();
         }
         Ok(())
@@ -79,14 +79,16 @@ impl Actor for PartitionSupervisor {
         match msg {
             SupervisorMsg::Route(id, wmsg) => {
                 if !st.children.contains_key(&id) {
+                    let inbox = Inbox::default();
                     let args = WorkflowArgs {
                         ctx: st.ctx.clone(),
                         id: id.clone(),
                         supervisor: myself.clone(),
+                        inbox: inbox.clone(),
                     };
                     match Actor::spawn_linked(None, WorkflowActor, args, myself.get_cell()).await {
                         Ok((child, _)) => {
-                            st.children.insert(id.clone(), (child, 0));
+                            st.children.insert(id.clone(), (child, 0, inbox));
                         }
                         Err(e) => {
                             tracing::error!(workflow = %id, error = %e, "could not start workflow actor");
@@ -95,10 +97,23 @@ impl Actor for PartitionSupervisor {
                         }
                     }
                 }
-                if let Some((child, forwarded)) = st.children.get_mut(&id) {
+                if let Some((child, forwarded, inbox)) = st.children.get_mut(&id) {
                     *forwarded += 1;
+                    // Inputs wait in the inbox, so that those queued behind a write in flight
+                    // are decided together (see `Inbox`); the message only says to look.
+                    let wmsg = match wmsg {
+                        WorkflowMsg::Input(input, port) => {
+                            queued(inbox).push((input, port));
+                            WorkflowMsg::Inputs
+                        }
+                        other => other,
+                    };
                     if let Err(e) = child.send_message(wmsg) {
+                        let inbox = inbox.clone();
                         st.children.remove(&id);
+                        for (_, port) in std::mem::take(&mut *queued(&inbox)) {
+                            refuse_port(port, "the workflow actor stopped; retry");
+                        }
                         if let ractor::MessagingErr::SendErr(m) = e {
                             refuse(m, "the workflow actor stopped; retry");
                         }
@@ -109,9 +124,9 @@ impl Actor for PartitionSupervisor {
                 if st
                     .children
                     .get(&id)
-                    .is_some_and(|(_, forwarded)| *forwarded == processed)
+                    .is_some_and(|(_, forwarded, _)| *forwarded == processed)
                 {
-                    if let Some((child, _)) = st.children.remove(&id) {
+                    if let Some((child, _, _)) = st.children.remove(&id) {
                         child.stop(None);
                     }
                 }
@@ -129,14 +144,14 @@ impl Actor for PartitionSupervisor {
         match event {
             SupervisionEvent::ActorTerminated(cell, _, _) => {
                 st.children
-                    .retain(|_, (child, _)| child.get_id() != cell.get_id());
+                    .retain(|_, (child, _, _)| child.get_id() != cell.get_id());
             }
             SupervisionEvent::ActorFailed(cell, err) => {
                 // A panicking decider stops only its workflow's actor; the next message reloads it
                 // from committed state.
                 tracing::error!(partition = %st.ctx.id, error = %err, "workflow actor failed");
                 st.children
-                    .retain(|_, (child, _)| child.get_id() != cell.get_id());
+                    .retain(|_, (child, _, _)| child.get_id() != cell.get_id());
             }
             _ => {}
         }

@@ -28,9 +28,25 @@ pub const PATCHES_MAX: u32 = 16;
 
 pub type Reply<T> = oneshot::Sender<Result<T>>;
 
+/// Inputs routed to a workflow's actor, each with its caller's reply port. The supervisor queues
+/// an input here and sends [`WorkflowMsg::Inputs`]; the actor decides everything queued by then
+/// in one batch with one write, so inputs that arrive while a write is in flight (a fork's
+/// branches finishing together) share the next write instead of taking one each.
+pub type Inbox = Arc<std::sync::Mutex<Vec<Queued>>>;
+
+/// An input waiting in an [`Inbox`] with its caller's reply port.
+pub type Queued = (Box<Input>, Reply<Vec<Effect>>);
+
+/// The inbox's queue (a poisoned lock only means a panic elsewhere mid-push; the queue stays valid).
+pub fn queued(inbox: &Inbox) -> std::sync::MutexGuard<'_, Vec<Queued>> {
+    inbox.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 pub enum WorkflowMsg {
     Start(Box<StartInput>, Reply<Vec<Effect>>),
     Input(Box<Input>, Reply<Vec<Effect>>),
+    /// Decide whatever the inbox holds (possibly nothing: an earlier batch took it).
+    Inputs,
     /// A timer came due (no one waits for the answer).
     Fire(TimerKey),
     AddLog(TaskId, String, Reply<Vec<Effect>>),
@@ -45,12 +61,14 @@ pub struct WorkflowArgs {
     pub ctx: Arc<PartitionCtx>,
     pub id: WorkflowId,
     pub supervisor: ActorRef<SupervisorMsg>,
+    pub inbox: Inbox,
 }
 
 pub struct WorkflowState {
     ctx: Arc<PartitionCtx>,
     id: WorkflowId,
     supervisor: ActorRef<SupervisorMsg>,
+    inbox: Inbox,
     /// The committed record (None: not created yet, or removed).
     record: Option<WorkflowRecord>,
     /// How many patches follow the last full record written (see [`PATCHES_MAX`]).
@@ -120,15 +138,26 @@ impl WorkflowState {
 
     /// Runs a decision through Raft and performs its effects. Returns the effects for the caller.
     async fn adopt(&mut self, decision: Decision) -> Result<Vec<Effect>> {
-        let committed = decision.record.is_some();
-        match decision.record {
+        self.adopt_all(decision.record, std::slice::from_ref(&decision.effects))
+            .await?;
+        Ok(decision.effects)
+    }
+
+    /// [`Self::adopt`] for a batch: one write of the last record, then every decision's effects.
+    async fn adopt_all(
+        &mut self,
+        record: Option<WorkflowRecord>,
+        effects: &[Vec<Effect>],
+    ) -> Result<()> {
+        let committed = record.is_some();
+        match record {
             Some(next) => self.commit(next).await?,
             // Nothing to write (a late result, a no-op command): the answer still claims to reflect
             // the latest state, so confirm that this node still leads — a deposed leader's state
             // may be stale, and "ignored" from it would acknowledge a result that was not recorded.
             None => self.ctx.confirm_leadership().await?,
         }
-        for effect in &decision.effects {
+        for effect in effects.iter().flatten() {
             if let Effect::StartWorkflow { .. } = effect {
                 self.ctx.outbox(effect.clone()).await;
             }
@@ -141,15 +170,54 @@ impl WorkflowState {
                     .await;
             }
         }
-        Ok(decision.effects)
+        Ok(())
     }
 
     fn rng(&self) -> rand_chacha::ChaCha8Rng {
-        // Seeded from (workflow, version): a replay of the same inputs draws the same numbers.
-        let version = self.record.as_ref().map_or(0, |r| r.version);
-        let seed = crate::clock::stable_hash(self.id.as_str().as_bytes())
-            ^ version.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        rand_chacha::ChaCha8Rng::seed_from_u64(seed)
+        rng_for(&self.id, self.record.as_ref().map_or(0, |r| r.version))
+    }
+
+    /// Decides a batch of inputs in order with one write (see [`Inbox`]) and answers each caller:
+    /// its effects once the write committed, or its own refusal. A failed write fails them all;
+    /// none of them is then recorded.
+    async fn decide_batch(&mut self, batch: Vec<Queued>) {
+        let (inputs, ports): (Vec<Input>, Vec<_>) = batch
+            .into_iter()
+            .map(|(input, port)| (*input, port))
+            .unzip();
+        let Some(record) = &self.record else {
+            for port in ports {
+                reply(
+                    port,
+                    Err(Error::NotFound(format!(
+                        "No such workflow found by id: {}",
+                        self.id
+                    ))),
+                );
+            }
+            return;
+        };
+        let now = self.ctx.clock.now_ms();
+        let id = self.id.clone();
+        let mut rng = |version: u64| -> Box<dyn rand::RngCore> { Box::new(rng_for(&id, version)) };
+        let (next, answers) = engine::decide_all(record, inputs, now, &mut rng);
+        let accepted: Vec<Vec<Effect>> = answers
+            .iter()
+            .filter_map(|a| a.as_ref().ok().cloned())
+            .collect();
+        let written = if accepted.is_empty() {
+            Ok(())
+        } else {
+            self.adopt_all(next, &accepted).await
+        };
+        for (port, answer) in ports.into_iter().zip(answers) {
+            let answer = match (&written, answer) {
+                (Ok(()), answer) => answer.map_err(Error::from),
+                (Err(e), Ok(_)) => Err(e.clone()),
+                (Err(_), Err(refused)) => Err(Error::from(refused)),
+            };
+            reply(port, answer);
+        }
     }
 
     async fn decide(&mut self, input: Input) -> Result<Vec<Effect>> {
@@ -255,6 +323,14 @@ impl WorkflowState {
     }
 }
 
+/// The randomness of a decision on version `version` of workflow `id`: seeded from both, so a
+/// replay of the same inputs draws the same numbers.
+fn rng_for(id: &WorkflowId, version: u64) -> rand_chacha::ChaCha8Rng {
+    let seed = crate::clock::stable_hash(id.as_str().as_bytes())
+        ^ version.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    rand_chacha::ChaCha8Rng::seed_from_u64(seed)
+}
+
 fn reply<T>(port: Reply<T>, value: Result<T>) {
     // The caller may have given up (timed out or disconnected); the decision stands regardless.
     let _ = port.send(value);
@@ -274,6 +350,7 @@ impl Actor for WorkflowActor {
             ctx: args.ctx,
             id: args.id,
             supervisor: args.supervisor,
+            inbox: args.inbox,
             record: None,
             patches: 0,
             processed: 0,
@@ -311,6 +388,13 @@ impl Actor for WorkflowActor {
             WorkflowMsg::Input(input, port) => {
                 let r = st.decide(*input).await;
                 reply(port, r);
+            }
+            WorkflowMsg::Inputs => {
+                let batch =
+                    std::mem::take(&mut *st.inbox.lock().unwrap_or_else(|e| e.into_inner()));
+                if !batch.is_empty() {
+                    st.decide_batch(batch).await;
+                }
             }
             WorkflowMsg::Fire(key) => {
                 if st.record.is_some() {

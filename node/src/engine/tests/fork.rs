@@ -238,3 +238,59 @@ fn fork_without_join_fails_the_workflow() {
     assert!(h.finished());
     assert!(!h.has("a"));
 }
+
+#[test]
+fn a_batch_decides_what_the_same_inputs_decide_one_write_at_a_time() {
+    let mut h = H::start(
+        fork_def(simple("a"), simple("b"), &["a", "b"], None),
+        json!({}),
+    );
+    h.poll("a");
+    h.poll("b");
+    let done = |h: &H, r: &str| {
+        let t = h.task(r);
+        Input::TaskResult(TaskResult {
+            workflow_instance_id: t.workflow_instance_id.as_str().into(),
+            task_id: t.task_id.as_str().into(),
+            status: TaskResultStatus::Completed,
+            output_data: obj(json!({ "from": r })),
+            ..Default::default()
+        })
+    };
+    let stale_lease = Input::Lease {
+        task_id: proto::TaskId::new(PartitionId(3), 42),
+        worker_id: None,
+    };
+    let inputs = || vec![done(&h, "a"), stale_lease.clone(), done(&h, "b")];
+    let rng_for = |version: u64| ChaCha8Rng::seed_from_u64(version);
+
+    // One write at a time: each input decided on the record the one before committed.
+    let mut rec = h.rec.clone();
+    let mut one_by_one = Vec::new();
+    for input in inputs() {
+        let answer = decide(&rec, input, h.now, &mut rng_for(rec.version));
+        one_by_one.push(answer.map(|d| {
+            if let Some(next) = d.record {
+                rec = next;
+            }
+            d.effects
+        }));
+    }
+
+    let mut boxed = |version: u64| -> Box<dyn rand::RngCore> { Box::new(rng_for(version)) };
+    let (last, batch) = decide_all(&h.rec, inputs(), h.now, &mut boxed);
+    assert_eq!(batch, one_by_one, "the same answers, refusals included");
+    assert!(batch[1].is_err(), "the stale lease is refused");
+    let last = last.expect("the batch changed the workflow");
+    assert_eq!(last, rec, "the same record");
+    assert_eq!(last.version, h.rec.version + 2, "two inputs changed it");
+    assert_eq!(
+        last.workflow.task_by_ref("j").map(|t| t.status),
+        Some(Completed)
+    );
+    let (none, refused) = decide_all(&last, vec![stale_lease], h.now, &mut boxed);
+    assert!(
+        none.is_none() && refused[0].is_err(),
+        "a batch of refusals writes nothing"
+    );
+}
