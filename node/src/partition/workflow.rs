@@ -390,8 +390,7 @@ impl Actor for WorkflowActor {
                 reply(port, r);
             }
             WorkflowMsg::Inputs => {
-                let batch =
-                    std::mem::take(&mut *st.inbox.lock().unwrap_or_else(|e| e.into_inner()));
+                let batch = std::mem::take(&mut *queued(&st.inbox));
                 if !batch.is_empty() {
                     st.decide_batch(batch).await;
                 }
