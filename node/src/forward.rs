@@ -29,6 +29,13 @@ pub enum Forward {
     Workflow { id: WorkflowId, op: WorkflowOp },
     /// A workflow's record as its partition's leader has it.
     Read { id: WorkflowId },
+    /// The same, once the workflow finished or holds a task of one of `task_refs`, waiting up to
+    /// `wait_ms` for that (`server::wait`).
+    Wait {
+        id: WorkflowId,
+        task_refs: Vec<String>,
+        wait_ms: u64,
+    },
     /// The workflow a task belongs to.
     TaskOwner { task: TaskId },
     /// Lease up to `count` ready tasks from the partitions the receiver leads, without waiting.

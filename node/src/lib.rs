@@ -19,6 +19,7 @@ pub mod placement;
 pub mod queue;
 pub mod server;
 pub mod service;
+pub mod watch;
 
 pub use error::Error;
 pub use service::Node;

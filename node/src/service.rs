@@ -164,6 +164,15 @@ impl Node {
     pub async fn start_workflow(&self, request: StartWorkflowRequest) -> Result<String> {
         self.inner.start_workflow(request).await
     }
+    /// Starts a workflow and answers it once it finished, reached `until` or `wait` passed.
+    pub async fn execute_workflow(
+        &self,
+        request: StartWorkflowRequest,
+        until: &crate::server::wait::Until,
+        wait: std::time::Duration,
+    ) -> Result<Workflow> {
+        self.inner.execute_workflow(request, until, wait).await
+    }
     pub async fn workflow(&self, id: &str, include_tasks: bool) -> Result<Workflow> {
         self.inner.workflow(id, include_tasks).await
     }

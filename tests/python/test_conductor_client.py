@@ -183,3 +183,22 @@ def test_a_failing_worker_fails_the_workflow_after_its_retry(clients, workers):
     assert [t.status for t in attempts] == ["FAILED", "FAILED"]
     assert all(reason in (t.reason_for_incompletion or "") for t in attempts)
     assert attempts[1].retried_task_id == attempts[0].task_id
+
+
+def test_execute_answers_once_the_workflow_finished(clients, workers):
+    """WorkflowExecutor.execute_workflow: POST /api/workflow/execute/{name}/{version} waits for the
+    workers to finish the workflow and answers the finished run."""
+    executor = clients.get_workflow_executor()
+    name = f"exec-{uuid.uuid4().hex[:8]}"
+    request_id = str(uuid.uuid4())
+    run = executor.execute_workflow(
+        StartWorkflowRequest(name="py_greet_wf", version=1, input={"name": name}),
+        wait_until_task_ref=None,
+        wait_for_seconds=int(DEADLINE_S),
+        request_id=request_id,
+    )
+    assert run.status == "COMPLETED", run
+    assert run.workflow_id
+    assert run.request_id == request_id
+    assert run.output["result"] == f"HELLO {name.upper()}"
+    assert [t.reference_task_name for t in run.tasks] == ["greet_ref", "shout_ref"]

@@ -32,7 +32,7 @@ fn setup() -> Server {
     server
 }
 
-fn run(api: &Api, id: &str, task_type: &str, output: Value) -> Value {
+fn run_task(api: &Api, id: &str, task_type: &str, output: Value) -> Value {
     let task = api.poll_until(task_type, "ops-worker", WAIT);
     assert_eq!(task["workflowInstanceId"], id);
     api.complete(&task, output);
@@ -41,8 +41,8 @@ fn run(api: &Api, id: &str, task_type: &str, output: Value) -> Value {
 
 fn run_to_completion(api: &Api, x: &str) -> String {
     let id = api.start_workflow(WF, &json!({ "x": x }));
-    run(api, &id, "ops_a", json!({ "v": "a1" }));
-    run(api, &id, "ops_b", json!({ "v": "b1" }));
+    run_task(api, &id, "ops_a", json!({ "v": "a1" }));
+    run_task(api, &id, "ops_b", json!({ "v": "b1" }));
     api.wait_workflow_status(&id, "COMPLETED", WAIT);
     id
 }
@@ -117,7 +117,7 @@ fn retry_resumes_a_failed_workflow_from_the_failed_task() {
     let server = setup();
     let api = server.api();
     let id = api.start_workflow(WF, &json!({ "x": "1" }));
-    run(api, &id, "ops_a", json!({ "v": "a" }));
+    run_task(api, &id, "ops_a", json!({ "v": "a" }));
     let b = api.poll_until("ops_b", "w", WAIT);
     api.fail(&b, "b broke");
     let failed = api.wait_workflow_status(&id, "FAILED", WAIT);
@@ -169,8 +169,8 @@ fn restart_runs_a_completed_workflow_again_from_the_start() {
     );
     assert_eq!(a["inputData"]["x"], "1");
 
-    run(api, &id, "ops_a", json!({ "v": "a2" }));
-    run(api, &id, "ops_b", json!({ "v": "b2" }));
+    run_task(api, &id, "ops_a", json!({ "v": "a2" }));
+    run_task(api, &id, "ops_b", json!({ "v": "b2" }));
     let wf = api.wait_workflow_status(&id, "COMPLETED", WAIT);
     assert_eq!(wf["output"], json!({ "a": "a2", "b": "b2" }));
 }
@@ -226,7 +226,7 @@ fn skip_task_marks_a_future_task_skipped() {
         &json!({ "taskOutput": { "v": "skipped" } }),
     )
     .expect_ok("skip b");
-    run(api, &id, "ops_a", json!({ "v": "a" }));
+    run_task(api, &id, "ops_a", json!({ "v": "a" }));
     let wf = api.wait_workflow_status(&id, "COMPLETED", WAIT);
     assert_eq!(status_of(&wf, "b").as_deref(), Some("SKIPPED"), "{wf:#}");
     let b = task_by_ref(&wf, "b").expect("b");
@@ -305,8 +305,8 @@ fn search_running_list_and_queue_sizes() {
     };
     // One X workflow runs to completion before the others start, so it is the one polled.
     let done = start(&corr_x);
-    run(api, &done, "ops_a", json!({ "v": "a" }));
-    run(api, &done, "ops_b", json!({ "v": "b" }));
+    run_task(api, &done, "ops_a", json!({ "v": "a" }));
+    run_task(api, &done, "ops_b", json!({ "v": "b" }));
     api.wait_workflow_status(&done, "COMPLETED", WAIT);
     let mut xs: Vec<String> = (0..2).map(|_| start(&corr_x)).collect();
     let ys: Vec<String> = (0..2).map(|_| start(&corr_y)).collect();
@@ -426,4 +426,95 @@ fn a_start_retried_with_its_idempotency_key_creates_one_run() {
         &json!({ "name": WF, "version": 1, "input": {}, "idempotencyKey": long }),
     )
     .assert_error_response(400, "an idempotency key over 256 bytes");
+}
+
+#[test]
+fn execute_answers_when_the_workflow_finishes_reaches_a_task_or_the_wait_ends() {
+    let server = setup();
+    let api = server.api();
+    let execute = |query: &str, input: Value| {
+        api.post_json(
+            &format!("/api/workflow/execute/{WF}/1?{query}"),
+            &json!({ "input": input, "correlationId": "exec" }),
+        )
+    };
+    let running = || -> Vec<Value> {
+        api.get(&format!("/api/workflow/running/{WF}"))
+            .expect_ok("running")
+            .json()
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+
+    // Bad input is refused before anything starts.
+    let before = running().len();
+    execute("waitForSeconds=301", json!({})).assert_error_response(400, "a wait over the maximum");
+    execute("waitForSeconds=soon", json!({}))
+        .assert_error_response(400, "a wait that is no number");
+    api.post_json("/api/workflow/execute/ops_wf/one", &json!({}))
+        .assert_error_response(400, "a version that is no number");
+    api.post_json("/api/workflow/execute/no_such_wf/1", &json!({}))
+        .expect_status(404, "an unknown workflow");
+    assert_eq!(running().len(), before, "refused executes started nothing");
+
+    // The wait ends before the workflow does: the run as it stands, RUNNING at ops_a.
+    let t0 = std::time::Instant::now();
+    let run = execute("waitForSeconds=1", json!({ "x": 1 }))
+        .expect_ok("execute for 1 s")
+        .json();
+    assert!(
+        t0.elapsed() >= Duration::from_secs(1),
+        "it waited the second"
+    );
+    assert_eq!(run["status"], "RUNNING", "{run:#}");
+    assert_eq!(run["correlationId"], "exec");
+    assert_eq!(run["input"]["x"], 1);
+    assert_eq!(
+        status_of(&run, "a").as_deref(),
+        Some("SCHEDULED"),
+        "{run:#}"
+    );
+    let first = run["workflowId"].as_str().expect("workflowId").to_owned();
+    run_task(api, &first, "ops_a", json!({ "v": "a1" }));
+    run_task(api, &first, "ops_b", json!({ "v": "b1" }));
+
+    // A worker finishes the workflow while the execute waits: the answer is the finished run.
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            execute("waitForSeconds=20&requestId=req-7", json!({ "x": 2 }))
+                .expect_ok("execute")
+                .json()
+        });
+        let a = api.poll_until("ops_a", "exec-worker", WAIT);
+        api.complete(&a, json!({ "v": "a2" }));
+        let b = api.poll_until("ops_b", "exec-worker", WAIT);
+        api.complete(&b, json!({ "v": "b2" }));
+        let run = waiter.join().expect("the execute waiter");
+        assert_eq!(run["status"], "COMPLETED", "{run:#}");
+        assert_eq!(run["requestId"], "req-7");
+        assert_eq!(run["output"], json!({ "a": "a2", "b": "b2" }));
+        assert_eq!(run["workflowId"], a["workflowInstanceId"]);
+    });
+
+    // waitUntilTaskRef: the answer comes once ops_b is scheduled, with ops_a's output in it.
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            execute(
+                "waitForSeconds=20&waitUntilTaskRef=nothing,b",
+                json!({ "x": 3 }),
+            )
+            .expect_ok("execute until b")
+            .json()
+        });
+        let a = api.poll_until("ops_a", "exec-worker", WAIT);
+        api.complete(&a, json!({ "v": "a3" }));
+        let run = waiter.join().expect("the execute waiter");
+        assert_eq!(run["status"], "RUNNING", "{run:#}");
+        assert_eq!(status_of(&run, "a").as_deref(), Some("COMPLETED"));
+        assert_eq!(status_of(&run, "b").as_deref(), Some("SCHEDULED"));
+        let id = run["workflowId"].as_str().expect("workflowId");
+        run_task(api, id, "ops_b", json!({ "v": "b3" }));
+        api.wait_workflow_status(id, "COMPLETED", WAIT);
+    });
 }

@@ -346,6 +346,75 @@ fn three_nodes_serve_any_request_anywhere() {
             );
         }
     }
+
+    // Execute through node 1 (start, then answer once finished). Keyed runs land where their key
+    // hashes: a run whose partition node 1 does not lead is waited for on its leader. A first
+    // execute with waitForSeconds=0 answers the run still RUNNING; executing the same key again
+    // starts nothing new and waits for that run while node 3 completes its tasks.
+    let path =
+        |wait: u64| format!("/api/workflow/execute/any_wf/1?waitForSeconds={wait}&requestId=r1");
+    let mut runs = BTreeMap::new();
+    for n in 0..8 {
+        let request =
+            json!({ "input": { "x": format!("e{n}") }, "idempotencyKey": format!("exec-{n}") });
+        let run = n1
+            .post_json(&path(0), &request)
+            .expect_ok("execute, no wait")
+            .json();
+        assert_eq!(run["status"], "RUNNING", "{run:#}");
+        assert_eq!(run["requestId"], "r1", "{run:#}");
+        let id = run["workflowId"].as_str().expect("workflowId").to_owned();
+        runs.insert(id, (n, request));
+    }
+    let leaders = c.leaders();
+    let elsewhere = runs
+        .keys()
+        .filter(|id| leaders.get(&partition_group(partition_of(id, c.partitions()))) != Some(&1))
+        .count();
+    assert!(
+        elsewhere > 0,
+        "every run landed on a partition node 1 leads: the forwarded wait is not exercised"
+    );
+    thread::scope(|s| {
+        let waiters: Vec<_> = runs
+            .iter()
+            .map(|(id, (n, request))| {
+                let (n1, path) = (&n1, path(WAIT.as_secs()));
+                s.spawn(move || {
+                    let run = n1.post_json(&path, request).expect_ok("execute").json();
+                    assert_eq!(
+                        run["workflowId"],
+                        id.as_str(),
+                        "the key's run, not a new one"
+                    );
+                    assert_eq!(run["status"], "COMPLETED", "{run:#}");
+                    assert_eq!(
+                        run["output"],
+                        json!({ "a": format!("a{n}"), "b": format!("b{n}") })
+                    );
+                })
+            })
+            .collect();
+        let mut left = 2 * runs.len();
+        let deadline = Instant::now() + WAIT;
+        while left > 0 {
+            assert!(
+                Instant::now() < deadline,
+                "{left} execute tasks not handed out within {WAIT:?}"
+            );
+            for (task_type, key) in [("any_a", "a"), ("any_b", "b")] {
+                for task in n3.batch_poll(task_type, "node3-exec", 10, 100) {
+                    let wf_id = task["workflowInstanceId"].as_str().unwrap_or_default();
+                    let (n, _) = runs.get(wf_id).expect("a task of an executed run");
+                    n3.complete(&task, json!({ "v": format!("{key}{n}") }));
+                    left -= 1;
+                }
+            }
+        }
+        for w in waiters {
+            w.join().expect("an execute waiter failed");
+        }
+    });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -123,6 +123,10 @@ fn routes() -> axum::Router<Node> {
         // name (start, correlated); the router needs one parameter name per position, so it is `{id}`.
         .route("/api/workflow", post(workflow::start))
         .route("/api/workflow/search", get(workflow::search))
+        .route(
+            "/api/workflow/execute/{name}/{version}",
+            post(workflow::execute),
+        )
         .route("/api/workflow/running/{name}", get(workflow::running))
         .route("/api/workflow/decide/{id}", put(workflow::decide))
         .route(

@@ -80,6 +80,78 @@ pub async fn start_by_name(
     Ok(node.start_workflow(request).await?)
 }
 
+/// Conductor's `WorkflowRun`: what `POST /api/workflow/execute/{name}/{version}` answers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowRun {
+    pub workflow_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+    pub status: model::WorkflowStatus,
+    pub input: model::Json,
+    pub output: model::Json,
+    pub variables: model::Json,
+    pub tasks: Vec<Task>,
+    pub priority: i32,
+    pub create_time: model::EpochMs,
+    pub update_time: model::EpochMs,
+}
+
+/// `POST /api/workflow/execute/{name}/{version}?requestId=&waitUntilTaskRef=&waitForSeconds=`:
+/// starts a workflow from a `StartWorkflowRequest` (the path names the workflow and its version)
+/// and answers once it finished, or holds a task named in `waitUntilTaskRef` (comma-separated
+/// reference names), or `waitForSeconds` passed (default 10, at most 300): then it answers the
+/// workflow as it stands, still RUNNING.
+pub async fn execute(
+    State(node): State<Node>,
+    PathArgs((workflow_name, version)): PathArgs<(String, String)>,
+    params: Params,
+    BodyOrDefault(mut request): BodyOrDefault<StartWorkflowRequest>,
+) -> ApiResult<Json<WorkflowRun>> {
+    use crate::server::wait::{Until, EXECUTE_WAIT_DEFAULT_S, EXECUTE_WAIT_MAX_S, WAIT_REFS_MAX};
+    request.name = name("workflow name", &workflow_name)?.to_owned();
+    request.version = Some(version.parse().map_err(|_| {
+        ApiError::bad_request(format!(
+            "workflow version must be a non-negative integer, got '{version}'"
+        ))
+    })?);
+    check_payload(json_len(&request.input), "workflow input")?;
+    check_priority(request.priority)?;
+    let wait_s = params.num_or("waitForSeconds", EXECUTE_WAIT_DEFAULT_S)?;
+    if wait_s > EXECUTE_WAIT_MAX_S {
+        return Err(ApiError::bad_request(format!(
+            "waitForSeconds must be at most {EXECUTE_WAIT_MAX_S}, got {wait_s}"
+        )));
+    }
+    let until = Until {
+        task_refs: params.list("waitUntilTaskRef"),
+    };
+    if until.task_refs.len() > WAIT_REFS_MAX {
+        return Err(ApiError::bad_request(format!(
+            "waitUntilTaskRef names {} tasks; the maximum is {WAIT_REFS_MAX}",
+            until.task_refs.len()
+        )));
+    }
+    let wf = node
+        .execute_workflow(request, &until, std::time::Duration::from_secs(wait_s))
+        .await?;
+    Ok(Json(WorkflowRun {
+        workflow_id: wf.workflow_id.to_string(),
+        request_id: params.string("requestId"),
+        correlation_id: wf.correlation_id.filter(|c| !c.is_empty()),
+        status: wf.status,
+        input: wf.input,
+        output: wf.output,
+        variables: wf.variables,
+        tasks: wf.tasks,
+        priority: wf.priority,
+        create_time: wf.create_time,
+        update_time: wf.update_time,
+    }))
+}
+
 // ---- read ----
 
 /// `GET /api/workflow/{id}?includeTasks=` (default true).

@@ -14,6 +14,7 @@ use crate::clock::Clock;
 use crate::engine::{self, Effect};
 use crate::error::{Error, Result};
 use crate::queue::TaskQueues;
+use crate::watch::Watches;
 use proto::record::{self, PartitionCommand, PartitionOutcome, WorkflowRecord};
 use proto::{PartitionId, WorkflowId};
 use ractor::{Actor, ActorRef};
@@ -34,6 +35,8 @@ pub struct PartitionCtx {
     pub group: cluster::Group,
     pub clock: Arc<dyn Clock>,
     pub queues: Arc<TaskQueues>,
+    /// Requests on this node waiting for a workflow to change, woken by every publication.
+    pub watches: Arc<Watches>,
     /// Effects addressed to other workflows (failure workflows), performed by the node.
     pub outbox: mpsc::Sender<Effect>,
     /// The cluster's partition count.
@@ -118,6 +121,7 @@ impl PartitionCtx {
                 timers,
             });
         }
+        self.watches.changed(id);
     }
 }
 
@@ -214,6 +218,7 @@ impl Actors {
 pub struct PartitionEnv {
     pub clock: Arc<dyn Clock>,
     pub queues: Arc<TaskQueues>,
+    pub watches: Arc<Watches>,
     pub outbox: mpsc::Sender<Effect>,
     /// The cluster's partition count (to recognise this partition's workflow ids).
     pub partitions: u16,
@@ -328,6 +333,7 @@ async fn follow_leadership(
                     group: group.clone(),
                     clock: env.clock.clone(),
                     queues: env.queues.clone(),
+                    watches: env.watches.clone(),
                     outbox: env.outbox.clone(),
                     partitions: env.partitions,
                     timers: OnceLock::new(),

@@ -13,6 +13,7 @@ mod metadata;
 mod routing;
 mod tasks;
 pub mod triggers;
+pub mod wait;
 mod workflows;
 
 use crate::clock::{Clock, SystemClock};
@@ -548,6 +549,7 @@ pub async fn open_with(options: &Options, seams: Seams) -> Result<Node> {
     let env = PartitionEnv {
         clock: clock.clone(),
         queues: queues.clone(),
+        watches: Default::default(),
         outbox: outbox_tx,
         partitions,
     };

@@ -28,14 +28,14 @@ const LOCATE_TIMEOUT_MS: u64 = 1_000;
 /// Longest a definition read waits for the local meta replica to catch up.
 const META_CATCH_UP_MS: u64 = 5_000;
 
-enum Target {
+pub(super) enum Target {
     Local,
     Peer(NodeId),
 }
 
 impl Inner {
     /// Where `partition`'s leader is, waiting a little through an election.
-    async fn target(&self, partition: PartitionId) -> Result<Target> {
+    pub(super) async fn target(&self, partition: PartitionId) -> Result<Target> {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(LEADER_WAIT_MS);
         loop {
             match self.partition(partition) {
@@ -101,7 +101,7 @@ impl Inner {
     /// would otherwise hold the request until the transport's idle timeout), and forgets a located
     /// leader that failed, so the next attempt looks again. Giving up is a timeout like any other:
     /// the request may have run, and every operation is safe to repeat.
-    async fn forward_for(
+    pub(super) async fn forward_for(
         &self,
         partition: PartitionId,
         peer: NodeId,
@@ -526,6 +526,18 @@ impl Inner {
                 .record_hops(&id, hops)
                 .await
                 .map(|r| Reply::Record(r.map(Box::new))),
+            Forward::Wait {
+                id,
+                task_refs,
+                wait_ms,
+            } => {
+                let wait =
+                    Duration::from_millis(wait_ms.min(super::wait::EXECUTE_WAIT_MAX_S * 1_000));
+                let until = super::wait::Until { task_refs };
+                self.wait_hops(&id, &until, tokio::time::Instant::now() + wait, hops)
+                    .await
+                    .map(|r| Reply::Record(Some(Box::new(r))))
+            }
             Forward::TaskOwner { task } => {
                 self.task_owner_hops(&task, hops).await.map(Reply::Owner)
             }
