@@ -2,40 +2,71 @@
 //! /api/workflow/execute`, which answers when the workflow it started finishes).
 //!
 //! A workflow actor publishes its workflow after every committed decision
-//! ([`crate::partition::PartitionCtx::publish`]); that also wakes whoever watches the workflow here.
-//! A waiter reads the committed record itself after it is woken, so a wake-up carries nothing and
-//! a spurious one costs one read. Only the partition's leader publishes, so a waiter on another node
+//! ([`crate::partition::PartitionCtx::publish`]); that wakes whoever watches the workflow here once
+//! it got where one of them waits for it to get ([`Until`]). A waiter reads the committed record
+//! itself after it is woken, so a wake-up carries nothing and a spurious one costs one read. Only the partition's leader publishes, so a waiter on another node
 //! asks the leader to wait for it ([`crate::forward::Forward::Wait`]); a waiter re-reads now and then
 //! anyway, so a leadership change while it waits costs it at most that pause.
 //!
 //! Nothing here is stored or replicated: it is an edge of the node, not part of any decision.
 
+use proto::model::Workflow;
 use proto::WorkflowId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
-/// The workflows someone on this node waits for, with how many wait for each.
+/// Where a wait ends (besides its deadline).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Until {
+    /// Task reference names: the wait ends once the workflow holds a task of one of them (scheduled
+    /// or later), or once it finishes.
+    pub task_refs: Vec<String>,
+}
+
+impl Until {
+    /// Whether `wf` got where the wait ends.
+    pub fn reached(&self, wf: &Workflow) -> bool {
+        wf.status.is_terminal() || self.task_refs.iter().any(|r| wf.task_by_ref(r).is_some())
+    }
+}
+
+/// The watchers of one workflow.
+struct Watched {
+    notify: Arc<Notify>,
+    watchers: usize,
+    /// Every task reference some watcher waits for (kept until the last watch ends).
+    until: Until,
+}
+
+/// The workflows someone on this node waits for.
 #[derive(Default)]
 pub struct Watches {
-    waiting: Mutex<HashMap<WorkflowId, (Arc<Notify>, usize)>>,
+    waiting: Mutex<HashMap<WorkflowId, Watched>>,
 }
 
 impl Watches {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<WorkflowId, (Arc<Notify>, usize)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<WorkflowId, Watched>> {
         // A poisoned lock only means a panic elsewhere between two plain map updates.
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts watching `id`; the watch ends when the answer is dropped.
-    pub fn watch(self: &Arc<Self>, id: &WorkflowId) -> Watch {
+    /// Starts watching `id` until it reaches `until`; the watch ends when the answer is dropped.
+    pub fn watch(self: &Arc<Self>, id: &WorkflowId, until: &Until) -> Watch {
         let notify = {
             let mut waiting = self.lock();
-            let entry = waiting
-                .entry(id.clone())
-                .or_insert_with(|| (Arc::new(Notify::new()), 0));
-            entry.1 += 1;
-            entry.0.clone()
+            let entry = waiting.entry(id.clone()).or_insert_with(|| Watched {
+                notify: Arc::new(Notify::new()),
+                watchers: 0,
+                until: Until::default(),
+            });
+            entry.watchers += 1;
+            for r in &until.task_refs {
+                if !entry.until.task_refs.contains(r) {
+                    entry.until.task_refs.push(r.clone());
+                }
+            }
+            entry.notify.clone()
         };
         Watch {
             watches: self.clone(),
@@ -44,10 +75,13 @@ impl Watches {
         }
     }
 
-    /// `id` changed: wake its watchers (nothing to do when nobody watches it).
-    pub fn changed(&self, id: &WorkflowId) {
-        if let Some((notify, _)) = self.lock().get(id) {
-            notify.notify_waiters();
+    /// `id` was published as `wf` (`None`: removed): wake its watchers if it got where one of
+    /// them waits for it to get.
+    pub fn changed(&self, id: &WorkflowId, wf: Option<&Workflow>) {
+        if let Some(w) = self.lock().get(id) {
+            if wf.is_none_or(|wf| w.until.reached(wf)) {
+                w.notify.notify_waiters();
+            }
         }
     }
 
@@ -81,8 +115,8 @@ impl Drop for Watch {
     fn drop(&mut self) {
         let mut waiting = self.watches.lock();
         if let Some(entry) = waiting.get_mut(&self.id) {
-            entry.1 -= 1;
-            if entry.1 == 0 {
+            entry.watchers -= 1;
+            if entry.watchers == 0 {
                 waiting.remove(&self.id);
             }
         }
@@ -92,30 +126,90 @@ impl Drop for Watch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use crate::engine::tests::{def_of, simple, H};
+    use futures::FutureExt;
+    use proto::model::WorkflowStatus;
+    use serde_json::json;
 
     fn id(n: u128) -> WorkflowId {
         WorkflowId::new(proto::PartitionId(0), n << 16)
     }
 
-    #[tokio::test]
-    async fn a_change_wakes_the_watchers_of_that_workflow_only() {
-        let watches = Arc::new(Watches::default());
-        let (a, b) = (id(1), id(2));
-        let watch_a = watches.watch(&a);
-        let watch_b = watches.watch(&b);
-        let woken_a = watch_a.notify().notified();
-        let woken_b = watch_b.notify().notified();
-        tokio::pin!(woken_a, woken_b);
-        woken_a.as_mut().enable();
-        woken_b.as_mut().enable();
-        watches.changed(&a);
-        tokio::time::timeout(Duration::from_secs(5), woken_a)
-            .await
-            .expect("the watcher of a is woken");
+    #[test]
+    fn a_wait_ends_when_the_workflow_finishes_or_holds_a_named_task() {
+        let mut h = H::start(def_of(vec![simple("t1"), simple("t2")]), json!({}));
+        let plain = Until::default();
+        let at_t2 = Until {
+            task_refs: vec!["approval".into(), "t2".into()],
+        };
+        assert!(!plain.reached(h.wf()));
+        assert!(!at_t2.reached(h.wf()), "t2 is not scheduled yet");
+        h.complete("t1", json!({}));
         assert!(
-            futures::FutureExt::now_or_never(woken_b.as_mut()).is_none(),
-            "b did not change, so its watcher is not woken"
+            !plain.reached(h.wf()),
+            "a task alone does not end a plain wait"
+        );
+        assert!(at_t2.reached(h.wf()), "t2 is scheduled now");
+        h.complete("t2", json!({}));
+        assert_eq!(h.status(), WorkflowStatus::Completed);
+        assert!(plain.reached(h.wf()), "a finished workflow ends every wait");
+    }
+
+    #[test]
+    fn a_publication_wakes_only_the_watchers_it_brings_where_they_wait() {
+        let mut h = H::start(def_of(vec![simple("t1"), simple("t2")]), json!({}));
+        let watches = Arc::new(Watches::default());
+        let (a, b, c) = (id(1), id(2), id(3));
+        let (plain, at_t2, removed) = (
+            watches.watch(&a, &Until::default()),
+            watches.watch(
+                &b,
+                &Until {
+                    task_refs: vec!["t2".into()],
+                },
+            ),
+            watches.watch(&c, &Until::default()),
+        );
+        let woken_plain = plain.notify().notified();
+        let woken_t2 = at_t2.notify().notified();
+        let woken_removed = removed.notify().notified();
+        tokio::pin!(woken_plain, woken_t2, woken_removed);
+        woken_plain.as_mut().enable();
+        woken_t2.as_mut().enable();
+        woken_removed.as_mut().enable();
+
+        watches.changed(&a, Some(h.wf()));
+        watches.changed(&b, Some(h.wf()));
+        assert!(
+            woken_plain.as_mut().now_or_never().is_none(),
+            "running at t1"
+        );
+        assert!(
+            woken_t2.as_mut().now_or_never().is_none(),
+            "t2 not scheduled"
+        );
+
+        h.complete("t1", json!({}));
+        watches.changed(&a, Some(h.wf()));
+        watches.changed(&b, Some(h.wf()));
+        assert!(
+            woken_plain.as_mut().now_or_never().is_none(),
+            "still running"
+        );
+        assert!(
+            woken_t2.as_mut().now_or_never().is_some(),
+            "t2 is scheduled"
+        );
+
+        h.complete("t2", json!({}));
+        watches.changed(&a, Some(h.wf()));
+        assert!(woken_plain.as_mut().now_or_never().is_some(), "finished");
+
+        assert!(woken_removed.as_mut().now_or_never().is_none());
+        watches.changed(&c, None);
+        assert!(
+            woken_removed.as_mut().now_or_never().is_some(),
+            "a removal ends every wait"
         );
     }
 
@@ -123,13 +217,13 @@ mod tests {
     fn the_last_watch_dropped_forgets_the_workflow() {
         let watches = Arc::new(Watches::default());
         let a = id(1);
-        let first = watches.watch(&a);
-        let second = watches.watch(&a);
+        let first = watches.watch(&a, &Until::default());
+        let second = watches.watch(&a, &Until::default());
         assert_eq!(watches.len(), 1);
         drop(first);
         assert_eq!(watches.len(), 1);
         drop(second);
         assert!(watches.is_empty());
-        watches.changed(&a);
+        watches.changed(&a, None);
     }
 }

@@ -121,7 +121,7 @@ impl PartitionCtx {
                 timers,
             });
         }
-        self.watches.changed(id);
+        self.watches.changed(id, record.map(|r| &r.workflow));
     }
 }
 

@@ -3,17 +3,18 @@
 //! caller's wait is over (then with the workflow as it stands, still RUNNING).
 //!
 //! The wait runs where the workflow's actor runs, on its partition's leader: the actor publishes
-//! after every committed decision and that wakes the waiter ([`crate::watch`]), which re-reads the
-//! committed record. A node that does not lead the partition forwards the wait there
-//! ([`Forward::Wait`]); if that fails (the leader moved or died, or is a build that does not know
-//! the request) it reads the record through the usual routing and tries again after a pause that
-//! grows. The leader re-reads now and then even without a wake-up, so a leadership change while
+//! after every committed decision, which wakes the waiter once the workflow got where it waits
+//! ([`crate::watch`]); the waiter then re-reads the committed record. A node that does not lead
+//! the partition forwards the wait there ([`Forward::Wait`]); if that fails (the leader moved or
+//! died, or is a build that does not know the request) it reads the record through the usual
+//! routing and tries again after a pause that grows. The leader re-reads now and then even without a wake-up, so a leadership change while
 //! it waits costs at most that pause.
 
 use super::routing::Target;
 use super::Inner;
 use crate::error::{Error, Result};
 use crate::forward::{Forward, Reply, FORWARD_TIMEOUT_MS, HOPS_MAX};
+pub use crate::watch::Until;
 use proto::model::{StartWorkflowRequest, Workflow};
 use proto::record::WorkflowRecord;
 use proto::WorkflowId;
@@ -31,21 +32,6 @@ const RECHECK_MS: u64 = 1_000;
 /// First and longest pause between reads when the wait could not run on the leader.
 const FALLBACK_PAUSE_MIN_MS: u64 = 10;
 const FALLBACK_PAUSE_MAX_MS: u64 = 500;
-
-/// Where a wait ends (besides its deadline).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Until {
-    /// Task reference names: the wait ends once the workflow holds a task of one of them (scheduled
-    /// or later), or once it finishes.
-    pub task_refs: Vec<String>,
-}
-
-impl Until {
-    /// Whether `wf` got where the wait ends.
-    pub fn reached(&self, wf: &Workflow) -> bool {
-        wf.status.is_terminal() || self.task_refs.iter().any(|r| wf.task_by_ref(r).is_some())
-    }
-}
 
 impl Inner {
     /// Starts a workflow and waits up to `wait` for it to reach `until`; answers it as it stands
@@ -82,7 +68,7 @@ impl Inner {
         let mut fallback = Duration::from_millis(FALLBACK_PAUSE_MIN_MS);
         loop {
             // Watch before reading, so a change committed after the read wakes the wait below.
-            let watch = self.env.watches.watch(id);
+            let watch = self.env.watches.watch(id, until);
             let woken = watch.notify().notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
@@ -151,32 +137,4 @@ impl Inner {
 
 fn not_found(id: &WorkflowId) -> Error {
     Error::NotFound(format!("No such workflow found by id: {id}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::engine::tests::{def_of, simple, H};
-    use proto::model::WorkflowStatus;
-    use serde_json::json;
-
-    #[test]
-    fn a_wait_ends_when_the_workflow_finishes_or_holds_a_named_task() {
-        let mut h = H::start(def_of(vec![simple("t1"), simple("t2")]), json!({}));
-        let plain = Until::default();
-        let at_t2 = Until {
-            task_refs: vec!["approval".into(), "t2".into()],
-        };
-        assert!(!plain.reached(h.wf()));
-        assert!(!at_t2.reached(h.wf()), "t2 is not scheduled yet");
-        h.complete("t1", json!({}));
-        assert!(
-            !plain.reached(h.wf()),
-            "a task alone does not end a plain wait"
-        );
-        assert!(at_t2.reached(h.wf()), "t2 is scheduled now");
-        h.complete("t2", json!({}));
-        assert_eq!(h.status(), WorkflowStatus::Completed);
-        assert!(plain.reached(h.wf()), "a finished workflow ends every wait");
-    }
 }

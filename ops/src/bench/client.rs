@@ -21,6 +21,7 @@ impl std::fmt::Display for Refused {
 
 impl std::error::Error for Refused {}
 
+#[derive(Clone)]
 pub struct Client {
     http: reqwest::blocking::Client,
     base: String,
@@ -37,9 +38,14 @@ pub enum Status {
 
 impl Client {
     pub fn new(base: &str) -> anyhow::Result<Self> {
+        Self::with_timeout(base, REQUEST_TIMEOUT)
+    }
+
+    /// A client whose requests may take up to `timeout` (an execute waits for its workflow).
+    pub fn with_timeout(base: &str, timeout: Duration) -> anyhow::Result<Self> {
         Ok(Self {
             http: reqwest::blocking::Client::builder()
-                .timeout(REQUEST_TIMEOUT)
+                .timeout(timeout)
                 .build()
                 .context("cannot build the HTTP client")?,
             base: base.trim_end_matches('/').to_owned(),
@@ -99,6 +105,23 @@ impl Client {
         Ok(id)
     }
 
+    /// `POST /api/workflow/execute/{name}/1?waitForSeconds=`: starts a workflow and answers its
+    /// id and status once it finished or `wait_s` passed (then it is still running).
+    pub fn execute(
+        &self,
+        name: &str,
+        input: &Value,
+        wait_s: u64,
+    ) -> anyhow::Result<(String, Status)> {
+        let path = format!("/api/workflow/execute/{name}/1?waitForSeconds={wait_s}");
+        let text = self.post_ok(&path, &serde_json::json!({ "input": input }))?;
+        let run: Value = serde_json::from_str(&text).with_context(|| format!("POST {path}"))?;
+        let id = run["workflowId"]
+            .as_str()
+            .with_context(|| format!("POST {path} answered no workflowId"))?;
+        Ok((id.to_owned(), status_of(&run)))
+    }
+
     /// `GET /api/admin/storage`: the node's durable flushes so far.
     pub fn storage_flushes(&self) -> anyhow::Result<u64> {
         let path = "/api/admin/storage";
@@ -139,11 +162,7 @@ impl Client {
             bail!("GET {path}: {code}: {}", text.trim());
         }
         let wf: Value = serde_json::from_str(&text).with_context(|| format!("GET {path}"))?;
-        Ok(match wf["status"].as_str() {
-            Some("COMPLETED") => Status::Completed,
-            Some("RUNNING") | Some("PAUSED") => Status::Running,
-            _ => Status::Failed,
-        })
+        Ok(status_of(&wf))
     }
 
     /// `GET /api/tasks/poll/batch/{type}`: up to `count` tasks, waiting up to `timeout_ms`.
@@ -197,5 +216,14 @@ impl Client {
             )))),
             c => bail!("POST /api/tasks/update-v2: {c}: {}", text.trim()),
         }
+    }
+}
+
+/// The status of a workflow (or workflow run) JSON, as far as the bench cares.
+fn status_of(wf: &Value) -> Status {
+    match wf["status"].as_str() {
+        Some("COMPLETED") => Status::Completed,
+        Some("RUNNING") | Some("PAUSED") => Status::Running,
+        _ => Status::Failed,
     }
 }

@@ -106,6 +106,8 @@ pub fn run(
             at: duration / 2,
             act: &mut kill,
         }),
+        // Lost is counted over acknowledged starts, so W7 starts and polls.
+        workloads::Completion::StatusPolls,
     )?;
     let cpu_ms = stats::cpu_ms(&pids).saturating_sub(cpu_before);
     let killed_at = outcome.fault_at.context("the kill never happened")?;

@@ -49,7 +49,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use target::{Target, TargetSpec};
 use workers::{Pool, Workers};
-use workloads::Outcome;
+use workloads::{Completion, Outcome};
 
 /// How the target makes records durable (printed with every result).
 const FSYNC_MODE: &str = "Raft log fdatasync per append batch, shared by all partitions";
@@ -114,6 +114,11 @@ pub struct BenchArgs {
     /// W4: workflows started, each waiting on a 1 s timer (default 1,000 quick, 10,000 otherwise).
     #[arg(long)]
     w4_count: Option<u64>,
+    /// How the bench sees a workflow finish (W1, W2, W3 and the sweep; W4 and W7 always start and
+    /// poll the status): `execute` waits on one `POST /api/workflow/execute` per workflow, as the
+    /// peers' clients wait for their results; `status-polls` starts, then polls the status.
+    #[arg(long, value_enum, default_value_t = Completion::Execute)]
+    completion: Completion,
     /// W2 rate sweep: arrival rates (workflows/s) to run W2 at, once each, on Baton and every
     /// peer, to find the maximum sustainable rate.
     #[arg(long, value_delimiter = ',')]
@@ -472,7 +477,7 @@ fn prepare(target: &Target, plan: &Plan, args: &BenchArgs) -> anyhow::Result<(Po
         )?),
     };
     progress(format!("warm-up: {} x W1", plan.warmup));
-    let warm = workloads::closed_loop(urls, workloads::W1, 1, plan.warmup)?;
+    let warm = workloads::closed_loop(urls, workloads::W1, 1, plan.warmup, args.completion)?;
     if warm.completed != warm.started || warm.started == 0 {
         bail!(
             "warm-up: {} of {} workflows completed (errors {})",
@@ -559,7 +564,7 @@ fn run_workloads(target: &mut Target, plan: &Plan, args: &BenchArgs) -> anyhow::
             "W1",
             format!("1 task, sequential, {} workflows", plan.w1_count),
             workloads::W1_STEPS,
-            &|| workloads::closed_loop(urls, workloads::W1, 1, plan.w1_count),
+            &|| workloads::closed_loop(urls, workloads::W1, 1, plan.w1_count, args.completion),
         )?,
         measure(
             "W2",
@@ -578,6 +583,7 @@ fn run_workloads(target: &mut Target, plan: &Plan, args: &BenchArgs) -> anyhow::
                     plan.drain,
                     &progress,
                     None,
+                    args.completion,
                 )
             },
         )?,
@@ -588,7 +594,15 @@ fn run_workloads(target: &mut Target, plan: &Plan, args: &BenchArgs) -> anyhow::
                 plan.w3_parallel, plan.w3_count
             ),
             workloads::W3_STEPS,
-            &|| workloads::closed_loop(urls, workloads::W3, plan.w3_parallel, plan.w3_count),
+            &|| {
+                workloads::closed_loop(
+                    urls,
+                    workloads::W3,
+                    plan.w3_parallel,
+                    plan.w3_count,
+                    args.completion,
+                )
+            },
         )?,
         measure(
             "W4",
@@ -631,6 +645,7 @@ fn run_sweep(target: &Target, plan: &Plan, args: &BenchArgs) -> anyhow::Result<V
             plan.drain,
             &progress,
             None,
+            args.completion,
         )?;
         let cpu_ms = stats::cpu_ms(pids).saturating_sub(cpu_before);
         let io = Io::now(&admins, pids).since(io_before);
@@ -810,6 +825,7 @@ fn print_calibration(cal: &Calibration, spec: &TargetSpec, args: &BenchArgs, pla
     );
     println!("  fsync mode        {FSYNC_MODE}");
     println!("  payload           {{}} input, {{\"ok\":true}} output per task");
+    println!("  completion        {}", args.completion.describe());
     match args.worker_kind {
         WorkerKind::Http => println!(
             "  workers           {} HTTP threads in-process, batch poll of {}, spread over the nodes",
@@ -928,8 +944,11 @@ fn print_table(rows: &[Row], nproc: usize) {
         }
     }
     println!("  latency: W1/W3 from start request to COMPLETED observed; W2 from the scheduled");
-    println!("  arrival. Completion is seen by status polls (a tenth of the workflow's age apart,");
-    println!("  1-250 ms), whose CPU the target pays and which is included in cpu_ms/1k_steps.");
+    println!(
+        "  arrival. W1-W3 see completion as the calibration block's `completion` says; W4 and W7"
+    );
+    println!("  start, then poll the status (a tenth of the workflow's age apart, 1-250 ms). The");
+    println!("  target's CPU for either is included in cpu_ms/1k_steps.");
 }
 
 /// W1 and W2 of Baton and every peer, with the ratios Baton / peer.

@@ -1,13 +1,18 @@
 //! The workloads. Each registers nothing itself (see [`definitions`]), drives workflows against
 //! the target, and answers a [`Outcome`]: counts, latency histogram and the time it measured.
 //!
-//! Completion is observed by polling `GET /api/workflow/{id}/status` (Conductor's short answer),
-//! with a pause that grows with the workflow's age (a tenth of its age, 1 ms to 250 ms), so a
-//! latency is overstated by at most about 10% (1 ms for fast workflows). The status polls cost the server CPU too, and that
-//! CPU is included in the CPU-ms per 1,000 steps.
+//! How the bench learns that a workflow finished ([`Completion`]): by default each workflow is one
+//! `POST /api/workflow/execute` that answers once the workflow finished, as a client that wants
+//! the result asks (and as the peers' clients wait for theirs). W4 and W7 start workflows and
+//! poll `GET /api/workflow/{id}/status` (Conductor's short answer) instead, with a pause that
+//! grows with the workflow's age (a tenth of its age, 1 ms to 250 ms), so a latency is
+//! overstated by at most about 10% (1 ms for fast workflows): W7 must know every acknowledged
+//! start to count what was lost. Either way the server's CPU for it is included in the CPU-ms
+//! per 1,000 steps.
 
 use super::client::{Client, Status};
 use super::stats::Latency;
+use clap::ValueEnum;
 use serde_json::{json, Value};
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,6 +39,68 @@ const W2_STARTERS: usize = 4;
 const W2_CHECKERS: usize = 2;
 /// Longest a closed-loop driver waits for one workflow before counting it lost.
 const WORKFLOW_DEADLINE: Duration = Duration::from_secs(60);
+/// Threads that execute W2's workflows (each takes the next arrival slot when it is free), as
+/// many as the peers' load generators keep in flight.
+const W2_EXECUTORS: usize = 512;
+/// Longest one execute request waits (the server's maximum).
+const EXECUTE_WAIT_MAX_S: u64 = 300;
+/// What a client adds to an execute's wait for its request timeout.
+const EXECUTE_SLACK: Duration = Duration::from_secs(10);
+
+/// How the bench sees a workflow finish.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Completion {
+    /// One `POST /api/workflow/execute` per workflow, answered once it finished.
+    Execute,
+    /// `POST /api/workflow/{name}`, then `GET /api/workflow/{id}/status` until it finished.
+    StatusPolls,
+}
+
+impl Completion {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Completion::Execute => {
+                "one POST /api/workflow/execute per workflow, answered when it finished"
+            }
+            Completion::StatusPolls => {
+                "start, then status polls a tenth of the workflow's age apart (1-250 ms)"
+            }
+        }
+    }
+}
+
+/// Runs one workflow of `name` until it finished or `deadline` passed, counting its start and
+/// request errors in `out`; answers how it ended (`None`: unfinished, or a request failed).
+fn run_to_end(
+    client: &Client,
+    name: &str,
+    input: &Value,
+    completion: Completion,
+    deadline: Instant,
+    out: &mut Outcome,
+) -> Option<Status> {
+    let started = Instant::now();
+    let (id, status) = match completion {
+        Completion::Execute => {
+            let wait_s = deadline
+                .saturating_duration_since(started)
+                .as_secs()
+                .min(EXECUTE_WAIT_MAX_S);
+            client.execute(name, input, wait_s)
+        }
+        Completion::StatusPolls => client.start(name, input).map(|id| (id, Status::Running)),
+    }
+    .map_err(|_| out.errors += 1)
+    .ok()?;
+    out.started += 1;
+    if status != Status::Running {
+        return Some(status);
+    }
+    wait_done(client, &id, started, deadline)
+        .map_err(|_| out.errors += 1)
+        .ok()
+        .flatten()
+}
 
 /// The task and workflow definitions to register before any workload runs.
 pub fn definitions() -> (Value, Vec<Value>) {
@@ -166,33 +233,34 @@ pub fn closed_loop(
     name: &str,
     parallel: usize,
     count: u64,
+    completion: Completion,
 ) -> anyhow::Result<Outcome> {
     let next = Arc::new(AtomicU64::new(0));
     let began = Instant::now();
     let mut drivers = Vec::new();
     for i in 0..parallel {
-        let client = Client::new(&urls[i % urls.len()])?;
+        let client =
+            Client::with_timeout(&urls[i % urls.len()], WORKFLOW_DEADLINE + EXECUTE_SLACK)?;
         let (next, name) = (next.clone(), name.to_owned());
         drivers.push(std::thread::spawn(move || {
             let mut out = Outcome::default();
             while next.fetch_add(1, Ordering::Relaxed) < count {
                 let t0 = Instant::now();
-                let id = match client.start(&name, &json!({})) {
-                    Ok(id) => id,
-                    Err(_) => {
-                        out.errors += 1;
-                        continue;
-                    }
-                };
-                out.started += 1;
-                match wait_done(&client, &id, t0, t0 + WORKFLOW_DEADLINE) {
-                    Ok(Some(Status::Completed)) => {
+                let end = run_to_end(
+                    &client,
+                    &name,
+                    &json!({}),
+                    completion,
+                    t0 + WORKFLOW_DEADLINE,
+                    &mut out,
+                );
+                match end {
+                    Some(Status::Completed) => {
                         out.completed += 1;
                         out.latency.record(t0.elapsed());
                     }
-                    Ok(Some(_)) => out.failed += 1,
-                    Ok(None) => {}
-                    Err(_) => out.errors += 1,
+                    Some(_) => out.failed += 1,
+                    None => {}
                 }
             }
             out
@@ -243,7 +311,11 @@ impl Ord for Pending {
 /// Open loop: workflows of `name` arrive at `rate_per_s` for `duration`, whatever the server's
 /// pace; then up to `drain` for the stragglers. Latency counts from the *scheduled* arrival, so
 /// a start that was late because the server (or the starter) was slow is charged for it
-/// (coordinated omission corrected).
+/// (coordinated omission corrected). With [`Completion::Execute`] the arrivals are taken by
+/// [`W2_EXECUTORS`] threads, each executing one workflow at a time (an arrival waits for a free
+/// thread, and that wait is charged too), and no start is reported in [`Outcome::starts`]: each is
+/// acknowledged only with its result.
+#[allow(clippy::too_many_arguments)]
 pub fn open_loop(
     urls: &[String],
     name: &str,
@@ -252,6 +324,7 @@ pub fn open_loop(
     drain: Duration,
     progress: &dyn Fn(String),
     mut fault: Option<Fault<'_>>,
+    completion: Completion,
 ) -> anyhow::Result<Outcome> {
     let slots = (rate_per_s * duration.as_secs_f64()).round().max(1.0) as u64;
     let interval = Duration::from_secs_f64(1.0 / rate_per_s.max(0.001));
@@ -267,7 +340,67 @@ pub fn open_loop(
 
     let urls_len = urls.len();
     let mut starters = Vec::new();
-    for k in 0..W2_STARTERS {
+    if completion == Completion::Execute {
+        let clients = urls
+            .iter()
+            .map(|url| Client::with_timeout(url, duration + drain + EXECUTE_SLACK))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let next = Arc::new(AtomicU64::new(0));
+        let deadline = t0 + duration + drain;
+        for _ in 0..W2_EXECUTORS.min(slots as usize) {
+            let (clients, next, name) = (clients.clone(), next.clone(), name.to_owned());
+            let (started, completed, failed, errors, last_done) = (
+                started.clone(),
+                completed.clone(),
+                failed.clone(),
+                errors.clone(),
+                last_done.clone(),
+            );
+            starters.push(std::thread::spawn(move || {
+                let mut latency = Latency::new();
+                loop {
+                    let slot = next.fetch_add(1, Ordering::Relaxed);
+                    if slot >= slots {
+                        return latency;
+                    }
+                    let scheduled = t0 + interval.mul_f64(slot as f64);
+                    let now = Instant::now();
+                    if scheduled > now {
+                        std::thread::sleep(scheduled - now);
+                    }
+                    let mut out = Outcome::default();
+                    let client = &clients[slot as usize % clients.len()];
+                    let end = run_to_end(
+                        client,
+                        &name,
+                        &json!({ "slot": slot }),
+                        completion,
+                        deadline,
+                        &mut out,
+                    );
+                    started.fetch_add(out.started, Ordering::Relaxed);
+                    errors.fetch_add(out.errors, Ordering::Relaxed);
+                    match end {
+                        Some(Status::Completed) => {
+                            let now = Instant::now();
+                            latency.record(now.saturating_duration_since(scheduled));
+                            completed.fetch_add(1, Ordering::Relaxed);
+                            let mut last =
+                                last_done.lock().expect("last_done lock is never poisoned");
+                            *last = (*last).max(now);
+                        }
+                        Some(_) => {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        None => {}
+                    }
+                }
+            }));
+        }
+    }
+    // With status polls, starters start and checkers poll.
+    let polling = completion == Completion::StatusPolls;
+    for k in 0..if polling { W2_STARTERS } else { 0 } {
         let clients = urls
             .iter()
             .map(|url| Client::new(url))
@@ -314,11 +447,12 @@ pub fn open_loop(
                 }
                 slot += W2_STARTERS as u64;
             }
+            Latency::new()
         }));
     }
 
     let mut checkers = Vec::new();
-    for _ in 0..W2_CHECKERS {
+    for _ in 0..if polling { W2_CHECKERS } else { 0 } {
         let clients = urls
             .iter()
             .map(|url| Client::new(url))
@@ -392,7 +526,8 @@ pub fn open_loop(
         }
         if !starters_done && starters.iter().all(|s| s.is_finished()) {
             starters_done = true;
-            drain_deadline = Some(Instant::now() + drain);
+            // Executors finish only once their workflows did (or their deadline passed).
+            drain_deadline = Some(Instant::now() + if polling { drain } else { Duration::ZERO });
         }
         let s = started.load(Ordering::Relaxed);
         let done = completed.load(Ordering::Relaxed) + failed.load(Ordering::Relaxed);
@@ -408,11 +543,13 @@ pub fn open_loop(
         }
     }
     stop.store(true, Ordering::Relaxed);
-    for s in starters {
-        s.join()
-            .map_err(|_| anyhow::anyhow!("a starter thread panicked"))?;
-    }
     let mut latency = Latency::new();
+    for s in starters {
+        let h = s
+            .join()
+            .map_err(|_| anyhow::anyhow!("a starter thread panicked"))?;
+        latency.add(&h);
+    }
     for c in checkers {
         let h = c
             .join()
