@@ -201,6 +201,9 @@ struct Measured {
     flushes_per_step: Option<f64>,
     /// KiB written to storage (all nodes) per step; `None` when not known (peers).
     write_kib_per_step: Option<f64>,
+    /// Raft log entries the partitions' leaders appended per step (every write of a workflow is
+    /// one, replicated to each follower); `None` when not known (peers).
+    entries_per_step: Option<f64>,
 }
 
 /// What the target's storage did during one run: flushes and bytes written, all nodes.
@@ -208,6 +211,8 @@ struct Measured {
 struct Io {
     flushes: u64,
     bytes: u64,
+    /// The last log index of every workflow partition, summed over their leaders.
+    entries: u64,
 }
 
 impl Io {
@@ -215,6 +220,15 @@ impl Io {
         Self {
             flushes: admins.iter().filter_map(|c| c.storage_flushes().ok()).sum(),
             bytes: stats::write_bytes(pids),
+            entries: admins
+                .iter()
+                .filter_map(|c| c.groups().ok())
+                .flatten()
+                .filter(|g| {
+                    g["role"] == "Leader" && g["name"].as_str().is_some_and(|n| n.starts_with('p'))
+                })
+                .filter_map(|g| g["last_log_index"].as_u64())
+                .sum(),
         }
     }
 
@@ -222,6 +236,7 @@ impl Io {
         Io {
             flushes: self.flushes.saturating_sub(before.flushes),
             bytes: self.bytes.saturating_sub(before.bytes),
+            entries: self.entries.saturating_sub(before.entries),
         }
     }
 }
@@ -240,6 +255,7 @@ impl Measured {
         Self {
             flushes_per_step: per_step(io.flushes as f64),
             write_kib_per_step: per_step(io.bytes as f64 / 1024.0),
+            entries_per_step: per_step(io.entries as f64),
             started: outcome.started,
             completed: outcome.completed,
             failed: outcome.failed,
@@ -270,6 +286,7 @@ impl Measured {
             rss_mib: r.rss_mib,
             flushes_per_step: None,
             write_kib_per_step: None,
+            entries_per_step: None,
         }
     }
 }
@@ -725,6 +742,7 @@ fn leader_killed(
         runs: vec![Measured {
             flushes_per_step: None,
             write_kib_per_step: None,
+            entries_per_step: None,
             ..m
         }],
         note: Some(note),
@@ -909,6 +927,7 @@ fn print_table(rows: &[Row], nproc: usize) {
         "p99.9_ms",
         "cpu_ms/1k_steps",
         "flushes/step",
+        "entries/step",
         "KiB_written/step",
         "rss_MiB",
     ])];
@@ -929,6 +948,7 @@ fn print_table(rows: &[Row], nproc: usize) {
             format!("{:.2}", r.median_of(|m| m.p999_ms)),
             cpu_cell(r),
             optional_cell(r, |m| m.flushes_per_step, 2),
+            optional_cell(r, |m| m.entries_per_step, 2),
             optional_cell(r, |m| m.write_kib_per_step, 1),
             format!("{:.0}", r.median_of(|m| m.rss_mib)),
         ]);
@@ -1048,6 +1068,7 @@ fn print_sweep(points: &[SweepPoint], p99_bound_ms: f64) {
         "p99_ms",
         "cpu_ms/1k_steps",
         "flushes/step",
+        "entries/step",
         "sustainable",
     ])];
     let mut best: Vec<(String, Option<&SweepPoint>)> = Vec::new();
@@ -1065,6 +1086,8 @@ fn print_sweep(points: &[SweepPoint], p99_bound_ms: f64) {
             format!("{:.2}", p.m.p99_ms),
             p.m.cpu_per_k.map_or("-".into(), |c| format!("{c:.0}")),
             p.m.flushes_per_step
+                .map_or("-".into(), |f| format!("{f:.2}")),
+            p.m.entries_per_step
                 .map_or("-".into(), |f| format!("{f:.2}")),
             if ok { "yes" } else { "no" }.into(),
         ]);
