@@ -4,9 +4,10 @@
 //! A workflow actor publishes its workflow after every committed decision
 //! ([`crate::partition::PartitionCtx::publish`]); that wakes whoever watches the workflow here once
 //! it got where one of them waits for it to get ([`Until`]). A waiter reads the committed record
-//! itself after it is woken, so a wake-up carries nothing and a spurious one costs one read. Only the partition's leader publishes, so a waiter on another node
-//! asks the leader to wait for it ([`crate::forward::Forward::Wait`]); a waiter re-reads now and then
-//! anyway, so a leadership change while it waits costs it at most that pause.
+//! itself after it is woken, so a wake-up carries nothing and a spurious one costs one read. Only
+//! the partition's leader publishes, so a waiter on another node asks the leader to wait for it
+//! ([`crate::forward::Forward::Wait`]); a waiter re-reads now and then anyway, so a leadership
+//! change while it waits costs it at most that pause.
 //!
 //! Nothing here is stored or replicated: it is an edge of the node, not part of any decision.
 

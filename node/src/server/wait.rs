@@ -7,8 +7,12 @@
 //! ([`crate::watch`]); the waiter then re-reads the committed record. A node that does not lead
 //! the partition forwards the wait there ([`Forward::Wait`]); if that fails (the leader moved or
 //! died, or is a build that does not know the request) it reads the record through the usual
-//! routing and tries again after a pause that grows. The leader re-reads now and then even without a wake-up, so a leadership change while
-//! it waits costs at most that pause.
+//! routing and tries again after a pause that grows. The leader re-reads now and then even
+//! without a wake-up, so a leadership change while it waits costs at most that pause.
+//!
+//! An execute whose wait fails (no leader within the routing's deadline) answers an error although
+//! its start committed: a client that retries it should send an `idempotencyKey`, so the retry
+//! waits for the same run instead of starting another.
 
 use super::routing::Target;
 use super::Inner;
@@ -102,8 +106,8 @@ impl Inner {
                             return Err(not_found(id))
                         }
                         answer => {
-                            tracing::debug!(%id, %peer, ?answer, "the leader could not wait; reading instead");
-                            (self.record(id).await?, self.next_fallback(&mut fallback))
+                            tracing::debug!(%id, %peer, ?answer, "leader could not wait; reading");
+                            (self.record(id).await?, next_fallback(&mut fallback))
                         }
                     }
                 }
@@ -113,7 +117,7 @@ impl Inner {
                     )))
                 }
                 Err(e) if hops > 0 => return Err(e),
-                Err(_) => (self.record(id).await?, self.next_fallback(&mut fallback)),
+                Err(_) => (self.record(id).await?, next_fallback(&mut fallback)),
             };
             if until.reached(&record.workflow) || now >= deadline {
                 return Ok(record);
@@ -125,14 +129,14 @@ impl Inner {
             }
         }
     }
+}
 
-    /// The pause before the next read of a wait that could not run on the leader; the one after
-    /// is twice as long (up to a bound).
-    fn next_fallback(&self, pause: &mut Duration) -> Duration {
-        let this = *pause;
-        *pause = (*pause * 2).min(Duration::from_millis(FALLBACK_PAUSE_MAX_MS));
-        this
-    }
+/// The pause before the next read of a wait that could not run on the leader; the one after is
+/// twice as long (up to a bound).
+fn next_fallback(pause: &mut Duration) -> Duration {
+    let this = *pause;
+    *pause = (*pause * 2).min(Duration::from_millis(FALLBACK_PAUSE_MAX_MS));
+    this
 }
 
 fn not_found(id: &WorkflowId) -> Error {

@@ -226,8 +226,9 @@ fn poll_pause(age: Duration) -> Duration {
     (age / 10).clamp(Duration::from_millis(1), Duration::from_millis(250))
 }
 
-/// Closed loop (driver `i` talks to node `i` mod the node count): `parallel` drivers each start a workflow of `name`, wait for it to finish, and
-/// repeat until `count` workflows have been started in total. Latency is start to completion.
+/// Closed loop (driver `i` talks to node `i` mod the node count): `parallel` drivers each run a
+/// workflow of `name` to its end ([`Completion`]) and repeat until `count` workflows have been
+/// started in total. Latency is start to completion.
 pub fn closed_loop(
     urls: &[String],
     name: &str,
