@@ -350,4 +350,8 @@ impl Node {
     pub fn storage_flushes(&self) -> u64 {
         self.inner.db.flushes()
     }
+    /// Workflows requests on this node wait for (execute requests, waits forwarded here).
+    pub fn watched_workflows(&self) -> usize {
+        self.inner.watched_workflows()
+    }
 }

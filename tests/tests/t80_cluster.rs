@@ -417,6 +417,81 @@ fn three_nodes_serve_any_request_anywhere() {
     });
 }
 
+/// An execute through a node that does not lead the workflow's partition waits on that leader;
+/// when the leader is killed meanwhile, the wait carries on with the next leader and answers the
+/// finished run.
+#[test]
+fn an_execute_outlives_the_leader_it_waits_on() {
+    let mut c = Cluster::start(NODES);
+    let n1 = c.api_with_timeout(1, Duration::from_secs(90));
+    n1.register_task_defs(&[task_def("exec_kill_t", json!({ "retryCount": 0 }))]);
+    n1.register_workflow_def(&json!({
+        "name": "exec_kill_wf",
+        "version": 1,
+        "schemaVersion": 2,
+        "ownerEmail": "test@harness.com",
+        "tasks": [{ "name": "exec_kill_t", "taskReferenceName": "t", "type": "SIMPLE" }],
+        "outputParameters": { "v": "${t.output.v}" },
+    }));
+    wait_defs_everywhere(&c, "exec_kill_wf");
+
+    // A keyed run on a partition led by node 2 or 3 (a wait of 0 answers at once, RUNNING).
+    let execute = |wait: u64, key: &str| {
+        n1.post_json(
+            &format!("/api/workflow/execute/exec_kill_wf/1?waitForSeconds={wait}"),
+            &json!({ "idempotencyKey": key }),
+        )
+        .expect_ok("execute")
+        .json()
+    };
+    let (key, id, leader) = (0..64)
+        .find_map(|k| {
+            let key = format!("kill-{k}");
+            let run = execute(0, &key);
+            let id = run["workflowId"].as_str().expect("workflowId").to_owned();
+            let leader = c.leader_of_partition(partition_of(&id, c.partitions()))?;
+            (leader != 1).then_some((key, id, leader))
+        })
+        .expect("some key lands on a partition node 1 does not lead");
+
+    thread::scope(|s| {
+        let waiter = s.spawn(|| execute(60, &key));
+        // The wait is parked on the leader before it dies.
+        let on_leader = c.api(leader);
+        wait_until(WAIT, "node 1 to forward the wait to the leader", || {
+            on_leader.get("/api/admin/waits").json()["watchedWorkflows"] == 1
+        });
+        c.kill9(leader);
+        let task = wait_for_task(&n1, "exec_kill_t", &id, WAIT);
+        n1.complete(&task, json!({ "v": "done" }));
+        let run = waiter.join().expect("the execute waiter");
+        assert_eq!(run["workflowId"], id.as_str(), "{run:#}");
+        assert_eq!(run["status"], "COMPLETED", "{run:#}");
+        assert_eq!(run["output"], json!({ "v": "done" }));
+    });
+}
+
+/// Polls `task_type` through `api` until the task of workflow `id` comes (an election may be in
+/// progress); tasks of other workflows are completed on the way.
+fn wait_for_task(api: &harness::Api, task_type: &str, id: &str, within: Duration) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "no {task_type} task of {id} within {within:?}"
+        );
+        for task in api
+            .try_batch_poll(task_type, "exec-kill-worker", 10, 200)
+            .unwrap_or_default()
+        {
+            if task["workflowInstanceId"] == id {
+                return task;
+            }
+            api.complete(&task, json!({ "v": "other" }));
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. kill -9 of the busiest leader under load
 // ---------------------------------------------------------------------------------------------

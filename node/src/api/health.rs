@@ -61,6 +61,20 @@ pub async fn storage(State(node): State<Node>) -> Json<StorageBody> {
     })
 }
 
+/// What waits on this node (`GET /api/admin/waits`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitsBody {
+    /// Workflows that execute requests here, or waits other nodes forwarded here, wait for.
+    pub watched_workflows: usize,
+}
+
+pub async fn waits(State(node): State<Node>) -> Json<WaitsBody> {
+    Json(WaitsBody {
+        watched_workflows: node.watched_workflows(),
+    })
+}
+
 /// One group's digest, for comparing replicas.
 #[derive(Debug, Serialize)]
 pub struct DigestBody {

@@ -181,6 +181,7 @@ fn routes() -> axum::Router<Node> {
         .route("/api/admin/status", get(health::status))
         .route("/api/admin/digest", get(health::digest))
         .route("/api/admin/storage", get(health::storage))
+        .route("/api/admin/waits", get(health::waits))
         .route("/api/admin/cluster", get(admin::cluster))
         .route("/api/admin/nodes", post(admin::add_node))
         .route("/api/admin/nodes/{id}", delete(admin::remove_node))

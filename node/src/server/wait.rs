@@ -50,6 +50,11 @@ impl Inner {
         Ok(self.wait_workflow(&id, until, wait).await?.workflow)
     }
 
+    /// How many workflows requests on this node wait for.
+    pub(crate) fn watched_workflows(&self) -> usize {
+        self.env.watches.len()
+    }
+
     /// Waits up to `wait` for the workflow `id` to reach `until`; answers its committed record as
     /// it stands then (404 if there is no such workflow).
     pub(crate) async fn wait_workflow(
