@@ -121,7 +121,7 @@ impl PartitionCtx {
                 timers,
             });
         }
-        self.watches.changed(id, record.map(|r| &r.workflow));
+        self.watches.changed(id, record);
     }
 }
 
@@ -137,13 +137,16 @@ pub enum WorkflowOp {
 
 /// The actors of a partition while this node leads it.
 struct Actors {
+    /// Which of this node's terms of leadership these actors serve (1 for the first, then one
+    /// more each time the node leads the partition again).
+    epoch: u64,
     ctx: Arc<PartitionCtx>,
     supervisor: ActorRef<SupervisorMsg>,
     timers: ActorRef<TimerMsg>,
 }
 
 impl Actors {
-    async fn start(ctx: Arc<PartitionCtx>) -> Result<Self> {
+    async fn start(ctx: Arc<PartitionCtx>, epoch: u64) -> Result<Self> {
         let id = ctx.id;
         let (supervisor, _) = Actor::spawn(None, PartitionSupervisor, ctx.clone())
             .await
@@ -157,6 +160,7 @@ impl Actors {
             .map_err(|e| Error::Internal(format!("partition {id}: timers: {e}")))?;
         let _ = ctx.timers.set(timers.clone());
         let actors = Self {
+            epoch,
             ctx,
             supervisor,
             timers,
@@ -293,6 +297,13 @@ impl Partition {
         self.actors.read().await.is_some()
     }
 
+    /// While this node leads the partition, which of its spells of leadership this is (it
+    /// changes each time the node loses and regains it); `None` when it does not lead. Two equal
+    /// answers mean every committed change of a workflow in between was published here.
+    pub async fn leader_epoch(&self) -> Option<u64> {
+        self.actors.read().await.as_ref().map(|a| a.epoch)
+    }
+
     /// Reads a workflow's record from this replica (the leader's is current; a follower's may lag).
     pub fn read(&self, id: &WorkflowId) -> Result<Option<WorkflowRecord>> {
         Ok(stored::read(self.group.state(), id)?.map(|s| s.record))
@@ -323,6 +334,7 @@ async fn follow_leadership(
     actors: Arc<tokio::sync::RwLock<Option<Actors>>>,
 ) {
     let mut leadership = group.leadership();
+    let mut epochs = 0u64;
     loop {
         let leading = *leadership.borrow_and_update();
         let mut slot = actors.write().await;
@@ -338,7 +350,8 @@ async fn follow_leadership(
                     partitions: env.partitions,
                     timers: OnceLock::new(),
                 });
-                match Actors::start(ctx).await {
+                epochs += 1;
+                match Actors::start(ctx, epochs).await {
                     Ok(a) => *slot = Some(a),
                     Err(e) => {
                         tracing::error!(partition = %id, error = %e, "could not start the partition's actors")

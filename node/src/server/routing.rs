@@ -534,7 +534,7 @@ impl Inner {
                 let wait =
                     Duration::from_millis(wait_ms.min(super::wait::EXECUTE_WAIT_MAX_S * 1_000));
                 let until = super::wait::Until { task_refs };
-                self.wait_hops(&id, &until, tokio::time::Instant::now() + wait, hops)
+                self.wait_hops(&id, &until, tokio::time::Instant::now() + wait, hops, None)
                     .await
                     .map(|r| Reply::Record(Some(Box::new(r))))
             }

@@ -3,8 +3,10 @@
 //! caller's wait is over (then with the workflow as it stands, still RUNNING).
 //!
 //! The wait runs where the workflow's actor runs, on its partition's leader: the actor publishes
-//! after every committed decision, which wakes the waiter once the workflow got where it waits
-//! ([`crate::watch`]); the waiter then re-reads the committed record. A node that does not lead
+//! after every committed decision, which hands the record to the waiter once the workflow got
+//! where it waits ([`crate::watch`]). The waiter reads the stored record only when its watch may
+//! have missed a change: when it begins (unless the watch began before the workflow existed, as
+//! an execute's does) and after this node lost and regained the leadership. A node that does not lead
 //! the partition forwards the wait there ([`Forward::Wait`]); if that fails (the leader moved or
 //! died, or is a build that does not know the request) it reads the record through the usual
 //! routing and tries again after a pause that grows. The leader re-reads now and then even
@@ -19,9 +21,11 @@ use super::Inner;
 use crate::error::{Error, Result};
 use crate::forward::{Forward, Reply, FORWARD_TIMEOUT_MS, HOPS_MAX};
 pub use crate::watch::Until;
+use crate::watch::{Seen, Watch};
 use proto::model::{StartWorkflowRequest, Workflow};
 use proto::record::WorkflowRecord;
 use proto::WorkflowId;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -31,11 +35,19 @@ pub const EXECUTE_WAIT_MAX_S: u64 = 300;
 pub const EXECUTE_WAIT_DEFAULT_S: u64 = 10;
 /// Most task reference names one wait may name.
 pub const WAIT_REFS_MAX: usize = 64;
-/// How often the leader re-reads a workflow it waits for without being woken.
+/// How often the leader looks again at a workflow it waits for without being woken (it reads
+/// the record only if its leadership changed meanwhile).
 const RECHECK_MS: u64 = 1_000;
 /// First and longest pause between reads when the wait could not run on the leader.
 const FALLBACK_PAUSE_MIN_MS: u64 = 10;
 const FALLBACK_PAUSE_MAX_MS: u64 = 500;
+
+/// A watch begun before the workflow it watches was created here, with the spell of this node's
+/// leadership of the partition it began in.
+pub(super) struct Fresh {
+    watch: Watch,
+    epoch: Option<u64>,
+}
 
 impl Inner {
     /// Starts a workflow and waits up to `wait` for it to reach `until`; answers it as it stands
@@ -46,8 +58,26 @@ impl Inner {
         until: &Until,
         wait: Duration,
     ) -> Result<Workflow> {
-        let id = super::workflows::parse_workflow_id(&self.start_workflow(request).await?)?;
-        Ok(self.wait_workflow(&id, until, wait).await?.workflow)
+        let deadline = Instant::now() + wait;
+        let start = self.prepare_start(request, None).await?;
+        // A start without a key creates a workflow under a new id, on a partition this node
+        // leads where it can: watched from before it exists, every change of it is published to
+        // the watch, and the wait reads nothing from storage. A keyed run may exist already.
+        let fresh = if start.keyed {
+            None
+        } else {
+            let watch = self.env.watches.watch(&start.id, until);
+            let epoch = match self.partition_of(&start.id) {
+                Some(p) => p.leader_epoch().await,
+                None => None,
+            };
+            Some(Fresh { watch, epoch })
+        };
+        let id = super::workflows::parse_workflow_id(&self.submit_start(start).await?)?;
+        Ok(self
+            .wait_hops(&id, until, deadline, 0, fresh)
+            .await?
+            .workflow)
     }
 
     /// How many workflows requests on this node wait for.
@@ -55,42 +85,53 @@ impl Inner {
         self.env.watches.len()
     }
 
-    /// Waits up to `wait` for the workflow `id` to reach `until`; answers its committed record as
-    /// it stands then (404 if there is no such workflow).
-    pub(crate) async fn wait_workflow(
-        &self,
-        id: &WorkflowId,
-        until: &Until,
-        wait: Duration,
-    ) -> Result<WorkflowRecord> {
-        self.wait_hops(id, until, Instant::now() + wait, 0).await
-    }
-
+    /// Waits until `deadline` for the workflow `id` to reach `until`; answers its committed
+    /// record as it stands then (404 if there is no such workflow). `fresh`: a watch begun before
+    /// the workflow existed.
     pub(super) async fn wait_hops(
         &self,
         id: &WorkflowId,
         until: &Until,
         deadline: Instant,
         hops: u8,
+        fresh: Option<Fresh>,
     ) -> Result<WorkflowRecord> {
         let partition = self.partition_id_of(id);
         let mut fallback = Duration::from_millis(FALLBACK_PAUSE_MIN_MS);
-        loop {
-            // Watch before reading, so a change committed after the read wakes the wait below.
-            let watch = self.env.watches.watch(id, until);
+        // Watch before reading, so a change committed after a read wakes the wait below.
+        // `seen_in`: the spell of leadership here since which the watch saw every change (all
+        // changes since the last read, or since the workflow was created).
+        let (watch, mut seen_in) = match fresh {
+            Some(f) => (f.watch, f.epoch),
+            None => (self.env.watches.watch(id, until), None),
+        };
+        let reached = loop {
             let woken = watch.notify().notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
             let now = Instant::now();
             let (record, pause) = match self.target(partition).await {
                 Ok(Target::Local) => {
-                    let record = self
-                        .partition_of(id)
-                        .ok_or_else(|| {
-                            Error::Internal(format!("partition of {id} is led here but not hosted"))
-                        })?
-                        .read(id)?
-                        .ok_or_else(|| not_found(id))?;
+                    let p = self.partition_of(id).ok_or_else(|| {
+                        Error::Internal(format!("partition of {id} is led here but not hosted"))
+                    })?;
+                    let epoch = p.leader_epoch().await;
+                    match watch.latest() {
+                        Some(Seen::Reached(r)) if until.reached(&r.workflow) => break r,
+                        Some(Seen::Removed) => seen_in = None,
+                        _ => {}
+                    }
+                    if epoch.is_some() && epoch == seen_in && now < deadline {
+                        // Led here all along: no change since reached `until`.
+                        let recheck = (now + Duration::from_millis(RECHECK_MS)).min(deadline);
+                        tokio::select! {
+                            _ = &mut woken => {}
+                            _ = tokio::time::sleep_until(recheck) => {}
+                        }
+                        continue;
+                    }
+                    let record = p.read(id)?.ok_or_else(|| not_found(id))?;
+                    seen_in = epoch;
                     (record, Duration::from_millis(RECHECK_MS))
                 }
                 Ok(Target::Peer(peer)) if hops < HOPS_MAX => {
@@ -132,7 +173,10 @@ impl Inner {
                 _ = &mut woken => {}
                 _ = tokio::time::sleep_until(wake) => {}
             }
-        }
+        };
+        // The last watcher of the workflow holds the only other reference: no copy then.
+        drop(watch);
+        Ok(Arc::unwrap_or_clone(reached))
     }
 }
 

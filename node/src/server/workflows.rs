@@ -35,6 +35,15 @@ pub(crate) fn check_payload(what: &str, value: &Json) -> Result<()> {
     Ok(())
 }
 
+/// A checked start request ([`Inner::prepare_start`]), not submitted yet.
+pub(super) struct PreparedStart {
+    /// The new workflow's id.
+    pub(super) id: WorkflowId,
+    /// Whether the id comes from an idempotency key (a run under it may exist already).
+    pub(super) keyed: bool,
+    start: StartInput,
+}
+
 impl Inner {
     pub async fn start_workflow(&self, request: StartWorkflowRequest) -> Result<String> {
         self.start_workflow_from(request, None).await
@@ -46,6 +55,16 @@ impl Inner {
         request: StartWorkflowRequest,
         event: Option<&str>,
     ) -> Result<String> {
+        let start = self.prepare_start(request, event).await?;
+        self.submit_start(start).await
+    }
+
+    /// Checks a start request and fixes the new workflow's id and definition; nothing is stored.
+    pub(super) async fn prepare_start(
+        &self,
+        request: StartWorkflowRequest,
+        event: Option<&str>,
+    ) -> Result<PreparedStart> {
         check_payload("workflow input", &request.input)?;
         let mut def = match request.workflow_def {
             Some(def) => {
@@ -87,11 +106,21 @@ impl Inner {
             re_run_from_workflow_id: None,
             event: event.map(str::to_owned),
         };
+        Ok(PreparedStart {
+            id,
+            keyed: key.is_some(),
+            start,
+        })
+    }
+
+    /// Starts a prepared workflow; answers its id.
+    pub(super) async fn submit_start(&self, prepared: PreparedStart) -> Result<String> {
+        let PreparedStart { id, keyed, start } = prepared;
         match self.route_op(&id, WorkflowOp::Start(Box::new(start))).await {
             Ok(_) => Ok(id.to_string()),
             // A start with this key already created the run (perhaps this very request, retried
             // after its answer was lost): answer that run's id.
-            Err(Error::Conflict(_)) if key.is_some() => Ok(id.to_string()),
+            Err(Error::Conflict(_)) if keyed => Ok(id.to_string()),
             Err(e) => Err(e),
         }
     }
