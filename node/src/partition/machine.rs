@@ -55,22 +55,12 @@ impl WorkflowMachine {
         longer.extend_from_slice(&chain);
         longer.extend_from_slice(raw.get().as_bytes());
         batch.insert(key, longer);
-        Self::index(
-            batch,
-            header.version,
-            &header.workflow,
-            &header.tasks,
-        );
+        Self::index(batch, header.version, &header.workflow, &header.tasks);
         PartitionOutcome::Applied
     }
 
     /// The version row and the index rows of a write (`tasks`: those it carries).
-    fn index(
-        batch: &mut Batch,
-        version: u64,
-        wf: &WorkflowHeader,
-        tasks: &[TaskHeader],
-    ) {
+    fn index(batch: &mut Batch, version: u64, wf: &WorkflowHeader, tasks: &[TaskHeader]) {
         let id = &wf.workflow_id;
         batch.insert(keys::version(id), version.to_be_bytes().to_vec());
         // Written whether or not the row exists: the state tree buffers writes in memory

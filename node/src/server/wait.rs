@@ -6,11 +6,11 @@
 //! after every committed decision, which hands the record to the waiter once the workflow got
 //! where it waits ([`crate::watch`]). The waiter reads the stored record only when its watch may
 //! have missed a change: when it begins (unless the watch began before the workflow existed, as
-//! an execute's does) and after this node lost and regained the leadership. A node that does not lead
-//! the partition forwards the wait there ([`Forward::Wait`]); if that fails (the leader moved or
-//! died, or is a build that does not know the request) it reads the record through the usual
-//! routing and tries again after a pause that grows. The leader re-reads now and then even
-//! without a wake-up, so a leadership change while it waits costs at most that pause.
+//! an unkeyed execute's does) and after this node lost and regained the leadership, which it
+//! looks for every second. A node that does not lead the partition forwards the wait there
+//! ([`Forward::Wait`]); if that fails (the leader moved or died, or is a build that does not know
+//! the request) it reads the record through the usual routing and tries again after a pause that
+//! grows.
 //!
 //! An execute whose wait fails (no leader within the routing's deadline) answers an error although
 //! its start committed: a client that retries it should send an `idempotencyKey`, so the retry
