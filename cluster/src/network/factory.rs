@@ -79,8 +79,8 @@ impl Network {
 /// A client to one peer for one group.
 ///
 /// openraft 0.9's replication stream follows every AppendEntries that a quorum acknowledged with
-/// an empty one that only says the commit index moved (one more round trip per follower per log
-/// entry, a third of a loaded node's Raft calls). The stream's client answers such a call itself
+/// an empty one that only says the commit index moved: one more round trip per follower for every
+/// write that no other write follows at once. The stream's client answers such a call itself
 /// when the follower acknowledged the same vote and log position within [`ACK_FRESH`]: the answer
 /// the follower would give (nothing of its log changes), and the commit index goes with the next
 /// write, or is sent on its own after [`COMMIT_DEFER`] if no write came by then. Only the stream's
