@@ -135,10 +135,14 @@ pub enum WorkflowOp {
     Remove,
 }
 
+/// Spells of leadership started in this process, so that no two `Actors` share an epoch, not even
+/// those of a partition whose replica left this node and came back (a new `Partition`).
+static LEADER_EPOCHS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// The actors of a partition while this node leads it.
 struct Actors {
-    /// Which of this node's terms of leadership these actors serve (1 for the first, then one
-    /// more each time the node leads the partition again).
+    /// Which spell of leadership these actors serve: unique in the process, a new one each time
+    /// the node leads the partition again.
     epoch: u64,
     ctx: Arc<PartitionCtx>,
     supervisor: ActorRef<SupervisorMsg>,
@@ -334,7 +338,6 @@ async fn follow_leadership(
     actors: Arc<tokio::sync::RwLock<Option<Actors>>>,
 ) {
     let mut leadership = group.leadership();
-    let mut epochs = 0u64;
     loop {
         let leading = *leadership.borrow_and_update();
         let mut slot = actors.write().await;
@@ -350,8 +353,8 @@ async fn follow_leadership(
                     partitions: env.partitions,
                     timers: OnceLock::new(),
                 });
-                epochs += 1;
-                match Actors::start(ctx, epochs).await {
+                let epoch = LEADER_EPOCHS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                match Actors::start(ctx, epoch).await {
                     Ok(a) => *slot = Some(a),
                     Err(e) => {
                         tracing::error!(partition = %id, error = %e, "could not start the partition's actors")
