@@ -5,12 +5,18 @@
 //! workflow. Nothing here is stored; after a restart the partitions publish again from their state.
 //! Taking a task out of the queue is only a claim: the poller then asks the workflow actor to lease it,
 //! and the lease is the committed decision (a stale claim is refused there).
+//!
+//! A poll that found nothing *parks* here while it waits ([`TaskQueues::park`]). A workflow actor
+//! whose decision makes tasks ready takes parked polls that want them ([`TaskQueues::hand_off`])
+//! and leases the tasks to them in the same write, so a task that has a poller waiting costs no
+//! Raft round of its own; the actor answers the poll after the commit.
 
 use crate::engine::{NowMs, Ready};
+use proto::model::Task;
 use proto::{TaskId, WorkflowId};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
 
 /// Order within a type: visible first, then higher priority, then older.
 type Slot = (NowMs, i32, TaskId);
@@ -36,12 +42,92 @@ pub struct Claim {
     pub workflow_id: WorkflowId,
 }
 
+/// A poll parked while it waits for tasks of one type.
+struct Waiter {
+    id: u64,
+    /// The domain it polls: it takes tasks of that domain and tasks without one. Without a
+    /// domain it takes only tasks without one (as Conductor polls `domain`, then the default queue).
+    domain: Option<String>,
+    worker_id: Option<String>,
+    count: usize,
+    answer: oneshot::Sender<Vec<Task>>,
+}
+
+/// Whether a poll of domain `polled` may lease a task of domain `task`.
+fn takes(polled: Option<&str>, task: Option<&str>) -> bool {
+    task.is_none() || polled == task
+}
+
+#[derive(Default)]
+struct Parking {
+    next_id: u64,
+    /// Per task type, the parked polls, oldest first.
+    by_type: BTreeMap<String, VecDeque<Waiter>>,
+}
+
+/// A parked poll, as its poller holds it: the answer comes on `answer` once a workflow actor
+/// took it ([`TaskQueues::hand_off`]) and its write committed (no tasks if the write failed).
+/// Dropping it unparks the poll.
+pub struct Parked<'a> {
+    queues: &'a TaskQueues,
+    task_type: String,
+    id: u64,
+    pub answer: oneshot::Receiver<Vec<Task>>,
+}
+
+impl Parked<'_> {
+    /// Takes the poll out of the parking; false when an actor took it first (its answer is
+    /// then on its way).
+    pub fn unpark(&self) -> bool {
+        let mut p = self.queues.parking();
+        let Some(waiters) = p.by_type.get_mut(&self.task_type) else {
+            return false;
+        };
+        let Some(at) = waiters.iter().position(|w| w.id == self.id) else {
+            return false;
+        };
+        waiters.remove(at);
+        if waiters.is_empty() {
+            p.by_type.remove(&self.task_type);
+        }
+        true
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.unpark();
+    }
+}
+
+/// A parked poll a workflow actor took: lease it at most `count` tasks, then answer it.
+pub struct Handoff {
+    pub worker_id: Option<String>,
+    pub count: usize,
+    domain: Option<String>,
+    answer: oneshot::Sender<Vec<Task>>,
+}
+
+impl Handoff {
+    /// Whether a task of `domain` may go to this poll.
+    pub fn takes(&self, domain: Option<&str>) -> bool {
+        takes(self.domain.as_deref(), domain)
+    }
+
+    /// Answers the poll: the tasks leased to it (none when the write failed). A poll that went
+    /// away meanwhile loses them to their response timeout, as a lost poll response would.
+    pub fn answer(self, tasks: Vec<Task>) {
+        let _ = self.answer.send(tasks);
+    }
+}
+
 /// The node's ready-task queues. Cheap to share behind an `Arc`.
 #[derive(Default)]
 pub struct TaskQueues {
     state: Mutex<State>,
     /// Per task type, woken when tasks of that type are published; pollers then re-check.
     published: Mutex<BTreeMap<String, Arc<Notify>>>,
+    parking: Mutex<Parking>,
 }
 
 impl TaskQueues {
@@ -49,6 +135,64 @@ impl TaskQueues {
         // A poisoned lock only means a panic elsewhere mid-update of plain maps; the maps stay usable
         // and the next publication of each workflow repairs its entries.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn parking(&self) -> std::sync::MutexGuard<'_, Parking> {
+        self.parking.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Parks a poll that found nothing: up to `count` tasks of `task_type` for `worker_id`.
+    pub fn park(
+        &self,
+        task_type: &str,
+        domain: Option<&str>,
+        worker_id: Option<String>,
+        count: usize,
+    ) -> Parked<'_> {
+        let (answer, rx) = oneshot::channel();
+        let mut p = self.parking();
+        p.next_id += 1;
+        let id = p.next_id;
+        p.by_type
+            .entry(task_type.to_owned())
+            .or_default()
+            .push_back(Waiter {
+                id,
+                domain: domain.map(str::to_owned),
+                worker_id,
+                count,
+                answer,
+            });
+        Parked {
+            queues: self,
+            task_type: task_type.to_owned(),
+            id,
+            answer: rx,
+        }
+    }
+
+    /// Polls parked now.
+    pub fn parked(&self) -> usize {
+        self.parking().by_type.values().map(VecDeque::len).sum()
+    }
+
+    /// Takes the oldest parked poll that may lease a ready task of `task_type` and `domain`.
+    pub fn hand_off(&self, task_type: &str, domain: Option<&str>) -> Option<Handoff> {
+        let mut p = self.parking();
+        let waiters = p.by_type.get_mut(task_type)?;
+        let at = waiters
+            .iter()
+            .position(|w| takes(w.domain.as_deref(), domain))?;
+        let w = waiters.remove(at)?;
+        if waiters.is_empty() {
+            p.by_type.remove(task_type);
+        }
+        Some(Handoff {
+            worker_id: w.worker_id,
+            count: w.count,
+            domain: w.domain,
+            answer: w.answer,
+        })
     }
 
     /// Replaces the ready tasks of `workflow` with `ready`.
@@ -244,5 +388,36 @@ mod tests {
         q.publish(&w1, vec![]);
         assert_eq!(q.next_visible("a", None), None);
         assert_eq!(q.sizes().get("b"), Some(&1));
+    }
+
+    #[test]
+    fn an_actor_takes_the_oldest_parked_poll_that_may_lease_the_task() {
+        let q = TaskQueues::default();
+        let mut plain = q.park("a", None, Some("w1".into()), 4);
+        let mut in_d = q.park("a", Some("d"), Some("w2".into()), 1);
+        let other_type = q.park("b", None, None, 1);
+        assert_eq!(q.parked(), 3);
+        // A task of domain `d` goes only to a poll of that domain.
+        let h = q.hand_off("a", Some("d")).expect("the poll of domain d");
+        assert_eq!((h.worker_id.as_deref(), h.count), (Some("w2"), 1));
+        assert!(h.takes(None) && h.takes(Some("d")) && !h.takes(Some("e")));
+        assert!(q.hand_off("a", Some("d")).is_none(), "taken once");
+        // A taken poll cannot unpark: its answer is on the way.
+        assert!(!in_d.unpark());
+        h.answer(Vec::new());
+        assert_eq!(in_d.answer.try_recv().map(|t| t.len()), Ok(0), "answered");
+        // A task without a domain goes to the oldest poll of its type.
+        let h = q.hand_off("a", None).expect("the plain poll");
+        assert_eq!(h.worker_id.as_deref(), Some("w1"));
+        drop(h);
+        assert!(
+            plain.answer.try_recv().is_err(),
+            "dropped handoff: no tasks"
+        );
+        // Dropping a parked poll unparks it.
+        assert_eq!(q.parked(), 1);
+        drop(other_type);
+        assert_eq!(q.parked(), 0);
+        assert!(q.hand_off("b", None).is_none());
     }
 }

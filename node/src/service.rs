@@ -354,4 +354,8 @@ impl Node {
     pub fn watched_workflows(&self) -> usize {
         self.inner.watched_workflows()
     }
+    /// Polls parked on this node, waiting for tasks.
+    pub fn parked_polls(&self) -> usize {
+        self.inner.queues.parked()
+    }
 }

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use harness::{attempts, fixture, nonce, status_of, task_by_ref, task_def, task_result, Server};
+use harness::{
+    attempts, fixture, nonce, status_of, task_by_ref, task_def, task_result, wait_until, Server,
+};
 use serde_json::{json, Value};
 
 const WF: &str = "integration_test_wf";
@@ -375,9 +377,10 @@ fn bad_input_is_rejected_without_changing_state() {
     );
 }
 
-/// Conductor's HTTP worker loop stays fast: a batch poll waiting on an empty queue returns as soon
-/// as a task is ready (well before its timeout), and `update-v2` answers the worker's next task of
-/// the same type with the result.
+/// Conductor's HTTP worker loop stays fast: a batch poll waiting on an empty queue gets a task as
+/// soon as one is ready (well before its timeout), leased in the very write that made it ready
+/// (the start's: one Raft entry, not a second for the lease), and `update-v2` answers the
+/// worker's next task of the same type with the result.
 #[test]
 fn a_waiting_batch_poll_wakes_for_a_new_task_and_update_v2_hands_back_the_next() {
     let server = setup();
@@ -391,18 +394,39 @@ fn a_waiting_batch_poll_wakes_for_a_new_task_and_update_v2_hands_back_the_next()
             (tasks, asked.elapsed())
         })
     };
-    // Give the poll time to be waiting on the empty queue when the workflows start. (Were it not
-    // waiting yet, it would find the task at once: the test could not fail for that, only prove
-    // less.)
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until(WAIT, "the poll parks on the empty queue", || {
+        api.get("/api/admin/waits").json()["parkedPolls"] == json!(1)
+    });
+    let entries = || -> u64 {
+        let groups = api.get("/api/admin/status").json();
+        let groups = groups.as_array().cloned().unwrap_or_default();
+        groups
+            .iter()
+            .filter(|g| g["name"].as_str().is_some_and(|n| n.starts_with('p')))
+            .filter_map(|g| g["last_log_index"].as_u64())
+            .sum()
+    };
+    let before = entries();
     let first = api.start_workflow(WF, &json!({"param1": "a", "param2": "b"}));
-    let second = api.start_workflow(WF, &json!({"param1": "c", "param2": "d"}));
     let (tasks, waited) = waiting.join().expect("poller thread");
     assert_eq!(tasks.len(), 1, "{tasks:?}");
     assert!(
         waited < Duration::from_secs(20),
         "the poll woke for the new task instead of waiting out its 30 s timeout ({waited:?})"
     );
+    assert_eq!(tasks[0]["workflowInstanceId"], json!(first));
+    assert_eq!(tasks[0]["workerId"], json!("long-poller"));
+    assert_eq!(
+        entries() - before,
+        1,
+        "the start and the lease of its first task are one write"
+    );
+    let stored = api.get(&format!("/api/workflow/{first}")).json();
+    let t1 = task_by_ref(&stored, "t1").expect("t1 scheduled");
+    assert_eq!(t1["status"], json!("IN_PROGRESS"), "{stored}");
+    assert_eq!(t1["pollCount"], json!(1), "{stored}");
+    assert_eq!(api.get("/api/admin/waits").json()["parkedPolls"], json!(0));
+    let second = api.start_workflow(WF, &json!({"param1": "c", "param2": "d"}));
     let leased = &tasks[0];
     let next = api.post_json(
         "/api/tasks/update-v2",

@@ -67,11 +67,14 @@ pub async fn storage(State(node): State<Node>) -> Json<StorageBody> {
 pub struct WaitsBody {
     /// Workflows that execute requests here, or waits other nodes forwarded here, wait for.
     pub watched_workflows: usize,
+    /// Polls (HTTP, and the pumps of QUIC workers) parked here until a task is ready.
+    pub parked_polls: usize,
 }
 
 pub async fn waits(State(node): State<Node>) -> Json<WaitsBody> {
     Json(WaitsBody {
         watched_workflows: node.watched_workflows(),
+        parked_polls: node.parked_polls(),
     })
 }
 

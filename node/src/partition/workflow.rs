@@ -8,7 +8,8 @@ use super::supervisor::SupervisorMsg;
 use super::PartitionCtx;
 use crate::engine::{self, Decision, Effect, Input, StartInput, TimerKey};
 use crate::error::{Error, Result};
-use proto::model::TaskExecLog;
+use crate::queue::Handoff;
+use proto::model::{Task, TaskExecLog};
 use proto::record::{
     patch, PartitionCommand, PartitionCommandRef, PartitionOutcome, WorkflowRecord,
 };
@@ -151,7 +152,15 @@ impl WorkflowState {
     ) -> Result<()> {
         let committed = record.is_some();
         match record {
-            Some(next) => self.commit(next).await?,
+            Some(mut next) => {
+                let handoffs = self.hand_off(&mut next);
+                let written = self.commit(next).await;
+                let ok = written.is_ok();
+                for (handoff, tasks) in handoffs {
+                    handoff.answer(if ok { tasks } else { Vec::new() });
+                }
+                written?
+            }
             // Nothing to write (a late result, a no-op command): the answer still claims to reflect
             // the latest state, so confirm that this node still leads — a deposed leader's state
             // may be stale, and "ignored" from it would acknowledge a result that was not recorded.
@@ -171,6 +180,61 @@ impl WorkflowState {
             }
         }
         Ok(())
+    }
+
+    /// Leases the tasks `next` makes ready to polls parked on this node, in `next` itself, so
+    /// they cost no write of their own (see [`crate::queue`]): the same lease decision a poll's
+    /// claim would ask for, decided on the record about to be written. Answers each handoff with
+    /// its tasks, which the caller sends once the write committed.
+    fn hand_off(&self, next: &mut WorkflowRecord) -> Vec<(Handoff, Vec<Task>)> {
+        let now = self.ctx.clock.now_ms();
+        let mut taken: Vec<(String, Handoff, Vec<TaskId>)> = Vec::new();
+        for ready in engine::ready_tasks(&next.workflow) {
+            if ready.visible_at_ms > now {
+                continue;
+            }
+            let domain = ready.domain.as_deref();
+            let open = taken.iter().position(|(ty, h, ids)| {
+                *ty == ready.task_type && ids.len() < h.count && h.takes(domain)
+            });
+            let at = match open {
+                Some(at) => at,
+                None => match self.ctx.queues.hand_off(&ready.task_type, domain) {
+                    Some(handoff) => {
+                        taken.push((ready.task_type, handoff, Vec::new()));
+                        taken.len() - 1
+                    }
+                    None => continue,
+                },
+            };
+            taken[at].2.push(ready.task_id);
+        }
+        let mut out = Vec::with_capacity(taken.len());
+        for (_, handoff, task_ids) in taken {
+            let input = Input::LeaseAll {
+                task_ids,
+                worker_id: handoff.worker_id.clone(),
+            };
+            let mut rng = rng_for(&self.id, next.version);
+            match engine::decide(next, input, now, &mut rng) {
+                Ok(Decision {
+                    record: Some(leased),
+                    effects,
+                }) => {
+                    *next = leased;
+                    let tasks = effects
+                        .into_iter()
+                        .filter_map(|e| match e {
+                            Effect::Deliver(task) => Some(*task),
+                            _ => None,
+                        })
+                        .collect();
+                    out.push((handoff, tasks));
+                }
+                _ => handoff.answer(Vec::new()),
+            }
+        }
+        out
     }
 
     fn rng(&self) -> rand_chacha::ChaCha8Rng {

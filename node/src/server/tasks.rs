@@ -111,9 +111,24 @@ impl Inner {
                 // A peer too old for backlog polls cannot wake this poller: look again soon.
                 until = until.min(now_i + Duration::from_millis(REMOTE_POLL_INTERVAL_MS));
             }
-            tokio::select! {
-                _ = &mut published => {}
-                _ = tokio::time::sleep_until(until) => {}
+            // Parked, a workflow actor that makes a task ready leases it to this poll in its own
+            // write (see `queue`).
+            let mut parked =
+                self.queues
+                    .park(&request.task_type, domain, request.worker_id.clone(), count);
+            let handed = tokio::select! {
+                handed = &mut parked.answer => Some(handed.unwrap_or_default()),
+                _ = &mut published => None,
+                _ = tokio::time::sleep_until(until) => None,
+            };
+            let handed = match handed {
+                Some(tasks) => tasks,
+                // An actor took the poll as it woke: its answer follows that actor's write.
+                None if !parked.unpark() => (&mut parked.answer).await.unwrap_or_default(),
+                None => Vec::new(),
+            };
+            if !handed.is_empty() {
+                return Ok(handed);
             }
         }
     }
