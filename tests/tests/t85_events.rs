@@ -573,11 +573,17 @@ fn conditions_see_inline_json_expanded_and_actions_expand_it_when_asked() {
     wait_until(WAIT, "the workflow named by the inline JSON", || {
         !api.correlated("fulfill_order", &order).is_empty()
     });
-    let records = executions(api, "inline");
-    let record = records
-        .iter()
-        .find(|e| e["messageId"] == id.as_str())
-        .expect("the message's record");
+    // The action's execution record is finished in a write after the start it made.
+    let record = || {
+        executions(api, "inline")
+            .into_iter()
+            .find(|e| e["messageId"] == id.as_str())
+            .expect("the message's record")
+    };
+    wait_until(WAIT, "the action's execution record finished", || {
+        record()["status"] != "IN_PROGRESS"
+    });
+    let record = record();
     assert_eq!(record["status"], "COMPLETED", "{record:#}");
     assert_eq!(record["output"]["traceId"], trace, "{record:#}");
 }
