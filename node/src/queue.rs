@@ -42,27 +42,11 @@ pub struct Claim {
     pub workflow_id: WorkflowId,
 }
 
-/// A poll parked while it waits for tasks of one type.
-struct Waiter {
-    id: u64,
-    /// The domain it polls: it takes tasks of that domain and tasks without one. Without a
-    /// domain it takes only tasks without one (as Conductor polls `domain`, then the default queue).
-    domain: Option<String>,
-    worker_id: Option<String>,
-    count: usize,
-    answer: oneshot::Sender<Vec<Task>>,
-}
-
-/// Whether a poll of domain `polled` may lease a task of domain `task`.
-fn takes(polled: Option<&str>, task: Option<&str>) -> bool {
-    task.is_none() || polled == task
-}
-
 #[derive(Default)]
 struct Parking {
     next_id: u64,
-    /// Per task type, the parked polls, oldest first.
-    by_type: BTreeMap<String, VecDeque<Waiter>>,
+    /// Per task type, the parked polls with their ids, oldest first.
+    by_type: BTreeMap<String, VecDeque<(u64, Handoff)>>,
 }
 
 /// A parked poll, as its poller holds it: the answer comes on `answer` once a workflow actor
@@ -83,7 +67,7 @@ impl Parked<'_> {
         let Some(waiters) = p.by_type.get_mut(&self.task_type) else {
             return false;
         };
-        let Some(at) = waiters.iter().position(|w| w.id == self.id) else {
+        let Some(at) = waiters.iter().position(|(id, _)| *id == self.id) else {
             return false;
         };
         waiters.remove(at);
@@ -100,10 +84,13 @@ impl Drop for Parked<'_> {
     }
 }
 
-/// A parked poll a workflow actor took: lease it at most `count` tasks, then answer it.
+/// A parked poll, and once a workflow actor took it, what that actor owes it: lease it at most
+/// `count` tasks, then answer it.
 pub struct Handoff {
     pub worker_id: Option<String>,
     pub count: usize,
+    /// The domain it polls: it takes tasks of that domain and tasks without one. Without a
+    /// domain it takes only tasks without one (as Conductor polls `domain`, then the default queue).
     domain: Option<String>,
     answer: oneshot::Sender<Vec<Task>>,
 }
@@ -111,7 +98,7 @@ pub struct Handoff {
 impl Handoff {
     /// Whether a task of `domain` may go to this poll.
     pub fn takes(&self, domain: Option<&str>) -> bool {
-        takes(self.domain.as_deref(), domain)
+        domain.is_none() || self.domain.as_deref() == domain
     }
 
     /// Answers the poll: the tasks leased to it (none when the write failed). A poll that went
@@ -156,13 +143,15 @@ impl TaskQueues {
         p.by_type
             .entry(task_type.to_owned())
             .or_default()
-            .push_back(Waiter {
+            .push_back((
                 id,
-                domain: domain.map(str::to_owned),
-                worker_id,
-                count,
-                answer,
-            });
+                Handoff {
+                    worker_id,
+                    count,
+                    domain: domain.map(str::to_owned),
+                    answer,
+                },
+            ));
         Parked {
             queues: self,
             task_type: task_type.to_owned(),
@@ -180,19 +169,12 @@ impl TaskQueues {
     pub fn hand_off(&self, task_type: &str, domain: Option<&str>) -> Option<Handoff> {
         let mut p = self.parking();
         let waiters = p.by_type.get_mut(task_type)?;
-        let at = waiters
-            .iter()
-            .position(|w| takes(w.domain.as_deref(), domain))?;
-        let w = waiters.remove(at)?;
+        let at = waiters.iter().position(|(_, w)| w.takes(domain))?;
+        let (_, handoff) = waiters.remove(at)?;
         if waiters.is_empty() {
             p.by_type.remove(task_type);
         }
-        Some(Handoff {
-            worker_id: w.worker_id,
-            count: w.count,
-            domain: w.domain,
-            answer: w.answer,
-        })
+        Some(handoff)
     }
 
     /// Replaces the ready tasks of `workflow` with `ready`.
