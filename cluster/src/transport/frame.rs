@@ -73,8 +73,11 @@ pub async fn write(
 ) -> Result<(), FrameError> {
     let head = header(code, payload.len())?;
     let stream = |e: &dyn std::fmt::Display| FrameError::Stream(e.to_string());
-    send.write_all(&head).await.map_err(|e| stream(&e))?;
-    send.write_all(payload).await.map_err(|e| stream(&e))?;
+    // One write, so that header and payload leave in the same packet.
+    let mut frame = Vec::with_capacity(HEADER_LEN + payload.len());
+    frame.extend_from_slice(&head);
+    frame.extend_from_slice(payload);
+    send.write_all(&frame).await.map_err(|e| stream(&e))?;
     send.finish().map_err(|e| stream(&e))
 }
 

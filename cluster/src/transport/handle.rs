@@ -479,6 +479,12 @@ impl QuicTransport {
             .entry((peer, service))
             .or_default()
             .clone();
+        // The usual case: a live connection is cached and nobody is dialing.
+        if let Ok(cached) = slot.try_lock() {
+            if let Some(conn) = cached.as_ref().filter(|c| c.close_reason().is_none()) {
+                return Ok(conn.clone());
+            }
+        }
         let this = self.clone();
         let dial = tokio::spawn(async move {
             let mut cached = slot.lock_owned().await;

@@ -66,7 +66,7 @@ impl WorkerGateway {
         let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(server)
             .map_err(|e| Error::Internal(format!("worker gateway TLS: {e}")))?;
         let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-        let mut transport = quinn::TransportConfig::default();
+        let mut transport = cluster::transport::options::quic_config();
         transport
             .max_idle_timeout(IDLE_TIMEOUT.try_into().ok())
             .keep_alive_interval(Some(IDLE_TIMEOUT / 3))
