@@ -190,9 +190,11 @@ impl QuicTransport {
         let mut member_client = quinn::ClientConfig::new(Arc::new(member_tls));
         member_client.transport_config(quic);
         let endpoint =
-            quinn::Endpoint::server(server, options.listen).map_err(|e| Error::Listen {
-                addr: options.listen.to_string(),
-                reason: e.to_string(),
+            super::options::quic_endpoint(options.listen, Some(server)).map_err(|e| {
+                Error::Listen {
+                    addr: options.listen.to_string(),
+                    reason: e.to_string(),
+                }
             })?;
         let shared = Arc::new(Shared {
             node: options.node(),

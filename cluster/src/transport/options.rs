@@ -117,3 +117,54 @@ pub fn quic_config() -> quinn::TransportConfig {
     config.ack_frequency_config(Some(acks));
     config
 }
+
+/// The receive buffer asked of the kernel for every Baton UDP socket, peers' and the worker
+/// gateway's (Linux caps it at `net.core.rmem_max`). Linux's default, 208 KiB, overflowed on a
+/// busy 2-core machine: a node that did not run for a few milliseconds dropped Raft entries,
+/// which QUIC then sent again after a loss timeout.
+pub const UDP_RECEIVE_BUFFER_BYTES: usize = 4 * 1024 * 1024;
+
+/// Binds the UDP socket of a QUIC endpoint at `addr`, with [`UDP_RECEIVE_BUFFER_BYTES`].
+pub fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    socket.set_recv_buffer_size(UDP_RECEIVE_BUFFER_BYTES)?;
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+/// A QUIC endpoint on [`bind_udp`]'s socket: a server when `server` is given, and a client too.
+pub fn quic_endpoint(
+    addr: SocketAddr,
+    server: Option<quinn::ServerConfig>,
+) -> std::io::Result<quinn::Endpoint> {
+    let runtime = quinn::default_runtime()
+        .ok_or_else(|| std::io::Error::other("no async runtime to run a QUIC endpoint on"))?;
+    quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        server,
+        bind_udp(addr)?,
+        runtime,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn udp_sockets_get_the_larger_receive_buffer() {
+        let socket = bind_udp("127.0.0.1:0".parse().expect("addr")).expect("bind");
+        let got = socket2::SockRef::from(&socket)
+            .recv_buffer_size()
+            .expect("SO_RCVBUF");
+        // Linux grants twice what is asked (for its bookkeeping), up to twice `rmem_max`.
+        let rmem_max = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok());
+        let granted = rmem_max.map_or(UDP_RECEIVE_BUFFER_BYTES, |max| {
+            UDP_RECEIVE_BUFFER_BYTES.min(max)
+        });
+        assert!(got >= granted, "SO_RCVBUF {got}, asked {granted}");
+    }
+}

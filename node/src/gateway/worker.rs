@@ -73,12 +73,13 @@ impl WorkerGateway {
             .max_concurrent_bidi_streams(1u8.into())
             .max_concurrent_uni_streams(0u8.into());
         config.transport_config(Arc::new(transport));
-        let endpoint = quinn::Endpoint::server(config, options.listen).map_err(|e| {
-            Error::Invalid(format!(
-                "cannot listen for workers on {}: {e}",
-                options.listen
-            ))
-        })?;
+        let endpoint = cluster::transport::options::quic_endpoint(options.listen, Some(config))
+            .map_err(|e| {
+                Error::Invalid(format!(
+                    "cannot listen for workers on {}: {e}",
+                    options.listen
+                ))
+            })?;
         let (draining, drain_rx) = watch::channel(false);
         let accept = tokio::spawn(accept_loop(endpoint.clone(), node, drain_rx));
         Ok(WorkerGateway {
