@@ -10,7 +10,7 @@
 //! start to count what was lost. Either way the server's CPU for it is included in the CPU-ms
 //! per 1,000 steps.
 
-use super::client::{Client, Status};
+use super::client::{AsyncClient, Client, Status};
 use super::stats::Latency;
 use clap::ValueEnum;
 use serde_json::{json, Value};
@@ -39,8 +39,8 @@ const W2_STARTERS: usize = 4;
 const W2_CHECKERS: usize = 2;
 /// Longest a closed-loop driver waits for one workflow before counting it lost.
 const WORKFLOW_DEADLINE: Duration = Duration::from_secs(60);
-/// Threads that execute W2's workflows (each takes the next arrival slot when it is free), as
-/// many as the peers' load generators keep in flight.
+/// W2's workflows executing at once at most (an arrival beyond waits for one to finish), as many
+/// as the peers' load generators keep in flight.
 const W2_EXECUTORS: usize = 512;
 /// Longest one execute request waits (the server's maximum).
 const EXECUTE_WAIT_MAX_S: u64 = 300;
@@ -312,9 +312,9 @@ impl Ord for Pending {
 /// Open loop: workflows of `name` arrive at `rate_per_s` for `duration`, whatever the server's
 /// pace; then up to `drain` for the stragglers. Latency counts from the *scheduled* arrival, so
 /// a start that was late because the server (or the starter) was slow is charged for it
-/// (coordinated omission corrected). With [`Completion::Execute`] the arrivals are taken by
-/// [`W2_EXECUTORS`] threads, each executing one workflow at a time (an arrival waits for a free
-/// thread, and that wait is charged too), and no start is reported in [`Outcome::starts`]: each is
+/// (coordinated omission corrected). With [`Completion::Execute`] each arrival is one execute
+/// request, at most [`W2_EXECUTORS`] at once (an arrival waits for a free one, and that wait is
+/// charged too; see [`execute_arrivals`]), and no start is reported in [`Outcome::starts`]: each is
 /// acknowledged only with its result.
 #[allow(clippy::too_many_arguments)]
 pub fn open_loop(
@@ -344,60 +344,32 @@ pub fn open_loop(
     if completion == Completion::Execute {
         let clients = urls
             .iter()
-            .map(|url| Client::with_timeout(url, duration + drain + EXECUTE_SLACK))
+            .map(|url| AsyncClient::with_timeout(url, duration + drain + EXECUTE_SLACK))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let next = Arc::new(AtomicU64::new(0));
-        let deadline = t0 + duration + drain;
-        for _ in 0..W2_EXECUTORS.min(slots as usize) {
-            let (clients, next, name) = (clients.clone(), next.clone(), name.to_owned());
-            let (started, completed, failed, errors, last_done) = (
-                started.clone(),
-                completed.clone(),
-                failed.clone(),
-                errors.clone(),
-                last_done.clone(),
-            );
-            starters.push(std::thread::spawn(move || {
-                let mut latency = Latency::new();
-                loop {
-                    let slot = next.fetch_add(1, Ordering::Relaxed);
-                    if slot >= slots {
-                        return latency;
-                    }
-                    let scheduled = t0 + interval.mul_f64(slot as f64);
-                    let now = Instant::now();
-                    if scheduled > now {
-                        std::thread::sleep(scheduled - now);
-                    }
-                    let mut out = Outcome::default();
-                    let client = &clients[slot as usize % clients.len()];
-                    let end = run_to_end(
-                        client,
-                        &name,
-                        &json!({ "slot": slot }),
-                        completion,
-                        deadline,
-                        &mut out,
-                    );
-                    started.fetch_add(out.started, Ordering::Relaxed);
-                    errors.fetch_add(out.errors, Ordering::Relaxed);
-                    match end {
-                        Some(Status::Completed) => {
-                            let now = Instant::now();
-                            latency.record(now.saturating_duration_since(scheduled));
-                            completed.fetch_add(1, Ordering::Relaxed);
-                            let mut last =
-                                last_done.lock().expect("last_done lock is never poisoned");
-                            *last = (*last).max(now);
-                        }
-                        Some(_) => {
-                            failed.fetch_add(1, Ordering::Relaxed);
-                        }
-                        None => {}
-                    }
-                }
-            }));
-        }
+        let arrivals = Arrivals {
+            slots,
+            t0,
+            interval,
+            deadline: t0 + duration + drain,
+        };
+        let counts = Counts {
+            started: started.clone(),
+            completed: completed.clone(),
+            failed: failed.clone(),
+            errors: errors.clone(),
+            last_done: last_done.clone(),
+        };
+        let name = name.to_owned();
+        starters.push(std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map(|rt| rt.block_on(execute_arrivals(clients, name, arrivals, counts)))
+                .unwrap_or_else(|e| {
+                    eprintln!("W2: cannot start the load generator's runtime: {e}");
+                    Latency::new()
+                })
+        }));
     }
     // With status polls, starters start and checkers poll.
     let polling = completion == Completion::StatusPolls;
@@ -569,6 +541,90 @@ pub fn open_loop(
         starts,
         fault_at,
     })
+}
+
+/// When the open loop's arrivals are due.
+struct Arrivals {
+    slots: u64,
+    t0: Instant,
+    interval: Duration,
+    /// Past this an execute stops waiting and its workflow counts as unfinished.
+    deadline: Instant,
+}
+
+/// The open loop's shared counters.
+struct Counts {
+    started: Arc<AtomicU64>,
+    completed: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    errors: Arc<AtomicU64>,
+    last_done: Arc<Mutex<Instant>>,
+}
+
+/// Executes one workflow per arrival slot, each as a task of its own, at most [`W2_EXECUTORS`] at
+/// once: an arrival that finds them all busy waits for one to finish (in arrival order), and its
+/// latency still counts from its scheduled time. Answers once every workflow finished.
+async fn execute_arrivals(
+    clients: Vec<AsyncClient>,
+    name: String,
+    arrivals: Arrivals,
+    counts: Counts,
+) -> Latency {
+    let permits = Arc::new(tokio::sync::Semaphore::new(W2_EXECUTORS));
+    let latency = Arc::new(Mutex::new(Latency::new()));
+    let (name, counts) = (Arc::new(name), Arc::new(counts));
+    for slot in 0..arrivals.slots {
+        let scheduled = arrivals.t0 + arrivals.interval.mul_f64(slot as f64);
+        tokio::time::sleep_until(scheduled.into()).await;
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            break;
+        };
+        let client = clients[slot as usize % clients.len()].clone();
+        let (name, counts, latency) = (name.clone(), counts.clone(), latency.clone());
+        let deadline = arrivals.deadline;
+        tokio::spawn(async move {
+            let _permit = permit;
+            let wait_s = deadline
+                .saturating_duration_since(Instant::now())
+                .as_secs()
+                .min(EXECUTE_WAIT_MAX_S);
+            match client
+                .execute(&name, &json!({ "slot": slot }), wait_s)
+                .await
+            {
+                Err(_) => {
+                    counts.errors.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok((_, status)) => {
+                    counts.started.fetch_add(1, Ordering::Relaxed);
+                    match status {
+                        Status::Completed => {
+                            let now = Instant::now();
+                            latency
+                                .lock()
+                                .expect("latency lock is never poisoned")
+                                .record(now.saturating_duration_since(scheduled));
+                            counts.completed.fetch_add(1, Ordering::Relaxed);
+                            let mut last = counts
+                                .last_done
+                                .lock()
+                                .expect("last_done lock is never poisoned");
+                            *last = (*last).max(now);
+                        }
+                        Status::Failed => {
+                            counts.failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        // The deadline passed first: unfinished.
+                        Status::Running => {}
+                    }
+                }
+            }
+        });
+    }
+    // Every permit back: every workflow finished.
+    let _ = permits.acquire_many(W2_EXECUTORS as u32).await;
+    let latency = latency.lock().expect("latency lock is never poisoned");
+    latency.clone()
 }
 
 /// W4: `count` workflows that each wait on a WAIT of [`W4_WAIT`], started by `parallel` threads as
