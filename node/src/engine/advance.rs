@@ -15,7 +15,8 @@ pub(crate) fn advance(ctx: &mut Ctx<'_>) {
     if ctx.wf.status != WorkflowStatus::Running {
         return;
     }
-    let def = ctx.wf.workflow_definition.tasks.clone();
+    let def = ctx.wf.workflow_definition.clone();
+    let def = &def.tasks;
     // Every round acts on at least one task or stops; the bound only guards against a bug.
     for _ in 0..=WORKFLOW_TASKS_MAX {
         let mut progressed = false;
@@ -30,9 +31,9 @@ pub(crate) fn advance(ctx: &mut Ctx<'_>) {
                 if t.status.is_successful() {
                     ctx.wf.tasks[i].executed = true;
                     ctx.changed = true;
-                    schedule_next(ctx, &def, i);
+                    schedule_next(ctx, def, i);
                 } else {
-                    on_failure(ctx, &def, i);
+                    on_failure(ctx, def, i);
                 }
             }
             i += 1;

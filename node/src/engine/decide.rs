@@ -37,7 +37,7 @@ pub fn start(start: StartInput, now: NowMs, rng: Rng) -> Result<Decision, Error>
         task_to_domain: start.task_to_domain,
         failed_reference_task_names: Vec::new(),
         failed_task_names: Vec::new(),
-        workflow_definition: start.def,
+        workflow_definition: start.def.into(),
         priority: start.priority,
         variables,
         last_retried_time: 0,
@@ -49,7 +49,7 @@ pub fn start(start: StartInput, now: NowMs, rng: Rng) -> Result<Decision, Error>
         task_logs: BTreeMap::new(),
         applied: Vec::new(),
     };
-    let mut ctx = Ctx::new(&record, now, rng);
+    let mut ctx = Ctx::owning(record, now, rng);
     ctx.changed = true;
     begin(&mut ctx);
     Ok(ctx.finish(0))
@@ -57,9 +57,8 @@ pub fn start(start: StartInput, now: NowMs, rng: Rng) -> Result<Decision, Error>
 
 /// Schedules the first task of the definition and runs the loop (used by start, restart, rerun).
 pub(crate) fn begin(ctx: &mut Ctx<'_>) {
-    let def = ctx.wf.workflow_definition.tasks.clone();
-    if let Some(first) = def.first() {
-        schedule::schedule(ctx, first);
+    if let Some(first) = ctx.wf.workflow_definition.tasks.first().cloned() {
+        schedule::schedule(ctx, &first);
     }
     advance(ctx);
 }

@@ -186,7 +186,7 @@ pub(crate) fn restart(ctx: &mut Ctx<'_>, def: Option<WorkflowDef>) -> Result<(),
         super::validate_workflow_def(&def)?;
         ctx.wf.workflow_name = def.name.clone();
         ctx.wf.workflow_version = def.version;
-        ctx.wf.workflow_definition = def;
+        ctx.wf.workflow_definition = def.into();
     }
     start_over(ctx);
     Ok(())

@@ -150,8 +150,8 @@ pub(crate) fn schedule(ctx: &mut Ctx<'_>, wt: &WorkflowTask) {
     let mut task = new_task(ctx, wt, 0, None);
     match wt.task_type.as_str() {
         task_type::FORK_JOIN => {
-            let def = ctx.wf.workflow_definition.tasks.clone();
-            let join = match nav::next_after(&def, &wt.task_reference_name) {
+            let def = ctx.wf.workflow_definition.clone();
+            let join = match nav::next_after(&def.tasks, &wt.task_reference_name) {
                 Some(Next::Task(j)) if j.task_type == task_type::JOIN => j.clone(),
                 _ => {
                     complete_now(ctx, &mut task, Json::new());

@@ -30,11 +30,17 @@ pub(crate) fn partition_of(id: &WorkflowId) -> PartitionId {
 }
 
 impl<'r> Ctx<'r> {
+    /// A decision on a copy of `record` (the caller keeps the original until the new one commits).
     pub fn new(record: &WorkflowRecord, now: NowMs, rng: &'r mut dyn rand::RngCore) -> Self {
+        Self::owning(record.clone(), now, rng)
+    }
+
+    /// A decision on `record` itself, for a record nobody else holds (a start's first).
+    pub fn owning(record: WorkflowRecord, now: NowMs, rng: &'r mut dyn rand::RngCore) -> Self {
         Self {
-            wf: record.workflow.clone(),
-            logs: record.task_logs.clone(),
-            applied: record.applied.clone(),
+            wf: record.workflow,
+            logs: record.task_logs,
+            applied: record.applied,
             effects: Vec::new(),
             now,
             rng,

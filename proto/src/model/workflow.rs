@@ -4,6 +4,7 @@ use super::{EpochMs, Json, Task, WorkflowDef, WorkflowStatus};
 use crate::ids::WorkflowId;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -40,7 +41,9 @@ pub struct Workflow {
     pub failed_task_names: Vec<String>,
     /// Left out of a record patch's head, like `tasks`.
     #[serde(default, skip_serializing_if = "crate::record::patch::head_only")]
-    pub workflow_definition: WorkflowDef,
+    /// Shared, not copied, by every copy of the workflow (a decision's working copy, the actor's
+    /// cached record, a watcher's answer): a definition does not change while a run uses it.
+    pub workflow_definition: Arc<WorkflowDef>,
     pub priority: i32,
     pub variables: Json,
     pub last_retried_time: EpochMs,

@@ -163,7 +163,7 @@ fn what_a_patch_cannot_say_is_written_whole() {
     assert!(patch_bytes(&prev, &next).is_none(), "tasks reordered");
     let mut next = prev.clone();
     next.version += 1;
-    next.workflow.workflow_definition.version = 7;
+    std::sync::Arc::make_mut(&mut next.workflow.workflow_definition).version = 7;
     assert!(patch_bytes(&prev, &next).is_none(), "a new definition");
     h.poll("a");
     let mut logged = h.rec.clone();
