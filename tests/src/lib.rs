@@ -513,6 +513,33 @@ impl Api {
         id
     }
 
+    /// `POST /api/workflow` starting `name` with `idempotencyKey` = `key`, sent again while the
+    /// answer is a retryable 503 (a partition changing leader, as it may just after a cluster
+    /// formed on a loaded machine) for up to `within`. The key makes a repeated start answer the
+    /// run an earlier attempt may have created. Returns the workflow id.
+    pub fn start_workflow_keyed(
+        &self,
+        name: &str,
+        input: &Value,
+        key: &str,
+        within: Duration,
+    ) -> String {
+        let request = json!({ "name": name, "input": input, "idempotencyKey": key });
+        let deadline = Instant::now() + within;
+        loop {
+            let reply = self.post_json("/api/workflow", &request);
+            let retryable = reply.status == 503 && reply.json()["retryable"] == json!(true);
+            if !retryable || Instant::now() >= deadline {
+                let id = reply
+                    .expect_ok(&format!("start workflow {name} ({key})"))
+                    .id();
+                assert!(!id.is_empty(), "start workflow {name} ({key}): empty id");
+                return id;
+            }
+            thread::sleep(WAIT_POLL_INTERVAL);
+        }
+    }
+
     /// `GET /api/workflow/{id}?includeTasks=true`; panics unless 200.
     pub fn workflow(&self, id: &str) -> Value {
         self.get(&format!("/api/workflow/{id}?includeTasks=true"))

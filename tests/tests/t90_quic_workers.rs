@@ -437,8 +437,12 @@ fn a_node_stopping_gracefully_sends_its_workers_elsewhere() {
             .start()
     });
     let api = c.api(2);
+    // Just after the cluster formed a partition may still change leader on a loaded machine.
     let ids: Vec<String> = (0..60)
-        .map(|n| api.start_workflow("quic_chain", &json!({ "n": n })))
+        .map(|n| {
+            let key = format!("qd-{n}");
+            api.start_workflow_keyed("quic_chain", &json!({ "n": n }), &key, LONG_WAIT)
+        })
         .collect();
     rt.block_on(wait_status(&handle, "working through node 1", |s| {
         s.running > 0 && matches!(s.state, worker::State::Connected { node, .. } if node == first)
