@@ -39,10 +39,10 @@ pub struct Workflow {
     /// Reference names of tasks whose failure the workflow saw (sorted, no duplicates).
     pub failed_reference_task_names: Vec<String>,
     pub failed_task_names: Vec<String>,
-    /// Left out of a record patch's head, like `tasks`.
+    /// Left out of a record patch's head, like `tasks`. Shared, not copied, by every copy of the
+    /// workflow (a decision's working copy, the actor's cached record, a watcher's answer): a
+    /// definition does not change while a run uses it.
     #[serde(default, skip_serializing_if = "crate::record::patch::head_only")]
-    /// Shared, not copied, by every copy of the workflow (a decision's working copy, the actor's
-    /// cached record, a watcher's answer): a definition does not change while a run uses it.
     pub workflow_definition: Arc<WorkflowDef>,
     pub priority: i32,
     pub variables: Json,
