@@ -31,8 +31,9 @@ pub const KEY_COMMITTED: &[u8] = b"committed";
 pub const KEY_PURGED: &[u8] = b"purged";
 /// Key of the current snapshot's metadata in the raft tree.
 pub const KEY_SNAPSHOT_META: &[u8] = b"snapshot_meta";
-/// Key of the current snapshot's data in the raft tree.
-pub const KEY_SNAPSHOT_DATA: &[u8] = b"snapshot_data";
+/// Key under which nodes before snapshots-as-metadata stored a snapshot's data in the raft
+/// tree; removed by the next snapshot save.
+pub const KEY_SNAPSHOT_DATA_LEGACY: &[u8] = b"snapshot_data";
 
 const ENTRY_VERSION: u8 = 1;
 const TAG_BLANK: u8 = 0;

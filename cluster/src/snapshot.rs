@@ -1,22 +1,30 @@
-//! Snapshots of a group's state tree: the byte format, the builder openraft runs, and how the
-//! current snapshot is kept in `{name}/raft`.
+//! Snapshots of a group's state tree: the byte format, the builder openraft runs, and the
+//! metadata kept in `{name}/raft`.
 //!
-//! A snapshot is a consistent dump of the state tree: the builder copies every key/value while
-//! openraft's state machine worker is inside `get_snapshot_builder`, i.e. between two applies, so no
-//! command is half-visible. The cluster's bookkeeping keys (prefix `0x00`) are not in the dump; the
-//! snapshot's metadata carries the same information and install writes it back.
+//! A group's snapshot is its state tree itself. The tree is durable up to its last checkpoint
+//! (see [`crate::storage::buffered`]), so "building" a snapshot only checkpoints, flushes and
+//! records the point the state has reached: its metadata. Nothing is copied, and the cost does
+//! not grow with the state. That point is what openraft purges the log up to.
+//!
+//! The bytes are made only when a snapshot is read ([`crate::state_store::StateStore`]'s
+//! `get_current_snapshot`): when a leader sends one to a follower whose log it has purged, and
+//! once when a group opens (openraft reads the metadata then). They are a consistent dump of the
+//! state tree as it is at that moment, taken on openraft's state machine worker between two
+//! applies, so its metadata names the entry applied last rather than the last built point: the
+//! state tree holds no older version to read. The state is checkpointed and flushed first, so
+//! the log may be purged up to that entry too. The cluster's bookkeeping keys (prefix `0x00`)
+//! are not in the dump; the metadata carries the same information and install writes it back.
 //!
 //! Data layout, version 1: `[version=1][pairs u64 BE]` then per pair `[key len u32 BE][key][value
-//! len u32 BE][value]`, keys ascending.
-//!
-//! The current snapshot (meta as JSON, data as bytes) is stored whole in the raft tree. That doubles
-//! the state on disk while a snapshot exists; streaming snapshots from a storage checkpoint is the
-//! next step when states grow large.
+//! len u32 BE][value]`, keys ascending. Nodes before this design sent the same bytes; they also
+//! stored them in the raft tree (`snapshot_data`), which the first save here removes.
 
 // openraft's trait methods return its `StorageError` (224 bytes); helpers return the same type.
 #![allow(clippy::result_large_err)]
 
-use crate::codec::{self, DecodeError, KEY_SNAPSHOT_DATA, KEY_SNAPSHOT_META, RESERVED_PREFIX};
+use crate::codec::{
+    self, DecodeError, KEY_SNAPSHOT_DATA_LEGACY, KEY_SNAPSHOT_META, RESERVED_PREFIX,
+};
 use crate::log_store::io_error;
 use crate::storage::{Batch, Db, IVec, StorageResult, Tree};
 use crate::types::{LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
@@ -30,14 +38,14 @@ const SNAPSHOT_VERSION: u8 = 1;
 /// The key/value pairs of a state tree, without bookkeeping keys, ascending.
 pub type Pairs = Vec<(IVec, IVec)>;
 
-/// The place in `{name}/raft` where the current snapshot lives, shared by the state store and the
-/// builders it hands out.
+/// The place in `{name}/raft` where the current snapshot's metadata lives, shared by the state
+/// store and the builders it hands out.
 #[derive(Clone)]
 pub struct SnapshotSlot {
     db: Db,
     raft: Tree,
-    /// Serializes "compare with the stored snapshot, then replace it" between a finishing build and
-    /// an install, so an older snapshot never replaces a newer one.
+    /// Serializes "compare with the stored metadata, then replace it" between a finishing build
+    /// and the state store, so an older point never replaces a newer one.
     replace: Arc<Mutex<()>>,
     /// Makes snapshot ids unique within a process (ids also carry the last log id).
     sequence: Arc<AtomicU64>,
@@ -54,59 +62,51 @@ impl SnapshotSlot {
         }
     }
 
-    /// A fresh snapshot id for a snapshot ending at `last`.
-    pub fn next_id(&self, last: Option<&LogId>) -> String {
+    /// Metadata for a snapshot of the state at `applied`, with a fresh id.
+    pub fn new_meta(&self, applied: Option<LogId>, membership: StoredMembership) -> SnapshotMeta {
         let n = self.sequence.fetch_add(1, Ordering::Relaxed);
-        match last {
+        let snapshot_id = match applied {
             Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, n),
             None => format!("0-0-{n}"),
+        };
+        SnapshotMeta {
+            last_log_id: applied,
+            last_membership: membership,
+            snapshot_id,
         }
     }
 
-    /// The stored snapshot, if any.
-    pub fn load(&self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
-        let read = |key: &[u8]| {
-            self.raft
-                .get(key)
-                .map_err(|e| io_error(ErrorSubject::Snapshot(None), ErrorVerb::Read, &e))
-        };
-        let (Some(meta), Some(data)) = (read(KEY_SNAPSHOT_META)?, read(KEY_SNAPSHOT_DATA)?) else {
-            return Ok(None);
-        };
-        let meta: SnapshotMeta = serde_json::from_slice(&meta)
-            .map_err(|e| io_error(ErrorSubject::Snapshot(None), ErrorVerb::Read, &e))?;
-        Ok(Some(Snapshot {
-            meta,
-            snapshot: Box::new(Cursor::new(data.to_vec())),
-        }))
+    /// The stored metadata, if a snapshot was ever built or installed.
+    pub fn meta(&self) -> Result<Option<SnapshotMeta>, StorageError> {
+        let subject = || ErrorSubject::Snapshot(None);
+        self.raft
+            .get(KEY_SNAPSHOT_META)
+            .map_err(|e| io_error(subject(), ErrorVerb::Read, &e))?
+            .map(|v| {
+                serde_json::from_slice(&v).map_err(|e| io_error(subject(), ErrorVerb::Read, &e))
+            })
+            .transpose()
     }
 
-    /// Stores `meta` and `data` as the current snapshot unless a newer one is already stored, then
-    /// flushes the database (which also makes every state write before it durable, so the log up to
-    /// the snapshot may be purged).
-    pub async fn save(&self, meta: &SnapshotMeta, data: &[u8]) -> Result<(), StorageError> {
+    /// Records `meta` as the current snapshot unless a newer one is already recorded, then
+    /// flushes the database. The flush also makes every state write before it durable, which is
+    /// what lets the log up to the snapshot be purged: callers checkpoint the state first.
+    pub async fn save(&self, meta: &SnapshotMeta) -> Result<(), StorageError> {
         let subject = || ErrorSubject::Snapshot(Some(meta.signature()));
         {
             let _guard = self
                 .replace
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            let stored = self
-                .raft
-                .get(KEY_SNAPSHOT_META)
-                .map_err(|e| io_error(subject(), ErrorVerb::Read, &e))?;
-            let stored: Option<SnapshotMeta> = stored
-                .map(|v| {
-                    serde_json::from_slice(&v).map_err(|e| io_error(subject(), ErrorVerb::Read, &e))
-                })
-                .transpose()?;
-            let newer = stored.is_none_or(|s| s.last_log_id < meta.last_log_id);
+            let newer = self
+                .meta()?
+                .is_none_or(|stored| stored.last_log_id < meta.last_log_id);
             if newer {
                 let json = serde_json::to_vec(meta)
                     .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
                 let mut batch = Batch::default();
                 batch.insert(KEY_SNAPSHOT_META, json);
-                batch.insert(KEY_SNAPSHOT_DATA, data);
+                batch.remove(KEY_SNAPSHOT_DATA_LEGACY);
                 self.raft
                     .apply_batch(batch)
                     .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
@@ -119,27 +119,22 @@ impl SnapshotSlot {
     }
 }
 
-/// What the state store captured for a snapshot: taken synchronously, encoded later.
-pub struct Dump {
-    /// The state's key/value pairs (bookkeeping excluded).
-    pub pairs: Pairs,
-    /// Last applied log id at the dump.
-    pub applied: Option<LogId>,
-    /// Last applied membership at the dump.
-    pub membership: StoredMembership,
-}
-
-/// openraft's snapshot builder: encodes a dump captured between two applies and stores it.
+/// openraft's snapshot builder: records a point the state store checkpointed between two
+/// applies, once the flush has made it durable.
 pub struct SnapshotBuilder {
-    /// The dump, or the error that prevented it (reported when openraft asks for the build).
-    pub(crate) dump: Result<Dump, StorageError>,
+    /// The checkpointed point, or the error that prevented it (reported when openraft asks for
+    /// the build).
+    pub(crate) meta: Result<SnapshotMeta, StorageError>,
     pub(crate) slot: SnapshotSlot,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    /// The snapshot returned carries no data: openraft 0.9 keeps only the metadata of a built
+    /// snapshot (for its log purge and metrics), and asks `get_current_snapshot` for the bytes
+    /// when it sends one.
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        let dump = std::mem::replace(
-            &mut self.dump,
+        let meta = std::mem::replace(
+            &mut self.meta,
             Err(io_error(
                 ErrorSubject::Snapshot(None),
                 ErrorVerb::Read,
@@ -149,47 +144,46 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
                 },
             )),
         )?;
-        let data = encode(&dump.pairs);
-        let meta = SnapshotMeta {
-            last_log_id: dump.applied,
-            last_membership: dump.membership,
-            snapshot_id: self.slot.next_id(dump.applied.as_ref()),
-        };
-        self.slot.save(&meta, &data).await?;
-        tracing::debug!(snapshot = %meta, bytes = data.len(), "snapshot built");
+        self.slot.save(&meta).await?;
+        tracing::debug!(snapshot = %meta, "snapshot point recorded");
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Box::new(Cursor::new(Vec::new())),
         })
     }
 }
 
-/// Copies the state tree's pairs, without bookkeeping keys.
-pub fn dump_pairs(state: &Tree) -> StorageResult<Pairs> {
-    let mut pairs = Vec::new();
-    for item in state.iter() {
-        let (key, value) = item?;
-        if key.first() != Some(&RESERVED_PREFIX) {
-            pairs.push((key, value));
-        }
-    }
-    Ok(pairs)
+/// The state tree's pairs without bookkeeping keys, ascending: what a snapshot holds.
+pub fn state_pairs(state: &Tree) -> impl Iterator<Item = StorageResult<(IVec, IVec)>> + '_ {
+    state.iter().filter(|item| {
+        item.as_ref()
+            .map_or(true, |(key, _)| key.first() != Some(&RESERVED_PREFIX))
+    })
 }
 
-/// Encodes pairs in the snapshot format.
-pub fn encode(pairs: &[(IVec, IVec)]) -> Vec<u8> {
-    let size: usize = pairs.iter().map(|(k, v)| 8 + k.len() + v.len()).sum();
-    let mut out = Vec::with_capacity(9 + size);
-    out.push(SNAPSHOT_VERSION);
-    out.extend_from_slice(&(pairs.len() as u64).to_be_bytes());
-    for (key, value) in pairs {
-        for part in [key, value] {
+/// Copies the state tree's pairs, without bookkeeping keys.
+pub fn dump_pairs(state: &Tree) -> StorageResult<Pairs> {
+    state_pairs(state).collect()
+}
+
+/// Encodes pairs in the snapshot format, stopping at the first error.
+pub fn encode(
+    pairs: impl IntoIterator<Item = StorageResult<(IVec, IVec)>>,
+) -> StorageResult<Vec<u8>> {
+    let mut out = vec![SNAPSHOT_VERSION];
+    out.extend_from_slice(&0u64.to_be_bytes());
+    let mut count = 0u64;
+    for pair in pairs {
+        let (key, value) = pair?;
+        for part in [&key, &value] {
             // stored values are far below 4 GiB (command_bytes_max bounds what reaches the state).
             out.extend_from_slice(&(part.len() as u32).to_be_bytes());
             out.extend_from_slice(part);
         }
+        count += 1;
     }
-    out
+    out[1..9].copy_from_slice(&count.to_be_bytes());
+    Ok(out)
 }
 
 /// Decodes pairs written by [`encode`], checking every length against the buffer.
@@ -253,14 +247,16 @@ mod tests {
             (b"a".into(), b"".into()),
             (b"b".into(), vec![0u8; 1000].into()),
         ];
-        assert_eq!(decode(&encode(&pairs)).expect("decodes"), pairs);
-        assert_eq!(decode(&encode(&[])).expect("decodes"), Vec::new());
+        let encoded = encode(pairs.iter().cloned().map(Ok)).expect("encodes");
+        assert_eq!(decode(&encoded).expect("decodes"), pairs);
+        let empty = encode(std::iter::empty()).expect("encodes");
+        assert_eq!(decode(&empty).expect("decodes"), Vec::new());
     }
 
     #[test]
     fn corrupt_snapshots_are_errors() {
         let pairs: Pairs = vec![(b"a".into(), b"1".into())];
-        let bytes = encode(&pairs);
+        let bytes = encode(pairs.into_iter().map(Ok)).expect("encodes");
         assert!(decode(&bytes[..bytes.len() - 1]).is_err());
         assert!(decode(&[]).is_err());
         let mut extra = bytes.clone();

@@ -5,14 +5,15 @@
 //! crash resumes exactly after the last command whose writes survived.
 //!
 //! Apply does not flush: the log is durable and openraft re-applies it from the last applied id.
-//! Building and installing a snapshot flush, because they allow the log to be purged.
+//! Building, reading and installing a snapshot checkpoint and flush, because each allows the log
+//! to be purged up to the snapshot (see [`crate::snapshot`]).
 
 // openraft's trait methods return its `StorageError` (224 bytes); helpers return the same type.
 #![allow(clippy::result_large_err)]
 
 use crate::codec::{self, KEY_APPLIED, KEY_MEMBERSHIP, KEY_PARTIAL};
 use crate::log_store::io_error;
-use crate::snapshot::{self, Dump, SnapshotBuilder, SnapshotSlot};
+use crate::snapshot::{self, SnapshotBuilder, SnapshotSlot};
 use crate::state_machine::StateMachine;
 use crate::storage::buffered::Buffered;
 use crate::storage::{Batch, Db, StorageResult, Tree};
@@ -206,24 +207,12 @@ impl RaftStateMachine<TypeConfig> for StateStore {
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
-        // The log is purged up to the snapshot afterwards: the state it replaces must be in
-        // the backend first (the snapshot's save flushes it). A failed checkpoint fails the build.
-        // Runs on openraft's state machine worker, between two applies: the dump is consistent.
-        let checkpointed = self.checkpoint();
-        let dump =
-            checkpointed
-                .and_then(|()| self.read_applied())
-                .and_then(|(applied, membership)| {
-                    let pairs = snapshot::dump_pairs(&self.state)
-                        .map_err(|e| io_error(ErrorSubject::StateMachine, ErrorVerb::Read, &e))?;
-                    Ok(Dump {
-                        pairs,
-                        applied,
-                        membership,
-                    })
-                });
+        // Runs on openraft's state machine worker, between two applies. The log is purged up to
+        // the point recorded: the state up to it must be in the backend first (the builder's
+        // save flushes it). A failed checkpoint fails the build.
+        let meta = self.checkpoint().and_then(|()| self.read_applied());
         SnapshotBuilder {
-            dump,
+            meta: meta.map(|(applied, membership)| self.slot.new_meta(applied, membership)),
             slot: self.slot.clone(),
         }
     }
@@ -256,13 +245,34 @@ impl RaftStateMachine<TypeConfig> for StateStore {
             .apply_batch(batch)
             .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
         self.checkpoint()?;
-        self.slot.save(meta, &bytes).await?;
+        self.slot.save(meta).await?;
         tracing::info!(snapshot = %meta, "snapshot installed");
         self.sm.restored(&self.state);
         Ok(())
     }
 
+    /// The state as it is now, once a snapshot has been built or installed (before that there
+    /// is none, and no purged log to stand in for). See [`crate::snapshot`] for why it is the
+    /// present state rather than the last recorded point.
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
-        self.slot.load()
+        let Some(stored) = self.slot.meta()? else {
+            return Ok(None);
+        };
+        self.checkpoint()?;
+        let (applied, membership) = self.read_applied()?;
+        let meta = if stored.last_log_id == applied {
+            stored
+        } else {
+            self.slot.new_meta(applied, membership)
+        };
+        let subject = || ErrorSubject::Snapshot(Some(meta.signature()));
+        let data = snapshot::encode(snapshot::state_pairs(&self.state))
+            .map_err(|e| io_error(subject(), ErrorVerb::Read, &e))?;
+        self.slot.save(&meta).await?;
+        tracing::debug!(snapshot = %meta, bytes = data.len(), "snapshot read");
+        Ok(Some(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        }))
     }
 }

@@ -62,7 +62,9 @@ async fn snapshot_purges_log_and_restart_restores() {
     let db = open_db(dir.path());
     let (group, _) = open_group(&db, options("p0")).await;
     let status = group.status();
-    assert_eq!(status.snapshot_index, Some(snapshot_index));
+    // Opening reads the current snapshot, which is the state as it is: after the entry proposed
+    // after the purge. The log stays purged where the built snapshot was.
+    assert_eq!(status.snapshot_index, Some(snapshot_index + 1));
     assert_eq!(status.purged_index, Some(snapshot_index));
     assert_eq!(count(group.state()), 102);
     assert_eq!(
@@ -179,4 +181,83 @@ async fn snapshot_policy_builds_snapshots_while_proposing() {
     assert!(s.purged_index < s.snapshot_index);
     assert_eq!(count(group.state()), 200);
     group.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_built_snapshot_is_a_recorded_point_and_reading_one_dumps_the_present_state() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = open_db(dir.path());
+    let raft = db.open_tree("p0/raft").expect("tree");
+    // What a node before snapshots-as-metadata left: the snapshot's bytes in the raft tree.
+    raft.insert(b"snapshot_data", vec![7u8; 64 * 1024])
+        .expect("insert");
+    let last = {
+        let (group, _) = open_group(&db, options("p0")).await;
+        for i in 0..30 {
+            group
+                .propose(format!("set:k{i}={}", "v".repeat(512)).into_bytes())
+                .await
+                .expect("propose");
+        }
+        let built = group
+            .snapshot(Duration::from_secs(10))
+            .await
+            .expect("snapshot")
+            .expect("index");
+        assert_eq!(group.status().snapshot_index, Some(built));
+        // Building stored the point only: no copy of the state, and the old bytes are gone.
+        assert!(raft.get(b"snapshot_data").expect("read").is_none());
+        let stored: usize = raft.iter().map(|kv| kv.expect("read").1.len()).sum();
+        assert!(stored < 4096, "the raft tree holds {stored} bytes");
+        for i in 30..40 {
+            group
+                .propose(format!("set:k{i}=w").into_bytes())
+                .await
+                .expect("propose");
+        }
+        let (last, _) = group
+            .propose_with_index(b"last".to_vec())
+            .await
+            .expect("propose");
+        group.shutdown().await.expect("shutdown");
+        last
+    };
+
+    // Opening the group replays the log and reads the snapshot: the state as it is then, at the
+    // entry applied last.
+    {
+        let (group, _) = open_group(&db, options("p0")).await;
+        assert_eq!(group.status().snapshot_index, Some(last));
+        group.shutdown().await.expect("shutdown");
+    }
+    let mut store = StateStore::open(&db, "p0", 256, Arc::new(Counter::default())).expect("store");
+    let snapshot = store
+        .get_current_snapshot()
+        .await
+        .expect("read")
+        .expect("a snapshot exists");
+    assert!(snapshot.meta.last_log_id.map(|l| l.index) >= Some(last));
+    let (applied, _) = store.applied_state().await.expect("applied state");
+    assert_eq!(snapshot.meta.last_log_id, applied);
+    let pairs = cluster::snapshot::decode(snapshot.snapshot.get_ref()).expect("decodes");
+    assert_eq!(
+        pairs,
+        cluster::snapshot::dump_pairs(store.state()).expect("dump")
+    );
+    let value = |key: &[u8]| {
+        pairs
+            .iter()
+            .find(|(k, _)| &k[..] == key)
+            .map(|(_, v)| v.to_vec())
+    };
+    assert_eq!(value(b"k39"), Some(b"w".to_vec()));
+    assert_eq!(value(b"count"), Some(41u64.to_be_bytes().to_vec()));
+
+    // Nothing applied since: reading again names the same snapshot.
+    let again = store
+        .get_current_snapshot()
+        .await
+        .expect("read")
+        .expect("a snapshot exists");
+    assert_eq!(again.meta, snapshot.meta);
 }
