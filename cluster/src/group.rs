@@ -87,13 +87,40 @@ impl Drop for Inner {
     }
 }
 
-/// Whether the metrics show the local node leading *and* caught up: the blank entry a new leader
-/// appends in its term has been applied, so every entry of earlier terms is in the state tree and
-/// the node may rebuild its in-memory view from it.
-fn leads_caught_up(m: &RaftMetrics<u64, BasicNode>) -> bool {
-    m.state == ServerState::Leader
-        && m.current_leader == Some(m.id)
-        && m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term)
+/// When this node's current spell of leadership began: its term, and its last log index then.
+#[derive(Default)]
+struct Spell(Option<(u64, Option<u64>)>);
+
+impl Spell {
+    /// Whether the metrics show the local node leading *and* caught up, so that every entry of its
+    /// log from before this spell of leadership is in the state tree and the node may rebuild its
+    /// in-memory view from it.
+    ///
+    /// A newly elected leader appends a blank entry in its term: once an entry of the current term
+    /// is applied, everything before it is. A node that restarts while leading resumes its saved
+    /// term without a new entry, and its log may hold entries of that term it had not applied
+    /// (their commit was not yet recorded), so everything up to the last log index seen when the
+    /// spell began must be applied too.
+    fn caught_up(&mut self, m: &RaftMetrics<u64, BasicNode>) -> bool {
+        let leading = m.state == ServerState::Leader && m.current_leader == Some(m.id);
+        let applied = m.last_applied;
+        match self.0 {
+            Some((term, _)) if leading && term == m.current_term => {}
+            _ if leading => {
+                self.0 = Some((m.current_term, m.last_log_index));
+                if applied.map(|l| l.leader_id.term) == Some(m.current_term)
+                    && applied.map(|l| l.index) < m.last_log_index
+                {
+                    tracing::info!(term = m.current_term, applied = ?applied.map(|l| l.index), last_log = ?m.last_log_index, "resumed leading a term after a restart; caught up once the log so far is applied");
+                }
+            }
+            _ => self.0 = None,
+        }
+        let entered = self.0.and_then(|(_, index)| index);
+        leading
+            && applied.map(|l| l.leader_id.term) == Some(m.current_term)
+            && applied.map(|l| l.index) >= entered
+    }
 }
 
 /// Single node: forms the one-voter membership on a fresh store, and refuses a store formed by
@@ -172,10 +199,11 @@ async fn follow_leadership(
 ) {
     let mut metrics = raft.metrics();
     let mut confirmed_term: Option<u64> = None;
+    let mut spell = Spell::default();
     loop {
         let (caught_up, term) = {
             let m = metrics.borrow_and_update();
-            (leads_caught_up(&m), m.current_term)
+            (spell.caught_up(&m), m.current_term)
         };
         let mut leads = caught_up && confirmed_term == Some(term);
         let mut retry = false;
@@ -572,5 +600,47 @@ impl Group {
         self.inner.follower.abort();
         self.inner.leadership_tx.send_replace(false);
         result.map_err(|e| Error::Raft(format!("openraft did not stop cleanly: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{CommittedLeaderId, LogId};
+
+    fn metrics(
+        state: ServerState,
+        term: u64,
+        applied: (u64, u64),
+        last_log: u64,
+    ) -> RaftMetrics<u64, BasicNode> {
+        let mut m = RaftMetrics::new_initial(1);
+        m.state = state;
+        m.current_leader = (state == ServerState::Leader).then_some(1);
+        m.current_term = term;
+        m.last_applied = Some(LogId::new(CommittedLeaderId::new(applied.0, 1), applied.1));
+        m.last_log_index = Some(last_log);
+        m
+    }
+
+    #[test]
+    fn a_new_leader_is_caught_up_once_an_entry_of_its_term_is_applied() {
+        let mut spell = Spell::default();
+        // Elected in term 3: its blank entry (index 11) is not applied yet.
+        assert!(!spell.caught_up(&metrics(ServerState::Leader, 3, (2, 10), 11)));
+        assert!(spell.caught_up(&metrics(ServerState::Leader, 3, (3, 11), 12)));
+    }
+
+    #[test]
+    fn a_leader_resuming_its_term_after_a_restart_waits_for_its_whole_log() {
+        let mut spell = Spell::default();
+        // Restarted while leading term 3: entries 8-20 of term 3 are in the log, 8 applied.
+        assert!(!spell.caught_up(&metrics(ServerState::Leader, 3, (3, 8), 20)));
+        assert!(!spell.caught_up(&metrics(ServerState::Leader, 3, (3, 19), 25)));
+        assert!(spell.caught_up(&metrics(ServerState::Leader, 3, (3, 20), 25)));
+        // Stepping down ends the spell; a later term starts another.
+        assert!(!spell.caught_up(&metrics(ServerState::Follower, 4, (3, 20), 25)));
+        assert!(!spell.caught_up(&metrics(ServerState::Leader, 5, (4, 26), 30)));
+        assert!(spell.caught_up(&metrics(ServerState::Leader, 5, (5, 30), 31)));
     }
 }

@@ -193,6 +193,19 @@ fn run_child(args: &Args, seed: u64) -> Result<Outcome, String> {
     })
 }
 
+/// Log lines carry the simulated time (seconds since the run began), which is what a replay
+/// reproduces; wall-clock stamps mean nothing in a simulation.
+struct SimTime;
+
+impl tracing_subscriber::fmt::time::FormatTime for SimTime {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        match turmoil::sim_elapsed() {
+            Some(t) => write!(w, "sim {:>9.3}s", t.as_secs_f64()),
+            None => write!(w, "sim         -"),
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     tracing_subscriber::fmt()
@@ -201,6 +214,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "off".into()),
         )
         .with_writer(std::io::stderr)
+        .with_timer(SimTime)
         .init();
     let faults = match args.faults.as_str() {
         "on" => true,
