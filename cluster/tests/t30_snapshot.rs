@@ -23,12 +23,7 @@ async fn snapshot_purges_log_and_restart_restores() {
         opts.snapshot_logs_since_last = 0;
         opts.logs_to_keep_after_snapshot = 0;
         let (group, _) = open_group(&db, opts).await;
-        for i in 0..100 {
-            group
-                .propose(format!("set:k{i}=v{i}").into_bytes())
-                .await
-                .expect("propose");
-        }
+        propose_all(&group, (0..100).map(|i| format!("set:k{i}=v{i}"))).await;
         let (last, _) = group
             .propose_with_index(b"last".to_vec())
             .await
@@ -193,12 +188,11 @@ async fn a_built_snapshot_is_a_recorded_point_and_reading_one_dumps_the_present_
         .expect("insert");
     let last = {
         let (group, _) = open_group(&db, options("p0")).await;
-        for i in 0..30 {
-            group
-                .propose(format!("set:k{i}={}", "v".repeat(512)).into_bytes())
-                .await
-                .expect("propose");
-        }
+        propose_all(
+            &group,
+            (0..30).map(|i| format!("set:k{i}={}", "v".repeat(512))),
+        )
+        .await;
         let built = group
             .snapshot(Duration::from_secs(10))
             .await
@@ -209,12 +203,7 @@ async fn a_built_snapshot_is_a_recorded_point_and_reading_one_dumps_the_present_
         assert!(raft.get(b"snapshot_data").expect("read").is_none());
         let stored: usize = raft.iter().map(|kv| kv.expect("read").1.len()).sum();
         assert!(stored < 4096, "the raft tree holds {stored} bytes");
-        for i in 30..40 {
-            group
-                .propose(format!("set:k{i}=w").into_bytes())
-                .await
-                .expect("propose");
-        }
+        propose_all(&group, (30..40).map(|i| format!("set:k{i}=w"))).await;
         let (last, _) = group
             .propose_with_index(b"last".to_vec())
             .await

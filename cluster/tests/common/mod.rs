@@ -46,6 +46,13 @@ impl StateMachine for Counter {
     }
 }
 
+/// Proposes each command in turn, waiting for each answer.
+pub async fn propose_all(group: &Group, commands: impl IntoIterator<Item = String>) {
+    for command in commands {
+        group.propose(command.into_bytes()).await.expect("propose");
+    }
+}
+
 pub fn decode_count(response: &[u8]) -> u64 {
     u64::from_be_bytes(response.try_into().expect("8-byte response"))
 }
