@@ -260,6 +260,17 @@ impl RaftStateMachine<TypeConfig> for StateStore {
         };
         self.checkpoint()?;
         let (applied, membership) = self.read_applied()?;
+        if applied < stored.last_log_id {
+            // Every recorded point was flushed with the state at or after it: this is damage.
+            return Err(io_error(
+                ErrorSubject::Snapshot(Some(stored.signature())),
+                ErrorVerb::Read,
+                &crate::codec::DecodeError {
+                    what: "state",
+                    why: format!("applied {applied:?} is behind the recorded snapshot"),
+                },
+            ));
+        }
         let meta = if stored.last_log_id == applied {
             stored
         } else {
