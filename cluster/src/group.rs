@@ -103,23 +103,20 @@ impl Spell {
     /// spell began must be applied too.
     fn caught_up(&mut self, m: &RaftMetrics<u64, BasicNode>) -> bool {
         let leading = m.state == ServerState::Leader && m.current_leader == Some(m.id);
-        let applied = m.last_applied;
+        let applied_in_term = m.last_applied.map(|l| l.leader_id.term) == Some(m.current_term);
+        let applied = m.last_applied.map(|l| l.index);
         match self.0 {
             Some((term, _)) if leading && term == m.current_term => {}
             _ if leading => {
                 self.0 = Some((m.current_term, m.last_log_index));
-                if applied.map(|l| l.leader_id.term) == Some(m.current_term)
-                    && applied.map(|l| l.index) < m.last_log_index
-                {
-                    tracing::info!(term = m.current_term, applied = ?applied.map(|l| l.index), last_log = ?m.last_log_index, "resumed leading a term after a restart; caught up once the log so far is applied");
+                if applied_in_term && applied < m.last_log_index {
+                    tracing::info!(term = m.current_term, applied = ?applied, last_log = ?m.last_log_index, "resumed leading a term after a restart; caught up once the log so far is applied");
                 }
             }
             _ => self.0 = None,
         }
         let entered = self.0.and_then(|(_, index)| index);
-        leading
-            && applied.map(|l| l.leader_id.term) == Some(m.current_term)
-            && applied.map(|l| l.index) >= entered
+        leading && applied_in_term && applied >= entered
     }
 }
 
