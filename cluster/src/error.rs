@@ -25,6 +25,10 @@ pub enum Error {
     /// The command is larger than `GroupOptions::command_bytes_max`; nothing was proposed.
     #[error("command of {bytes} bytes exceeds the maximum of {max} bytes")]
     CommandTooLarge { bytes: usize, max: usize },
+    /// The command begins with the bytes that mark a packed batch ([`crate::pack::MARKER`]);
+    /// nothing was proposed.
+    #[error("a command cannot begin with the bytes that mark a packed batch (ff ff 7a 34)")]
+    CommandLooksPacked,
     /// The local node did not become leader of its single-voter group in time.
     #[error("group {group} had no local leader after {waited_ms} ms")]
     NoLeader { group: String, waited_ms: u64 },

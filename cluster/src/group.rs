@@ -386,6 +386,9 @@ impl Group {
                 max: self.inner.command_bytes_max,
             });
         }
+        if crate::pack::looks_packed(&command) {
+            return Err(Error::CommandLooksPacked);
+        }
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::ShuttingDown);
         }

@@ -36,6 +36,7 @@ pub mod log_store;
 pub mod mutation;
 pub mod network;
 pub mod options;
+pub mod pack;
 pub mod proposer;
 pub mod runtime;
 pub mod snapshot;

@@ -93,7 +93,10 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::Receiver<Proposal>, limits: L
         let (commands, replies): (Vec<_>, Vec<_>) =
             batch.into_iter().map(|p| (p.command, p.reply)).unzip();
         tracing::trace!(commands = commands.len(), bytes, "proposing batch");
-        match raft.client_write_ff(Request(commands)).await {
+        match raft
+            .client_write_ff(Request(crate::pack::pack(commands)))
+            .await
+        {
             Err(fatal) => {
                 let error = Error::from(fatal);
                 for reply in replies {

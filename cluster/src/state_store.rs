@@ -180,7 +180,11 @@ impl RaftStateMachine<TypeConfig> for StateStore {
             let log_id = entry.log_id;
             let subject = || ErrorSubject::Apply(log_id);
             let response = match entry.payload {
-                EntryPayload::Normal(request) => self.apply_commands(&log_id, request.0)?,
+                EntryPayload::Normal(request) => {
+                    let commands = crate::pack::unpack(request.0)
+                        .map_err(|e| io_error(subject(), ErrorVerb::Read, &e))?;
+                    self.apply_commands(&log_id, commands)?
+                }
                 EntryPayload::Membership(membership) => {
                     let stored = StoredMembership::new(Some(log_id), membership);
                     let json = serde_json::to_vec(&stored)

@@ -185,3 +185,71 @@ async fn a_partly_applied_entry_resumes_after_its_last_applied_command() {
     let (applied, _) = store.applied_state().await.expect("applied");
     assert_eq!(applied, Some(log_id));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn packed_batches_are_stored_packed_and_replayed_as_their_commands() {
+    use cluster::log_store::LogStore;
+    use openraft::storage::RaftLogReader;
+    use openraft::EntryPayload;
+
+    const N: usize = 200;
+    let command = |i: usize| {
+        format!("{{\"workflowId\":\"wf-{i:04}\",\"status\":\"RUNNING\",\"input\":{{\"slot\":{i}}},\"tasks\":[]}}")
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = open_db(dir.path());
+        let (group, _) = open_group(&db, options("p0")).await;
+        // Concurrent proposals share entries; those batches are large enough to be packed.
+        let proposals = (0..N).map(|i| {
+            let group = group.clone();
+            tokio::spawn(async move { group.propose(command(i).into_bytes()).await })
+        });
+        for p in futures::future::join_all(proposals).await {
+            p.expect("task").expect("propose");
+        }
+        assert_eq!(count(group.state()), N as u64);
+        group.shutdown().await.expect("shutdown");
+        drop(group);
+
+        // The log holds packed batches, each a single command beginning with the marker.
+        let mut log = LogStore::open(&db, "p0").await.expect("log");
+        let entries = log.try_get_log_entries(0..u64::MAX).await.expect("entries");
+        let packed = entries
+            .iter()
+            .filter(|e| match &e.payload {
+                EntryPayload::Normal(r) => r.0.len() == 1 && cluster::pack::looks_packed(&r.0[0]),
+                _ => false,
+            })
+            .count();
+        assert!(packed > 0, "no packed entry among {}", entries.len());
+        // Lose the state (it was never checkpointed: fewer than 256 entries): only the log is left.
+        let backend = db.open_tree("p0/state").expect("tree");
+        assert_eq!(backend.get(b"count").expect("read"), None);
+        db.flush().await.expect("flush");
+    }
+    let db = open_db(dir.path());
+    let (group, _) = open_group(&db, options("p0")).await;
+    assert_eq!(count(group.state()), N as u64);
+    let mut stored: Vec<String> = (1..=N)
+        .map(|n| {
+            let v = group
+                .state()
+                .get(format!("cmd/{n:08}"))
+                .expect("read")
+                .expect("present");
+            String::from_utf8(v.to_vec()).expect("utf-8")
+        })
+        .collect();
+    stored.sort();
+    assert_eq!(stored, (0..N).map(command).collect::<Vec<_>>());
+    // A command that begins with the marker is refused before it is proposed.
+    let mut fake = cluster::pack::MARKER.to_vec();
+    fake.extend_from_slice(b"not a batch");
+    assert_eq!(
+        group.propose(fake).await,
+        Err(cluster::Error::CommandLooksPacked)
+    );
+    assert_eq!(count(group.state()), N as u64);
+    group.shutdown().await.expect("shutdown");
+}
