@@ -105,6 +105,36 @@ macro_rules! uuid_id {
 uuid_id!(WorkflowId, "workflow instance");
 uuid_id!(TaskId, "task (one attempt of a workflow task)");
 
+/// How many characters of a workflow id its tasks' ids begin with: its first 64 bits
+/// (`xxxxxxxx-xxxx-xxxx-`).
+pub const TASK_OWNER_PREFIX_LEN: usize = 19;
+
+impl TaskId {
+    /// A new task of `workflow`: its first 64 bits are the workflow id's, the next 48 are
+    /// `random`'s, and the last 16 the workflow's partition bits. The owner of a task is then
+    /// found by the prefix it shares with its workflow's id, without an index row.
+    pub fn of_workflow(workflow: &WorkflowId, random: u64) -> TaskId {
+        let w = workflow.as_str();
+        let r = format!("{:012x}", random >> 16);
+        match (
+            w.get(..TASK_OWNER_PREFIX_LEN),
+            w.len().checked_sub(4).and_then(|at| w.get(at..)),
+        ) {
+            (Some(head), Some(tail)) if w.len() == 36 => {
+                TaskId(format!("{head}{}-{}{tail}", &r[..4], &r[4..]))
+            }
+            // Not UUID-shaped (never made by Baton): random bits on partition 0.
+            _ => TaskId::new(PartitionId(0), u128::from(random)),
+        }
+    }
+
+    /// The beginning this task's id shares with its workflow's id, if it was made by
+    /// [`TaskId::of_workflow`] (tasks made before that carry random bits there).
+    pub fn owner_prefix(&self) -> Option<&str> {
+        self.0.get(..TASK_OWNER_PREFIX_LEN)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +145,20 @@ mod tests {
         assert_eq!(id.as_str(), "01234567-89ab-cdef-0123-456789ab0005");
         assert_eq!(id.partition(8), PartitionId(5));
         assert_eq!(WorkflowId::parse(id.as_str()), Ok(id));
+    }
+
+    #[test]
+    fn a_task_id_begins_with_its_workflows_first_64_bits() {
+        let wf = WorkflowId::new(PartitionId(5), 0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
+        let task = TaskId::of_workflow(&wf, 0xfedc_ba98_7654_3210);
+        assert_eq!(task.as_str(), "01234567-89ab-cdef-fedc-ba9876540005");
+        assert_eq!(TaskId::parse(task.as_str()), Ok(task.clone()));
+        assert_eq!(task.partition(8), wf.partition(8));
+        assert_eq!(
+            task.owner_prefix(),
+            Some(&wf.as_str()[..TASK_OWNER_PREFIX_LEN])
+        );
+        assert_ne!(TaskId::of_workflow(&wf, 1 << 16), task);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! backend's applied entry.
 
 use super::{Batch, IVec, KvIter, StorageResult, TreeBackend};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::iter::Peekable;
 use std::ops::Bound;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -20,6 +20,9 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 #[derive(Default)]
 struct Pending {
     writes: BTreeMap<IVec, Option<IVec>>,
+    /// Buffered keys the backend is known to lack (written by [`Batch::insert_fresh`]): removing
+    /// one forgets its write instead of buffering a removal.
+    fresh: HashSet<IVec>,
     bytes: usize,
 }
 
@@ -60,10 +63,12 @@ impl Buffered {
         let writes = std::mem::take(&mut pending.writes);
         let batch = Batch {
             ops: writes.into_iter().collect(),
+            fresh: Vec::new(),
         };
         match self.base.apply_batch(batch.clone()) {
             Ok(()) => {
                 pending.bytes = 0;
+                pending.fresh.clear();
                 Ok(())
             }
             Err(e) => {
@@ -81,6 +86,13 @@ fn size(key: &IVec, value: &Option<IVec>) -> usize {
 
 impl Pending {
     fn put(&mut self, key: IVec, value: Option<IVec>) {
+        if value.is_none() && self.fresh.remove(&key) {
+            // The backend never had it: nothing to remove there.
+            if let Some(old) = self.writes.remove(&key) {
+                self.bytes -= size(&key, &old);
+            }
+            return;
+        }
         self.bytes += size(&key, &value);
         if let Some(old) = self.writes.insert(key.clone(), value) {
             self.bytes -= size(&key, &old);
@@ -143,6 +155,11 @@ impl TreeBackend for Buffered {
     fn apply_batch(&self, batch: Batch) -> StorageResult<()> {
         let mut pending = self.write();
         for (key, value) in batch.ops {
+            // Fresh only if nothing is buffered for it either: a buffered removal may be hiding
+            // the backend's value.
+            if value.is_some() && batch.fresh.contains(&key) && !pending.writes.contains_key(&key) {
+                pending.fresh.insert(key.clone());
+            }
             pending.put(key, value);
         }
         Ok(())
@@ -244,5 +261,44 @@ mod tests {
             tree.last().expect("last").map(|(k, _)| k.to_vec()),
             Some(b"e".to_vec())
         );
+    }
+
+    #[test]
+    fn a_fresh_key_removed_before_the_checkpoint_leaves_nothing_for_the_backend() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open_sled(dir.path()).expect("open");
+        let base = db.open_tree("t").expect("tree");
+        let buffered = Arc::new(Buffered::new(base.backend()));
+        let tree = Tree::new(buffered.clone());
+        let write = |f: &dyn Fn(&mut Batch)| {
+            let mut batch = Batch::default();
+            f(&mut batch);
+            tree.apply_batch(batch).expect("batch");
+        };
+        write(&|b| b.insert_fresh(&b"run/1"[..], &b"1"[..]));
+        write(&|b| b.insert(&b"run/1"[..], &b"2"[..]));
+        assert_eq!(tree.get(b"run/1").expect("get").as_deref(), Some(&b"2"[..]));
+        write(&|b| b.remove(&b"run/1"[..]));
+        assert_eq!(tree.get(b"run/1").expect("get"), None);
+        assert!(buffered.read().writes.is_empty(), "no removal buffered");
+        assert_eq!(buffered.pending_bytes(), 0);
+
+        // Once checkpointed, the backend holds it: a removal then reaches it.
+        write(&|b| b.insert_fresh(&b"run/2"[..], &b"1"[..]));
+        buffered.checkpoint().expect("checkpoint");
+        assert!(base.get(b"run/2").expect("get").is_some());
+        write(&|b| b.remove(&b"run/2"[..]));
+        buffered.checkpoint().expect("checkpoint");
+        assert_eq!(base.get(b"run/2").expect("get"), None);
+        assert_eq!(tree.get(b"run/2").expect("get"), None);
+
+        // Removed and written anew before a checkpoint: the backend's value is still there, so
+        // the key is not fresh and its next removal reaches the backend.
+        base.insert(b"run/3", &b"old"[..]).expect("insert");
+        write(&|b| b.remove(&b"run/3"[..]));
+        write(&|b| b.insert_fresh(&b"run/3"[..], &b"new"[..]));
+        write(&|b| b.remove(&b"run/3"[..]));
+        buffered.checkpoint().expect("checkpoint");
+        assert_eq!(base.get(b"run/3").expect("get"), None);
     }
 }

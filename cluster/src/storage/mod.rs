@@ -46,12 +46,24 @@ pub const DEFAULT_TREE: &str = "__sled__default";
 #[derive(Debug, Clone, Default)]
 pub struct Batch {
     pub ops: Vec<(IVec, Option<IVec>)>,
+    /// Keys the writer knows the tree held no value for before this batch ([`Batch::insert_fresh`]).
+    /// Only a write-back tree uses it; other backends apply `ops` alone.
+    pub fresh: Vec<IVec>,
 }
 
 impl Batch {
     /// Sets `key` to `value`.
     pub fn insert(&mut self, key: impl Into<IVec>, value: impl Into<IVec>) {
         self.ops.push((key.into(), Some(value.into())));
+    }
+
+    /// Sets `key`, which the caller knows the tree holds no value for, to `value`. A write-back
+    /// tree (`buffered`) that sees the key removed before its next checkpoint then forgets both
+    /// writes instead of asking its backend to remove a key it never had.
+    pub fn insert_fresh(&mut self, key: impl Into<IVec>, value: impl Into<IVec>) {
+        let key = key.into();
+        self.fresh.push(key.clone());
+        self.ops.push((key, Some(value.into())));
     }
 
     /// Removes `key`.

@@ -50,8 +50,7 @@ impl<'r> Ctx<'r> {
 
     /// A new task id on the workflow's partition.
     pub fn new_task_id(&mut self) -> TaskId {
-        let random = (u128::from(self.rng.next_u64()) << 64) | u128::from(self.rng.next_u64());
-        TaskId::new(partition_of(&self.wf.workflow_id), random)
+        TaskId::of_workflow(&self.wf.workflow_id, self.rng.next_u64())
     }
 
     pub fn index_of(&self, id: &TaskId) -> Option<usize> {

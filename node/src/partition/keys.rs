@@ -11,11 +11,14 @@ pub fn workflow(id: &WorkflowId) -> Vec<u8> {
 pub const WORKFLOW_PREFIX: &[u8] = b"w/";
 
 /// `v/{workflowId}` -> the stored record's version, 8 bytes big-endian (checked without decoding).
+/// Written only by builds before a chain began with its version
+/// ([`proto::record::patch::CHAIN_TAG`]); read for such a chain, removed when it is next written.
 pub fn version(id: &WorkflowId) -> Vec<u8> {
     [b"v/".as_slice(), id.as_str().as_bytes()].concat()
 }
 
-/// `t/{taskId}` -> the owning workflow id.
+/// `t/{taskId}` -> the owning workflow id. Written only by builds before tasks ids began with
+/// their workflow's (see [`proto::TaskId::of_workflow`]); still read and removed.
 pub fn task(id: &TaskId) -> Vec<u8> {
     [b"t/".as_slice(), id.as_str().as_bytes()].concat()
 }

@@ -7,9 +7,12 @@ use cluster::storage::{Batch, Tree};
 use proto::limits::EVENT_QUEUE_MAX;
 use proto::model::EventExecution;
 use proto::record::{
-    self, Dedup, PartitionCommandView, PartitionOutcome, PatchHeader, QueueMessage, RecordHeader,
-    TaskHeader, WorkflowHeader,
+    self, patch,
+    write::{WriteHead, WriteKind},
+    Dedup, PartitionCommandView, PartitionOutcome, PatchHeader, QueueMessage, RecordHeader,
+    WorkflowHeader,
 };
+use proto::WorkflowId;
 use serde_json::value::RawValue;
 
 /// The state machine of a workflow partition.
@@ -17,66 +20,130 @@ use serde_json::value::RawValue;
 pub struct WorkflowMachine;
 
 impl WorkflowMachine {
-    /// Stores `raw` (a record's JSON, as the proposer encoded it) if the versions allow, in place
-    /// of what was stored (a record and its patches); only its header is decoded.
+    /// Applies a workflow's write (see [`record::write`]): the head says what to check and which
+    /// rows to write, and the body goes into the row as the proposer encoded it.
+    fn write(state: &Tree, batch: &mut Batch, head: &WriteHead, body: &[u8]) -> PartitionOutcome {
+        let Ok(id) = WorkflowId::parse(head.workflow_id) else {
+            tracing::error!(
+                id = head.workflow_id,
+                "a write names no workflow id; skipped"
+            );
+            return PartitionOutcome::VersionConflict { stored: 0 };
+        };
+        let index = Index {
+            id: &id,
+            name: head.workflow_name,
+            version: head.workflow_version,
+            terminal: head.terminal,
+            correlation_id: head.correlation_id,
+        };
+        let expected = head.expected_version;
+        Self::store(
+            state,
+            batch,
+            head.kind,
+            expected,
+            head.version,
+            body,
+            &index,
+        )
+    }
+
+    /// A put as an older build proposed it: `raw` is the record's JSON, of which only the header
+    /// is decoded.
     fn put(state: &Tree, batch: &mut Batch, raw: &RawValue, expected: u64) -> PartitionOutcome {
         let Some(header) = header::<RecordHeader>(raw, "workflow record in a put") else {
             return PartitionOutcome::VersionConflict { stored: 0 };
         };
-        let id = &header.workflow.workflow_id;
-        let stored = stored_version(state, id);
-        if stored != expected || header.version <= stored {
-            return PartitionOutcome::VersionConflict { stored };
-        }
-        batch.insert(keys::workflow(id), record::encode_raw(raw));
-        Self::index(
+        let (version, index) = (header.version, Index::of(&header.workflow));
+        let body = raw.get().as_bytes();
+        Self::store(
+            state,
             batch,
-            header.version,
-            &header.workflow,
-            &header.workflow.tasks,
-        );
-        PartitionOutcome::Applied
+            WriteKind::Put,
+            expected,
+            version,
+            body,
+            &index,
+        )
     }
 
-    /// Appends `raw` (a patch's JSON) to the stored chain if the versions allow; only its header
-    /// is decoded.
+    /// A patch as an older build proposed it, like [`Self::put`].
     fn patch(state: &Tree, batch: &mut Batch, raw: &RawValue, expected: u64) -> PartitionOutcome {
         let Some(header) = header::<PatchHeader>(raw, "workflow patch") else {
             return PartitionOutcome::VersionConflict { stored: 0 };
         };
-        let id = &header.workflow.workflow_id;
-        let stored = stored_version(state, id);
-        let key = keys::workflow(id);
-        let chain = match state.get(&key) {
-            Ok(Some(chain)) if stored == expected && header.version > stored => chain,
-            _ => return PartitionOutcome::VersionConflict { stored },
+        let (version, index) = (header.version, Index::of(&header.workflow));
+        let body = raw.get().as_bytes();
+        Self::store(
+            state,
+            batch,
+            WriteKind::Patch,
+            expected,
+            version,
+            body,
+            &index,
+        )
+    }
+
+    /// Stores `body` (a record's JSON, or a patch's to append to the stored chain) at `version`
+    /// if the stored version is `expected`, with the index rows.
+    fn store(
+        state: &Tree,
+        batch: &mut Batch,
+        kind: WriteKind,
+        expected: u64,
+        version: u64,
+        body: &[u8],
+        index: &Index,
+    ) -> PartitionOutcome {
+        let key = keys::workflow(index.id);
+        let row = state.get(&key).ok().flatten();
+        let stored = version_of(state, index.id, row.as_deref());
+        if stored != expected || version <= stored {
+            return PartitionOutcome::VersionConflict { stored };
+        }
+        let chain = match (kind, &row) {
+            (WriteKind::Put, _) => patch::chain_start(version, body),
+            (WriteKind::Patch, Some(row)) => match patch::chain_extend(row, version, body) {
+                Ok(chain) => chain,
+                Err(e) => {
+                    tracing::error!(id = %index.id, error = %e, "stored chain unreadable; patch skipped");
+                    return PartitionOutcome::VersionConflict { stored };
+                }
+            },
+            (WriteKind::Patch, None) => return PartitionOutcome::VersionConflict { stored },
         };
-        let mut longer = Vec::with_capacity(chain.len() + raw.get().len());
-        longer.extend_from_slice(&chain);
-        longer.extend_from_slice(raw.get().as_bytes());
-        batch.insert(key, longer);
-        Self::index(batch, header.version, &header.workflow, &header.tasks);
+        batch.insert(key, chain);
+        if row
+            .as_ref()
+            .is_some_and(|r| patch::chain_version(r).is_none())
+        {
+            // The chain now carries its version; the row that held it before goes.
+            batch.remove(keys::version(index.id));
+        }
+        Self::index(batch, index, row.is_none());
         PartitionOutcome::Applied
     }
 
-    /// The version row and the index rows of a write (`tasks`: those it carries).
-    fn index(batch: &mut Batch, version: u64, wf: &WorkflowHeader, tasks: &[TaskHeader]) {
-        let id = &wf.workflow_id;
-        batch.insert(keys::version(id), version.to_be_bytes().to_vec());
-        // Written whether or not the row exists: the state tree buffers writes in memory
-        // (`storage/buffered.rs`), so a row written again before the next checkpoint costs
-        // nothing more on disk, while looking for it first missed the buffer and read sled for
-        // every new task (2% of a loaded node's CPU).
-        for task in tasks {
-            batch.insert(keys::task(&task.task_id), id.as_str().as_bytes());
-        }
-        let running_key = keys::running(&wf.workflow_name, id);
-        if wf.status.is_terminal() {
+    /// The index rows of a write (`new`: the workflow had no row before it).
+    fn index(batch: &mut Batch, wf: &Index, new: bool) {
+        let id = wf.id;
+        // No row per task: a task's id begins with its workflow's (`TaskId::of_workflow`), which
+        // is how `stored::owner_of_task` finds it; nor for the version, which the chain begins
+        // with. Each was a key more for every checkpoint to write into sled (six of a W2
+        // workflow's eight).
+        let running_key = keys::running(wf.name, id);
+        if wf.terminal {
             batch.remove(running_key);
+        } else if new {
+            // A workflow that ends before the next checkpoint then leaves no trace of this row
+            // for sled to look up (see `Batch::insert_fresh`).
+            batch.insert_fresh(running_key, wf.version.to_be_bytes().to_vec());
         } else {
-            batch.insert(running_key, wf.workflow_version.to_be_bytes().to_vec());
+            batch.insert(running_key, wf.version.to_be_bytes().to_vec());
         }
-        if let Some(c) = &wf.correlation_id {
+        if let Some(c) = wf.correlation_id {
             batch.insert(keys::correlated(c, id), Vec::new());
         }
     }
@@ -197,6 +264,28 @@ impl WorkflowMachine {
     }
 }
 
+/// What the index rows of a workflow's write are made of.
+struct Index<'a> {
+    id: &'a WorkflowId,
+    name: &'a str,
+    /// The workflow definition's version.
+    version: u32,
+    terminal: bool,
+    correlation_id: Option<&'a str>,
+}
+
+impl<'a> Index<'a> {
+    fn of(wf: &'a WorkflowHeader) -> Index<'a> {
+        Index {
+            id: &wf.workflow_id,
+            name: &wf.workflow_name,
+            version: wf.workflow_version,
+            terminal: wf.status.is_terminal(),
+            correlation_id: wf.correlation_id.as_deref(),
+        }
+    }
+}
+
 /// The header of a put's record or a patch; `None` (logged) when it does not decode.
 fn header<T: serde::de::DeserializeOwned>(raw: &RawValue, what: &str) -> Option<T> {
     serde_json::from_str(raw.get())
@@ -219,14 +308,42 @@ fn read_u64(state: &Tree, key: &[u8]) -> u64 {
     }
 }
 
-/// The version of the stored record of `id`, 0 when none.
+/// The version of the stored record of `id`, 0 when none: what its chain begins with, or the
+/// version row of a chain written before chains began so.
 pub fn stored_version(state: &Tree, id: &proto::WorkflowId) -> u64 {
-    read_u64(state, &keys::version(id))
+    let row = state.get(keys::workflow(id)).ok().flatten();
+    version_of(state, id, row.as_deref())
+}
+
+/// [`stored_version`] of `id` whose row is `row`.
+fn version_of(state: &Tree, id: &proto::WorkflowId, row: Option<&[u8]>) -> u64 {
+    match row {
+        Some(row) => {
+            patch::chain_version(row).unwrap_or_else(|| read_u64(state, &keys::version(id)))
+        }
+        None => 0,
+    }
 }
 
 impl cluster::StateMachine for WorkflowMachine {
     fn apply(&self, state: &Tree, batch: &mut Batch, command: &[u8]) -> Vec<u8> {
-        let outcome = match record::decode_borrowed::<PartitionCommandView>(command) {
+        let outcome = match record::write::decode(command) {
+            Ok(Some((head, body))) => Self::write(state, batch, &head, body),
+            Ok(None) => Self::command(state, batch, command),
+            Err(e) => {
+                tracing::error!(error = %e, "undecodable workflow write; skipped");
+                PartitionOutcome::VersionConflict { stored: 0 }
+            }
+        };
+        record::encode(&outcome)
+    }
+}
+
+impl WorkflowMachine {
+    /// Applies a command other than a workflow's write (and the JSON puts and patches an older
+    /// build's log may hold).
+    fn command(state: &Tree, batch: &mut Batch, command: &[u8]) -> PartitionOutcome {
+        match record::decode_borrowed::<PartitionCommandView>(command) {
             Ok(PartitionCommandView::PutWorkflow {
                 record,
                 expected_version,
@@ -265,8 +382,7 @@ impl cluster::StateMachine for WorkflowMachine {
                 tracing::error!(error = %e, "undecodable partition command; skipped");
                 PartitionOutcome::VersionConflict { stored: 0 }
             }
-        };
-        record::encode(&outcome)
+        }
     }
 }
 
@@ -311,13 +427,25 @@ mod tests {
             .get(keys::workflow(id))
             .expect("reads")
             .expect("stored");
-        assert_eq!(stored.as_ref(), record::encode(&h.rec).as_slice());
+        let json = &record::encode(&h.rec)[2..];
+        assert_eq!(
+            stored.as_ref(),
+            proto::record::patch::chain_start(1, json).as_slice(),
+            "the proposer's JSON after the version"
+        );
         assert_eq!(stored_version(&state, id), 1);
         assert!(!h.rec.workflow.tasks.is_empty());
         for task in &h.rec.workflow.tasks {
-            assert!(state
-                .contains_key(keys::task(&task.task_id))
-                .expect("reads"));
+            assert_eq!(
+                crate::partition::stored::owner_of_task(&state, &task.task_id).expect("reads"),
+                Some(id.clone())
+            );
+            assert!(
+                !state
+                    .contains_key(keys::task(&task.task_id))
+                    .expect("reads"),
+                "no index row per task"
+            );
         }
         let running = keys::running(&h.rec.workflow.workflow_name, id);
         assert!(state.contains_key(running).expect("reads"));
@@ -331,12 +459,197 @@ mod tests {
         assert!(again.is_empty(), "a conflicting put writes nothing");
     }
 
+    #[test]
+    fn a_tasks_owner_is_found_by_the_prefix_it_shares_with_its_workflow() {
+        use crate::partition::stored::owner_of_task;
+        use proto::{TaskId, WorkflowId};
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("sled opens");
+        let state = db.open_tree("state").expect("a tree");
+        let h = H::start(def_of(vec![simple("a")]), json!({}));
+        // A second workflow whose id begins like the first one's: only the one holding the
+        // task owns it.
+        let first = h.rec.workflow.workflow_id.clone();
+        let mut twin = h.rec.clone();
+        let twin_id = format!(
+            "{}ffff-ffffffff{}",
+            &first.as_str()[..19],
+            &first.as_str()[32..]
+        );
+        twin.workflow.workflow_id = WorkflowId::parse(&twin_id).expect("an id");
+        for task in &mut twin.workflow.tasks {
+            task.task_id = TaskId::of_workflow(&twin.workflow.workflow_id, 7 << 16);
+        }
+        for rec in [&twin, &h.rec] {
+            let put = PartitionCommandRef::PutWorkflow {
+                record: rec,
+                expected_version: 0,
+            };
+            assert_eq!(apply_ref(&state, &put), PartitionOutcome::Applied);
+        }
+        for rec in [&twin, &h.rec] {
+            let task = &rec.workflow.tasks[0].task_id;
+            assert_eq!(
+                owner_of_task(&state, task).expect("reads"),
+                Some(rec.workflow.workflow_id.clone())
+            );
+        }
+        let unknown = TaskId::of_workflow(&first, 9 << 16);
+        assert_eq!(owner_of_task(&state, &unknown).expect("reads"), None);
+        // A task from before task ids began with their workflow's: its index row names it.
+        let old = TaskId::new(proto::PartitionId(0), 0xabcd << 64);
+        state
+            .insert(keys::task(&old), first.as_str().as_bytes())
+            .expect("writes");
+        assert_eq!(owner_of_task(&state, &old).expect("reads"), Some(first));
+    }
+
     /// Applies a borrowed command (a put or a patch).
     fn apply_ref(state: &Tree, command: &PartitionCommandRef) -> PartitionOutcome {
         let mut batch = Batch::default();
         let out = WorkflowMachine.apply(state, &mut batch, &record::encode(command));
         state.apply_batch(batch).expect("the batch applies");
         outcome(&out)
+    }
+
+    /// A workflow's write of `next` after `prev` (a patch when `patch`), as the actor makes it.
+    fn write_of(prev: Option<&WorkflowRecord>, next: &WorkflowRecord, patch: bool) -> Vec<u8> {
+        use proto::record::write::{encode_json, WriteHead, WriteKind};
+        let wf = &next.workflow;
+        let head = |kind| WriteHead {
+            kind,
+            expected_version: prev.map_or(0, |p| p.version),
+            version: next.version,
+            workflow_id: wf.workflow_id.as_str(),
+            workflow_name: &wf.workflow_name,
+            workflow_version: wf.workflow_version,
+            terminal: wf.status.is_terminal(),
+            correlation_id: wf.correlation_id.as_deref(),
+        };
+        match prev.filter(|_| patch) {
+            Some(prev) => {
+                let p = proto::record::patch::diff(prev, next).expect("a patch");
+                encode_json(&head(WriteKind::Patch), &p)
+            }
+            None => encode_json(&head(WriteKind::Put), next),
+        }
+    }
+
+    fn pairs(state: &Tree) -> Vec<(Vec<u8>, Vec<u8>)> {
+        state
+            .iter()
+            .map(|kv| {
+                let (k, v) = kv.expect("reads");
+                (k.to_vec(), v.to_vec())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn writes_store_what_the_json_commands_of_older_builds_store() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("sled opens");
+        let (by_write, by_json) = (
+            db.open_tree("writes").expect("a tree"),
+            db.open_tree("json").expect("a tree"),
+        );
+        let mut def = def_of(vec![simple("a"), simple("b")]);
+        def.name = "ordered".into();
+        let mut h = H::start(def, json!({}));
+        h.rec.workflow.correlation_id = Some("order-7".into());
+        let mut history = vec![h.rec.clone()];
+        h.poll("a");
+        history.push(h.rec.clone());
+        h.complete("a", json!({"done": true}));
+        history.push(h.rec.clone());
+        h.poll("b");
+        history.push(h.rec.clone());
+        h.complete("b", json!({}));
+        history.push(h.rec.clone());
+        assert!(h.rec.workflow.status.is_terminal());
+        let mut prev: Option<&WorkflowRecord> = None;
+        for (step, next) in history.iter().enumerate() {
+            // Puts first and last, patches between, as the actor writes them.
+            let patch = step > 0 && step + 1 < history.len();
+            let write = write_of(prev, next, patch);
+            let mut batch = Batch::default();
+            let out = WorkflowMachine.apply(&by_write, &mut batch, &write);
+            assert_eq!(outcome(&out), PartitionOutcome::Applied, "step {step}");
+            by_write.apply_batch(batch).expect("the batch applies");
+            let expected_version = prev.map_or(0, |p| p.version);
+            let json = match prev.filter(|_| patch) {
+                Some(p) => PartitionCommandRef::PatchWorkflow {
+                    patch: proto::record::patch::diff(p, next).expect("a patch"),
+                    expected_version,
+                },
+                None => PartitionCommandRef::PutWorkflow {
+                    record: next,
+                    expected_version,
+                },
+            };
+            assert_eq!(apply_ref(&by_json, &json), PartitionOutcome::Applied);
+            assert_eq!(pairs(&by_write), pairs(&by_json), "step {step}");
+            if step == 2 {
+                let read = crate::partition::stored::read(&by_write, &h.rec.workflow.workflow_id)
+                    .expect("reads")
+                    .expect("stored");
+                assert_eq!((&read.record, read.patches), (next, 2));
+                let running = keys::running("ordered", &h.rec.workflow.workflow_id);
+                assert!(by_write.contains_key(running).expect("reads"));
+            }
+            // The same write again, or one that skips ahead, conflicts and writes nothing.
+            let mut again = Batch::default();
+            let out = WorkflowMachine.apply(&by_write, &mut again, &write);
+            assert_eq!(
+                outcome(&out),
+                PartitionOutcome::VersionConflict {
+                    stored: next.version
+                }
+            );
+            assert!(again.is_empty());
+            prev = Some(next);
+        }
+        let running = keys::running("ordered", &h.rec.workflow.workflow_id);
+        assert!(!by_write.contains_key(running).expect("reads"));
+        // A damaged head is refused without a write.
+        let mut batch = Batch::default();
+        let damaged = &write_of(None, &history[0], false)[..5];
+        let out = WorkflowMachine.apply(&by_write, &mut batch, damaged);
+        assert_eq!(
+            outcome(&out),
+            PartitionOutcome::VersionConflict { stored: 0 }
+        );
+        assert!(batch.is_empty());
+    }
+
+    #[test]
+    fn a_chain_written_with_a_version_row_is_carried_over_by_its_next_write() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("sled opens");
+        let state = db.open_tree("state").expect("a tree");
+        let mut h = H::start(def_of(vec![simple("a")]), json!({}));
+        let first = h.rec.clone();
+        let id = first.workflow.workflow_id.clone();
+        // As builds before chains began with their version stored it.
+        state
+            .insert(keys::workflow(&id), record::encode(&first))
+            .expect("writes");
+        state
+            .insert(keys::version(&id), first.version.to_be_bytes().to_vec())
+            .expect("writes");
+        assert_eq!(stored_version(&state, &id), first.version);
+        h.poll("a");
+        let mut batch = Batch::default();
+        let write = write_of(Some(&first), &h.rec, true);
+        let out = WorkflowMachine.apply(&state, &mut batch, &write);
+        assert_eq!(outcome(&out), PartitionOutcome::Applied);
+        state.apply_batch(batch).expect("the batch applies");
+        assert!(!state.contains_key(keys::version(&id)).expect("reads"));
+        assert_eq!(stored_version(&state, &id), h.rec.version);
+        let read = crate::partition::stored::read(&state, &id)
+            .expect("reads")
+            .expect("stored");
+        assert_eq!((read.record, read.patches), (h.rec.clone(), 1));
     }
 
     #[test]
@@ -402,9 +715,12 @@ mod tests {
             stored::records(&state).collect::<Vec<_>>(),
             vec![h.rec.clone()]
         );
-        // Task b was added by the second patch; its index row came with it.
+        // Task b was added by the second patch; its owner is found.
         let b = h.task("b").task_id.clone();
-        assert!(state.contains_key(keys::task(&b)).expect("reads"));
+        assert_eq!(
+            stored::owner_of_task(&state, &b).expect("reads"),
+            Some(id.clone())
+        );
         assert_eq!(stored_version(&state, &id), 3);
 
         h.poll("b");
@@ -420,7 +736,8 @@ mod tests {
             .expect("stored");
         assert_eq!(
             row.as_ref(),
-            record::encode(&h.rec).as_slice(),
+            proto::record::patch::chain_start(h.rec.version, &record::encode(&h.rec)[2..])
+                .as_slice(),
             "the put replaced the chain"
         );
 
@@ -435,7 +752,7 @@ mod tests {
         };
         assert_eq!(apply(&state, &remove), PartitionOutcome::Applied);
         assert_eq!(state.scan_prefix(keys::WORKFLOW_PREFIX).count(), 0);
-        assert!(!state.contains_key(keys::task(&b)).expect("reads"));
+        assert_eq!(stored::owner_of_task(&state, &b).expect("reads"), None);
         assert!(stored::read(&state, &id).expect("reads").is_none());
     }
 

@@ -49,17 +49,14 @@ pub struct PartitionCtx {
 async fn propose(
     id: PartitionId,
     group: &cluster::Group,
-    cmd: &impl serde::Serialize,
+    command: Vec<u8>,
 ) -> Result<PartitionOutcome> {
-    let bytes = group
-        .propose(record::encode(cmd))
-        .await
-        .map_err(|e| match e {
-            cluster::Error::NotLeader { .. } => {
-                Error::Unavailable(format!("partition {id} has no leader here; retry"))
-            }
-            other => Error::Unavailable(format!("partition {id}: {other}")),
-        })?;
+    let bytes = group.propose(command).await.map_err(|e| match e {
+        cluster::Error::NotLeader { .. } => {
+            Error::Unavailable(format!("partition {id} has no leader here; retry"))
+        }
+        other => Error::Unavailable(format!("partition {id}: {other}")),
+    })?;
     record::decode(&bytes)
         .map_err(|e| Error::Internal(format!("partition {id}: bad apply outcome: {e}")))
 }
@@ -67,7 +64,12 @@ async fn propose(
 impl PartitionCtx {
     /// Proposes a [`PartitionCommand`] (or its borrowed form, which encodes to the same bytes).
     pub async fn propose(&self, cmd: &impl serde::Serialize) -> Result<PartitionOutcome> {
-        propose(self.id, &self.group, cmd).await
+        propose(self.id, &self.group, record::encode(cmd)).await
+    }
+
+    /// Proposes a workflow's write (see [`record::write`]).
+    pub async fn propose_write(&self, write: Vec<u8>) -> Result<PartitionOutcome> {
+        propose(self.id, &self.group, write).await
     }
 
     pub fn read(&self, id: &WorkflowId) -> Result<Option<WorkflowRecord>> {
@@ -293,7 +295,7 @@ impl Partition {
     /// Proposes a command no workflow actor owns (event records and queues). The caller checked
     /// that this node leads; a deposed leader's proposal fails in Raft.
     pub async fn propose(&self, cmd: &PartitionCommand) -> Result<PartitionOutcome> {
-        propose(self.id, &self.group, cmd).await
+        propose(self.id, &self.group, record::encode(cmd)).await
     }
 
     /// Whether this node leads the partition and runs its actors.

@@ -6,7 +6,7 @@ use super::keys;
 use crate::error::{Error, Result};
 use cluster::storage::Tree;
 use proto::record::{patch, WorkflowRecord};
-use proto::WorkflowId;
+use proto::{TaskId, WorkflowId};
 
 /// A workflow read back, and how many patches follow its last full record.
 pub struct Stored {
@@ -22,6 +22,37 @@ pub fn read(state: &Tree, id: &WorkflowId) -> Result<Option<Stored>> {
     };
     let (record, patches) = patch::decode_chain(&bytes).map_err(|e| failed(&e))?;
     Ok(Some(Stored { record, patches }))
+}
+
+/// The workflow that owns `task`: the one among those whose id begins as the task's does that
+/// holds it (see [`TaskId::of_workflow`]), or, for a task made before task ids began so, the one
+/// its index row names. `None` when no workflow here holds it.
+pub fn owner_of_task(state: &Tree, task: &TaskId) -> Result<Option<WorkflowId>> {
+    let failed = |e: &dyn std::fmt::Display| Error::Internal(format!("finding task {task}: {e}"));
+    if let Some(row) = state.get(keys::task(task)).map_err(|e| failed(&e))? {
+        let id = std::str::from_utf8(&row)
+            .ok()
+            .and_then(|s| WorkflowId::parse(s).ok())
+            .ok_or_else(|| failed(&"its index row is not a workflow id"))?;
+        return Ok(Some(id));
+    }
+    let Some(prefix) = task.owner_prefix() else {
+        return Ok(None);
+    };
+    let scan = [keys::WORKFLOW_PREFIX, prefix.as_bytes()].concat();
+    for kv in state.scan_prefix(scan) {
+        let (key, bytes) = kv.map_err(|e| failed(&e))?;
+        let (record, _) = patch::decode_chain(&bytes).map_err(|e| {
+            failed(&format!(
+                "workflow {} does not decode: {e}",
+                String::from_utf8_lossy(&key)
+            ))
+        })?;
+        if record.workflow.tasks.iter().any(|t| &t.task_id == task) {
+            return Ok(Some(record.workflow.workflow_id));
+        }
+    }
+    Ok(None)
 }
 
 /// Every workflow of the tree in id order (for searches and the simulator's checks); one that

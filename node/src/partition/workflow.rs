@@ -10,9 +10,8 @@ use crate::engine::{self, Decision, Effect, Input, StartInput, TimerKey};
 use crate::error::{Error, Result};
 use crate::queue::Handoff;
 use proto::model::{Task, TaskExecLog};
-use proto::record::{
-    patch, PartitionCommand, PartitionCommandRef, PartitionOutcome, WorkflowRecord,
-};
+use proto::record::write::{self, WriteHead, WriteKind};
+use proto::record::{patch, PartitionCommand, PartitionOutcome, WorkflowRecord};
 use proto::{TaskId, WorkflowId};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use rand::SeedableRng;
@@ -94,22 +93,22 @@ impl WorkflowState {
             _ => None,
         };
         let patched = patch.is_some();
-        let outcome = match patch {
-            Some(patch) => {
-                let cmd = PartitionCommandRef::PatchWorkflow {
-                    patch,
-                    expected_version: expected,
-                };
-                self.ctx.propose(&cmd).await?
-            }
-            None => {
-                let cmd = PartitionCommandRef::PutWorkflow {
-                    record: &next,
-                    expected_version: expected,
-                };
-                self.ctx.propose(&cmd).await?
-            }
+        let wf = &next.workflow;
+        let head = |kind| WriteHead {
+            kind,
+            expected_version: expected,
+            version: next.version,
+            workflow_id: wf.workflow_id.as_str(),
+            workflow_name: &wf.workflow_name,
+            workflow_version: wf.workflow_version,
+            terminal: wf.status.is_terminal(),
+            correlation_id: wf.correlation_id.as_deref(),
         };
+        let command = match patch {
+            Some(patch) => write::encode_json(&head(WriteKind::Patch), &patch),
+            None => write::encode_json(&head(WriteKind::Put), &next),
+        };
+        let outcome = self.ctx.propose_write(command).await?;
         match outcome {
             PartitionOutcome::Applied => {
                 self.record = Some(next);

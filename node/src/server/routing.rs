@@ -317,7 +317,7 @@ impl Inner {
         }
     }
 
-    /// The workflow that owns a task, from the task index on the partition's leader.
+    /// The workflow that owns a task, found in the partition's state on its leader.
     pub(crate) async fn task_owner(&self, task: &TaskId) -> Result<WorkflowId> {
         through_failover(|| self.task_owner_hops(task, 0)).await
     }
@@ -331,14 +331,8 @@ impl Inner {
                         "partition of task {task} is led here but not hosted"
                     ))
                 })?;
-                let v = p
-                    .state()
-                    .get(crate::partition::keys::task(task))
-                    .map_err(super::storage)?
-                    .ok_or_else(|| Error::NotFound(format!("No such task found by id: {task}")))?;
-                let s = std::str::from_utf8(&v)
-                    .map_err(|_| Error::Internal("task index row is not UTF-8".into()))?;
-                WorkflowId::parse(s).map_err(|e| Error::Internal(format!("task index row: {e}")))
+                crate::partition::stored::owner_of_task(p.state(), task)?
+                    .ok_or_else(|| Error::NotFound(format!("No such task found by id: {task}")))
             }
             Target::Peer(_) if hops >= HOPS_MAX => Err(Error::Unavailable(format!(
                 "task {task}: leader moved; retry"

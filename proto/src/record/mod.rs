@@ -5,7 +5,7 @@
 //! non-self-describing formats such as bincode cannot carry through serde. A denser body is a later
 //! format version, not a silent change.
 
-use crate::ids::{NodeId, TaskId, WorkflowId};
+use crate::ids::{NodeId, WorkflowId};
 use crate::model::{EventExecution, TaskDef, TaskExecLog, Workflow, WorkflowDef, WorkflowStatus};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 pub mod compact;
 pub mod patch;
+pub mod write;
 
 /// The format version this build writes. 2: a workflow record leaves out each task's
 /// `workflowTask` that its workflow definition holds (see [`compact`]).
@@ -28,6 +29,8 @@ pub enum CodecError {
     Version(u16),
     #[error("record body is malformed: {0}")]
     Body(#[from] serde_json::Error),
+    #[error("workflow write head is malformed: {0}")]
+    Head(String),
 }
 
 /// Encodes a record with the current format version.
@@ -252,9 +255,6 @@ pub struct WorkflowHeader {
     pub status: WorkflowStatus,
     #[serde(default)]
     pub correlation_id: Option<String>,
-    /// Empty in a patch's head (see [`PatchHeader`]).
-    #[serde(default)]
-    pub tasks: Vec<TaskHeader>,
 }
 
 /// The fields of a [`patch::RecordPatch`] that applying it needs, like [`RecordHeader`].
@@ -262,15 +262,6 @@ pub struct WorkflowHeader {
 pub struct PatchHeader {
     pub version: u64,
     pub workflow: WorkflowHeader,
-    #[serde(default)]
-    pub tasks: Vec<TaskHeader>,
-}
-
-/// See [`RecordHeader`].
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TaskHeader {
-    pub task_id: TaskId,
 }
 
 /// The result of applying a [`PartitionCommand`].

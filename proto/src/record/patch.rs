@@ -186,10 +186,58 @@ impl Serialize for RecordPatch {
     }
 }
 
+/// The first two bytes (little-endian) of a chain that begins with its version: the tag, then
+/// the version of the record it reads as (8 bytes, big-endian), then the record's JSON and its
+/// patches'. A replica checks a write against that version without a row of its own for it.
+/// Chains written before (a record's format version, then the JSON) still read.
+pub const CHAIN_TAG: u16 = 0x5702;
+const CHAIN_HEAD: usize = 10;
+
+/// The version a chain reads as, if it begins with it (see [`CHAIN_TAG`]).
+pub fn chain_version(row: &[u8]) -> Option<u64> {
+    match row {
+        [a, b, v @ ..] if u16::from_le_bytes([*a, *b]) == CHAIN_TAG && v.len() >= 8 => {
+            let mut version = [0u8; 8];
+            version.copy_from_slice(&v[..8]);
+            Some(u64::from_be_bytes(version))
+        }
+        _ => None,
+    }
+}
+
+/// A chain of one record: `record` is its JSON, at `version`.
+pub fn chain_start(version: u64, record: &[u8]) -> Vec<u8> {
+    let mut row = Vec::with_capacity(CHAIN_HEAD + record.len());
+    row.extend_from_slice(&CHAIN_TAG.to_le_bytes());
+    row.extend_from_slice(&version.to_be_bytes());
+    row.extend_from_slice(record);
+    row
+}
+
+/// `row` with `patch` (a patch's JSON, making it `version`) appended; a chain written before
+/// chains began with their version is carried over.
+pub fn chain_extend(row: &[u8], version: u64, patch: &[u8]) -> Result<Vec<u8>, CodecError> {
+    let json = chain_json(row)?;
+    let mut longer = Vec::with_capacity(CHAIN_HEAD + json.len() + patch.len());
+    longer.extend_from_slice(&CHAIN_TAG.to_le_bytes());
+    longer.extend_from_slice(&version.to_be_bytes());
+    longer.extend_from_slice(json);
+    longer.extend_from_slice(patch);
+    Ok(longer)
+}
+
+/// The JSON of a chain: the record's, then its patches'.
+fn chain_json(row: &[u8]) -> Result<&[u8], CodecError> {
+    match chain_version(row) {
+        Some(_) => Ok(&row[CHAIN_HEAD..]),
+        None => body(row),
+    }
+}
+
 /// Reads a chain (an encoded record, then the JSON of each patch appended to it): the record
 /// with every patch applied, and how many patches there were.
 pub fn decode_chain(bytes: &[u8]) -> Result<(WorkflowRecord, u32), CodecError> {
-    let json = body(bytes)?;
+    let json = chain_json(bytes)?;
     let mut records = serde_json::Deserializer::from_slice(json).into_iter::<WorkflowRecord>();
     let mut record = match records.next() {
         Some(record) => record?,

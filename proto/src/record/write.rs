@@ -1,0 +1,129 @@
+//! A workflow's write as a partition's Raft log carries it: a small binary head with everything
+//! applying it needs (the versions, the workflow's id, name and definition version, whether it
+//! ended, its correlation id), then the record's or the patch's JSON exactly as the proposer
+//! encoded it. Every replica applies every write, so applying one decodes no JSON: the head
+//! says what to check and which index rows to write, and the JSON goes into the row as it is.
+//!
+//! It replaces `PartitionCommand::PutWorkflow` / `PatchWorkflow` in what this build proposes;
+//! those (JSON, the record inside) are still applied when a log from an older build holds them.
+//! An older build cannot apply a write (it refuses it as an unknown format version).
+//!
+//! Layout: the two-byte tag [`WRITE_TAG`] (little-endian, like a record's format version), the
+//! [`WriteHead`] in bincode's standard encoding, then the JSON body to the end.
+
+use super::CodecError;
+use serde::{Deserialize, Serialize};
+
+/// The first two bytes of a write: read as a record's format version, one no build uses.
+pub const WRITE_TAG: u16 = 0x5701;
+
+/// What a write replaces or extends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WriteKind {
+    /// The body is a whole record (`WorkflowRecord`'s JSON); it replaces what is stored.
+    Put,
+    /// The body is a patch (`patch::RecordPatch`'s JSON); it extends the stored chain.
+    Patch,
+}
+
+/// What applying a write needs to know without reading its body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteHead<'a> {
+    pub kind: WriteKind,
+    /// The stored version this write follows (0: the workflow is new).
+    pub expected_version: u64,
+    /// The version the body carries.
+    pub version: u64,
+    #[serde(borrow)]
+    pub workflow_id: &'a str,
+    #[serde(borrow)]
+    pub workflow_name: &'a str,
+    pub workflow_version: u32,
+    /// Whether the workflow is in a terminal state after this write.
+    pub terminal: bool,
+    #[serde(borrow)]
+    pub correlation_id: Option<&'a str>,
+}
+
+fn config() -> impl bincode::config::Config {
+    // A head is a few ids and names: bound what a damaged length prefix can make decoding take.
+    bincode::config::standard().with_limit::<{ 64 * 1024 }>()
+}
+
+/// A write: the tag, `head`, and `body` (the JSON the head describes).
+pub fn encode(head: &WriteHead<'_>, body: &[u8]) -> Vec<u8> {
+    let mut out = encode_head(head, body.len());
+    out.extend_from_slice(body);
+    out
+}
+
+/// [`encode`] with `body` serialised as JSON straight after the head.
+pub fn encode_json<T: Serialize>(head: &WriteHead<'_>, body: &T) -> Vec<u8> {
+    let mut out = encode_head(head, 4096);
+    // Serialising plain data structs into a Vec cannot fail: every map key is a string.
+    serde_json::to_writer(&mut out, body).expect("records serialise to JSON");
+    out
+}
+
+fn encode_head(head: &WriteHead<'_>, body_len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + head.workflow_name.len() + body_len);
+    out.extend_from_slice(&WRITE_TAG.to_le_bytes());
+    bincode::serde::encode_into_std_write(head, &mut out, config())
+        .expect("a write head encodes into a Vec");
+    out
+}
+
+/// The head and body of a write; `Ok(None)` when `bytes` is not a write (another command).
+pub fn decode(bytes: &[u8]) -> Result<Option<(WriteHead<'_>, &[u8])>, CodecError> {
+    match bytes {
+        [a, b, rest @ ..] if u16::from_le_bytes([*a, *b]) == WRITE_TAG => {
+            let (head, used) = bincode::serde::borrow_decode_from_slice(rest, config())
+                .map_err(|e| CodecError::Head(e.to_string()))?;
+            Ok(Some((head, &rest[used..])))
+        }
+        _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head() -> WriteHead<'static> {
+        WriteHead {
+            kind: WriteKind::Patch,
+            expected_version: 3,
+            version: 4,
+            workflow_id: "01234567-89ab-cdef-0123-456789ab0005",
+            workflow_name: "w2",
+            workflow_version: 1,
+            terminal: false,
+            correlation_id: Some("order-7"),
+        }
+    }
+
+    #[test]
+    fn a_write_round_trips_with_its_body_untouched() {
+        let body = br#"{"version":4,"workflow":{}}"#;
+        let bytes = encode(&head(), body);
+        let (decoded, rest) = decode(&bytes).expect("decodes").expect("a write");
+        assert_eq!(decoded, head());
+        assert_eq!(rest, body);
+        let value: serde_json::Value = serde_json::from_slice(body).expect("JSON");
+        assert_eq!(encode_json(&head(), &value), bytes);
+    }
+
+    #[test]
+    fn other_commands_are_not_writes_and_damage_is_refused() {
+        let json_command = crate::record::encode(&crate::record::PartitionOutcome::Applied);
+        assert!(decode(&json_command).expect("not damage").is_none());
+        assert!(decode(&[]).expect("not damage").is_none());
+        let bytes = encode(&head(), b"{}");
+        // Cut inside the head.
+        assert!(decode(&bytes[..6]).is_err());
+        // A name's length prefix claiming more than the limit allows.
+        let mut bad = WRITE_TAG.to_le_bytes().to_vec();
+        bad.extend_from_slice(&[0, 3, 4, 0xfc, 0xff, 0xff, 0xff, 0x7f]);
+        assert!(decode(&bad).is_err());
+    }
+}
