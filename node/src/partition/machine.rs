@@ -515,17 +515,7 @@ mod tests {
     /// A workflow's write of `next` after `prev` (a patch when `patch`), as the actor makes it.
     fn write_of(prev: Option<&WorkflowRecord>, next: &WorkflowRecord, patch: bool) -> Vec<u8> {
         use proto::record::write::{encode_json, WriteHead, WriteKind};
-        let wf = &next.workflow;
-        let head = |kind| WriteHead {
-            kind,
-            expected_version: prev.map_or(0, |p| p.version),
-            version: next.version,
-            workflow_id: wf.workflow_id.as_str(),
-            workflow_name: &wf.workflow_name,
-            workflow_version: wf.workflow_version,
-            terminal: wf.status.is_terminal(),
-            correlation_id: wf.correlation_id.as_deref(),
-        };
+        let head = |kind| WriteHead::of(kind, prev.map_or(0, |p| p.version), next);
         match prev.filter(|_| patch) {
             Some(prev) => {
                 let p = proto::record::patch::diff(prev, next).expect("a patch");

@@ -93,17 +93,7 @@ impl WorkflowState {
             _ => None,
         };
         let patched = patch.is_some();
-        let wf = &next.workflow;
-        let head = |kind| WriteHead {
-            kind,
-            expected_version: expected,
-            version: next.version,
-            workflow_id: wf.workflow_id.as_str(),
-            workflow_name: &wf.workflow_name,
-            workflow_version: wf.workflow_version,
-            terminal: wf.status.is_terminal(),
-            correlation_id: wf.correlation_id.as_deref(),
-        };
+        let head = |kind| WriteHead::of(kind, expected, &next);
         let command = match patch {
             Some(patch) => write::encode_json(&head(WriteKind::Patch), &patch),
             None => write::encode_json(&head(WriteKind::Put), &next),

@@ -63,16 +63,6 @@ pub(crate) fn body(bytes: &[u8]) -> Result<&[u8], CodecError> {
     Ok(&bytes[2..])
 }
 
-/// Encodes a body that is already this format version's JSON (a [`RawValue`] taken from a
-/// record): the same bytes [`encode`] writes for the value it holds.
-pub fn encode_raw(body: &RawValue) -> Vec<u8> {
-    let json = body.get().as_bytes();
-    let mut out = Vec::with_capacity(2 + json.len());
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(json);
-    out
-}
-
 /// A workflow as a partition stores it: the Conductor view plus Baton's bookkeeping. Its encoding
 /// leaves out what its workflow definition already holds (see [`compact`]).
 #[derive(Debug, Clone, PartialEq, Deserialize)]

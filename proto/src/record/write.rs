@@ -11,7 +11,7 @@
 //! Layout: the two-byte tag [`WRITE_TAG`] (little-endian, like a record's format version), the
 //! [`WriteHead`] in bincode's standard encoding, then the JSON body to the end.
 
-use super::CodecError;
+use super::{CodecError, WorkflowRecord};
 use serde::{Deserialize, Serialize};
 
 /// The first two bytes of a write: read as a record's format version, one no build uses.
@@ -43,6 +43,23 @@ pub struct WriteHead<'a> {
     pub terminal: bool,
     #[serde(borrow)]
     pub correlation_id: Option<&'a str>,
+}
+
+impl<'a> WriteHead<'a> {
+    /// The head of a write of `record` following the stored version `expected_version`.
+    pub fn of(kind: WriteKind, expected_version: u64, record: &'a WorkflowRecord) -> Self {
+        let wf = &record.workflow;
+        WriteHead {
+            kind,
+            expected_version,
+            version: record.version,
+            workflow_id: wf.workflow_id.as_str(),
+            workflow_name: &wf.workflow_name,
+            workflow_version: wf.workflow_version,
+            terminal: wf.status.is_terminal(),
+            correlation_id: wf.correlation_id.as_deref(),
+        }
+    }
 }
 
 fn config() -> impl bincode::config::Config {
