@@ -32,22 +32,6 @@ fn keep_freed_memory() {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    /// The index names the purge delay: its default is mimalloc 3's (1000 ms) unless the
-    /// environment set it. A wrong index after an upgrade would set another option.
-    #[test]
-    #[allow(unsafe_code)]
-    fn the_option_index_is_the_purge_delay() {
-        // SAFETY: reads one of mimalloc's options; nothing sets options in this test binary.
-        let delay = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
-        match std::env::var("MIMALLOC_PURGE_DELAY") {
-            Ok(set) => assert_eq!(Some(delay), set.parse().ok()),
-            Err(_) => assert_eq!(delay, 1000),
-        }
-    }
-}
-
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -323,4 +307,20 @@ async fn shutdown_signal() {
         _ = term => {}
     }
     tracing::info!("shutting down");
+}
+
+#[cfg(test)]
+mod tests {
+    /// The index names the purge delay: its default is mimalloc 3's (1000 ms) unless the
+    /// environment set it. A wrong index after an upgrade would set another option.
+    #[test]
+    #[allow(unsafe_code)]
+    fn the_option_index_is_the_purge_delay() {
+        // SAFETY: reads one of mimalloc's options; nothing sets options in this test binary.
+        let delay = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
+        match std::env::var("MIMALLOC_PURGE_DELAY") {
+            Ok(set) => assert_eq!(Some(delay), set.parse().ok()),
+            Err(_) => assert_eq!(delay, 1000),
+        }
+    }
 }
