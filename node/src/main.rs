@@ -8,6 +8,9 @@
 
 use clap::{Parser, Subcommand};
 use proto::NodeId;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 
 /// mimalloc instead of glibc's allocator: a node allocates and frees small buffers at a high
 /// rate (records, entries, frames), and glibc's malloc was 15% of a loaded node's samples.
@@ -31,10 +34,6 @@ fn keep_freed_memory() {
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     }
 }
-
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 
 #[derive(Parser)]
 #[command(
