@@ -13,6 +13,10 @@ pub enum Error {
     /// 400: the request is malformed or invalid; nothing was changed.
     #[error("{0}")]
     Invalid(String),
+    /// 413: a field or payload is larger than its limit, or the change would make a workflow
+    /// larger than it may grow; nothing was changed.
+    #[error("{0}")]
+    TooLarge(String),
     /// 401: the request could not be authenticated (a webhook's signature or timestamp).
     #[error("{0}")]
     Unauthorized(String),
@@ -31,6 +35,16 @@ impl From<crate::engine::Error> for Error {
             E::NotFound(m) => Error::NotFound(m),
             E::Conflict(m) => Error::Conflict(m),
             E::Invalid(m) => Error::Invalid(m),
+        }
+    }
+}
+
+impl From<proto::check::Violation> for Error {
+    fn from(v: proto::check::Violation) -> Self {
+        use proto::check::Violation as V;
+        match v {
+            V::Invalid(m) => Error::Invalid(m),
+            V::TooLarge(m) => Error::TooLarge(m),
         }
     }
 }

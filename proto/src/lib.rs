@@ -5,6 +5,7 @@
 //! cluster layer, the simulator and the tools agree on one spelling of every field. Field names follow
 //! Conductor OSS exactly (camelCase JSON) so that Conductor's own clients read Baton's answers.
 
+pub mod check;
 pub mod hash;
 pub mod ids;
 pub mod limits;

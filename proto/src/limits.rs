@@ -24,3 +24,26 @@ pub const EVENT_QUEUE_MAX: u64 = 100_000;
 pub const EVENT_INFLIGHT_MAX: usize = 64;
 /// Execution records one listing answers.
 pub const EXECUTIONS_MAX: usize = 1_000;
+/// Deepest nesting of a payload (workflow input, task output, variables, templates): a map is one
+/// level, each object or array inside it one more. Records add a few levels of their own around
+/// payloads, and they must always decode (JSON parsers stop at 128).
+pub const PAYLOAD_DEPTH_MAX: usize = 64;
+/// Longest correlation id accepted, in bytes.
+pub const CORRELATION_ID_LEN_MAX: usize = 1024;
+/// Longest reason (a worker's `reasonForIncompletion`, a terminate reason), in bytes.
+pub const REASON_LEN_MAX: usize = 4 * 1024;
+/// Longest description of a definition, in bytes.
+pub const DESCRIPTION_LEN_MAX: usize = 4 * 1024;
+/// Longest duration a definition or result may name, in seconds (ten years).
+pub const DURATION_SECONDS_MAX: u64 = 10 * 365 * 24 * 3600;
+/// Largest retry count (and backoff scale factor): a workflow cannot hold more attempts than
+/// [`WORKFLOW_TASKS_MAX`].
+pub const RETRY_COUNT_MAX: u32 = WORKFLOW_TASKS_MAX as u32;
+/// Largest workflow definition, as JSON. Every workflow record carries its definition, so a
+/// definition must leave room for the workflow's own data within [`WORKFLOW_BYTES_MAX`].
+pub const DEF_BYTES_MAX: usize = 512 * 1024;
+/// Largest a workflow's record may grow, as JSON (its definition, inputs, outputs, variables and
+/// task logs together). A step that would pass it fails the workflow with that reason instead; a
+/// start that would, is refused. It stays a quarter below the largest replicated command (4 MiB),
+/// so that the write failing a workflow at the limit still fits.
+pub const WORKFLOW_BYTES_MAX: usize = 3 * 1024 * 1024;

@@ -79,7 +79,7 @@ fn webhooks_check_signature_and_timestamp_and_act_once_per_delivery() {
         "orders",
         &body,
         Some(now),
-        Some(sign("wrong-secret-xxxxxxxx", &ts, body.as_bytes())),
+        Some(sign("wrong-secret-xxxxxxxx", &ts, "", body.as_bytes())),
     )
     .assert_error_response(401, "signature does not match");
     deliver(api, "orders", &body, Some(now), None).assert_error_response(401, "x-baton-signature");
@@ -88,7 +88,7 @@ fn webhooks_check_signature_and_timestamp_and_act_once_per_delivery() {
         "orders",
         &body,
         None,
-        Some(sign(NEW_SECRET, &ts, body.as_bytes())),
+        Some(sign(NEW_SECRET, &ts, "", body.as_bytes())),
     )
     .assert_error_response(401, "x-baton-timestamp");
     let stale = now - 400;
@@ -97,7 +97,7 @@ fn webhooks_check_signature_and_timestamp_and_act_once_per_delivery() {
         "orders",
         &body,
         Some(stale),
-        Some(sign(NEW_SECRET, &stale.to_string(), body.as_bytes())),
+        Some(sign(NEW_SECRET, &stale.to_string(), "", body.as_bytes())),
     )
     .assert_error_response(401, "away from this node's clock");
     // A body changed after signing.
@@ -106,7 +106,7 @@ fn webhooks_check_signature_and_timestamp_and_act_once_per_delivery() {
         "orders",
         &body.replace(&order, "tampered"),
         Some(now),
-        Some(sign(NEW_SECRET, &ts, body.as_bytes())),
+        Some(sign(NEW_SECRET, &ts, "", body.as_bytes())),
     )
     .assert_error_response(401, "signature does not match");
     deliver(
@@ -114,7 +114,7 @@ fn webhooks_check_signature_and_timestamp_and_act_once_per_delivery() {
         "nope",
         &body,
         Some(now),
-        Some(sign(NEW_SECRET, &ts, body.as_bytes())),
+        Some(sign(NEW_SECRET, &ts, "", body.as_bytes())),
     )
     .assert_error_response(404, "No such webhook");
     assert!(
@@ -123,7 +123,7 @@ fn webhooks_check_signature_and_timestamp_and_act_once_per_delivery() {
     );
 
     // Signed with the new secret: accepted. The same delivery replayed: acknowledged, dropped.
-    let sig = sign(NEW_SECRET, &ts, body.as_bytes());
+    let sig = sign(NEW_SECRET, &ts, "", body.as_bytes());
     let first = deliver(api, "orders", &body, Some(now), Some(sig.clone()))
         .expect_ok("a signed delivery")
         .json();
@@ -141,7 +141,7 @@ fn webhooks_check_signature_and_timestamp_and_act_once_per_delivery() {
         "orders",
         &body2,
         Some(now),
-        Some(sign(OLD_SECRET, &ts, body2.as_bytes())),
+        Some(sign(OLD_SECRET, &ts, "", body2.as_bytes())),
     )
     .expect_ok("signed with the old secret");
 

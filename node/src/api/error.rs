@@ -97,10 +97,17 @@ impl From<crate::Error> for ApiError {
             E::Conflict(_) => StatusCode::CONFLICT,
             E::Invalid(_) => StatusCode::BAD_REQUEST,
             E::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            E::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             E::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             E::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         Self::new(status, e.to_string())
+    }
+}
+
+impl From<proto::check::Violation> for ApiError {
+    fn from(v: proto::check::Violation) -> Self {
+        crate::Error::from(v).into()
     }
 }
 

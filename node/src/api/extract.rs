@@ -11,7 +11,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Query, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, Uri};
-use proto::limits::{NAME_LEN_MAX, PAYLOAD_BYTES_MAX, REQUEST_BYTES_MAX};
+use proto::limits::REQUEST_BYTES_MAX;
 use proto::{TaskId, WorkflowId};
 use serde::de::DeserializeOwned;
 use std::str::FromStr;
@@ -159,24 +159,6 @@ fn short_type_name(full: &str) -> String {
     out
 }
 
-/// 413 when a payload carried whole in a body (workflow input, task output, a log line) is over
-/// [`PAYLOAD_BYTES_MAX`].
-pub fn check_payload(bytes: usize, what: &str) -> ApiResult<()> {
-    if bytes > PAYLOAD_BYTES_MAX {
-        return Err(ApiError::too_large(format!(
-            "{what} is {bytes} bytes, over the limit of {PAYLOAD_BYTES_MAX} bytes; store large payloads elsewhere and pass a reference"
-        )));
-    }
-    Ok(())
-}
-
-/// Serialized size of a JSON map (an input or output), for [`check_payload`].
-pub fn json_len(map: &proto::model::Json) -> usize {
-    serde_json::to_vec(map)
-        .map(|v| v.len())
-        .unwrap_or(usize::MAX)
-}
-
 // ---- query strings ----
 
 /// The query string as name/value pairs, in order, percent-decoded. Repeated names are kept.
@@ -317,18 +299,10 @@ pub fn task_id(s: &str) -> ApiResult<TaskId> {
     Ok(id)
 }
 
-/// Checks a name (workflow, task type, reference name) given in a path or query: non-empty and at
-/// most [`NAME_LEN_MAX`] bytes.
+/// Checks a name (workflow, task type, reference name) given in a path or query with the
+/// door's one rule for names ([`proto::check::name`]).
 pub fn name<'a>(kind: &str, s: &'a str) -> ApiResult<&'a str> {
-    if s.trim().is_empty() {
-        return Err(ApiError::bad_request(format!("{kind} must not be empty")));
-    }
-    if s.len() > NAME_LEN_MAX {
-        return Err(ApiError::bad_request(format!(
-            "{kind} is {} bytes long, over the limit of {NAME_LEN_MAX}",
-            s.len()
-        )));
-    }
+    proto::check::name(kind, s)?;
     Ok(s)
 }
 
@@ -337,6 +311,7 @@ mod tests {
     use super::*;
     use crate::api::testing::{body_json, call};
     use axum::http::header;
+    use proto::limits::NAME_LEN_MAX;
     use proto::model::{Json, TaskDef, WorkflowDef};
 
     #[test]

@@ -6,10 +6,7 @@
 //! task or 204. Ids in paths and bodies are checked to be Baton ids before the node is asked.
 
 use super::error::ApiResult;
-use super::extract::{
-    check_payload, json_len, name, task_id, workflow_id, Body, BodyOrDefault, Params, PathArgs,
-    Text,
-};
+use super::extract::{name, task_id, workflow_id, Body, BodyOrDefault, Params, PathArgs, Text};
 use super::ApiError;
 use crate::service::PollRequest;
 use crate::Node;
@@ -92,8 +89,8 @@ pub async fn batch_poll(
 
 // ---- updates ----
 
-/// Checks a worker's result before it reaches the node: both ids are Baton ids and the output is
-/// within the payload limit.
+/// Checks a worker's result's ids before it reaches the node: both are Baton ids (the node checks
+/// the rest, [`proto::check::task_result`]).
 fn check_result(result: &TaskResult) -> ApiResult<()> {
     if result.workflow_instance_id.is_empty() {
         return Err(ApiError::bad_request(
@@ -105,7 +102,7 @@ fn check_result(result: &TaskResult) -> ApiResult<()> {
     }
     workflow_id(&result.workflow_instance_id)?;
     task_id(&result.task_id)?;
-    check_payload(json_len(&result.output_data), "task output")
+    Ok(())
 }
 
 /// `POST /api/tasks` with a `TaskResult`: answers the task id.
@@ -146,7 +143,10 @@ pub async fn update_by_ref(
     let workflow = workflow_id(&workflow)?;
     let reference = name("task reference name", &reference)?;
     let status = result_status(&status)?;
-    check_payload(json_len(&output), "task output")?;
+    proto::check::payload("task output", &output)?;
+    if let Some(worker) = params.str("workerid") {
+        name("workerid", worker)?;
+    }
     Ok(node
         .update_task_by_ref(
             workflow.as_str(),
@@ -221,7 +221,7 @@ pub async fn add_log(
             "the request body must be the log line; it is empty",
         ));
     }
-    check_payload(line.len(), "log line")?;
+    proto::check::text("log line", &line, proto::limits::PAYLOAD_BYTES_MAX)?;
     node.add_task_log(id.as_str(), line).await?;
     Ok(StatusCode::OK)
 }

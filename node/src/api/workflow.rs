@@ -6,9 +6,7 @@
 //! checked to be Baton ids before the node is asked (400 if not); an unknown id is the node's 404.
 
 use super::error::ApiResult;
-use super::extract::{
-    check_payload, json_len, name, workflow_id, Body, BodyOrDefault, Params, PathArgs,
-};
+use super::extract::{name, workflow_id, Body, BodyOrDefault, Params, PathArgs};
 use super::{search, ApiError};
 use crate::service::SearchQuery;
 use crate::Node;
@@ -29,33 +27,17 @@ pub const CORRELATION_IDS_MAX: usize = 100;
 pub const RUNNING_FILTER_MAX: usize = 1_000;
 /// Page size of `GET /api/workflow/search` when none is given (Conductor's).
 const SEARCH_SIZE_DEFAULT: usize = 100;
-/// Highest workflow priority (Conductor's range is 0 to 99).
-const PRIORITY_MAX: i32 = 99;
 /// Page size of `GET /api/workflow/{id}/tasks` when none is given (Conductor's).
 const TASK_PAGE_DEFAULT: usize = 15;
 
 // ---- start ----
-
-fn check_priority(priority: i32) -> ApiResult<()> {
-    if !(0..=PRIORITY_MAX).contains(&priority) {
-        return Err(ApiError::bad_request(format!(
-            "priority must be between 0 and {PRIORITY_MAX}, got {priority}"
-        )));
-    }
-    Ok(())
-}
 
 /// `POST /api/workflow`: starts a workflow from a `StartWorkflowRequest`; answers its id.
 pub async fn start(
     State(node): State<Node>,
     Body(request): Body<StartWorkflowRequest>,
 ) -> ApiResult<String> {
-    // An inline `workflowDef` names the workflow when `name` is left out.
-    if request.workflow_def.is_none() {
-        name("workflow name", &request.name)?;
-    }
-    check_payload(json_len(&request.input), "workflow input")?;
-    check_priority(request.priority)?;
+    // The node checks every field (proto::check::start_request) before anything is stored.
     Ok(node.start_workflow(request).await?)
 }
 
@@ -67,7 +49,6 @@ pub async fn start_by_name(
     params: Params,
     BodyOrDefault(input): BodyOrDefault<model::Json>,
 ) -> ApiResult<String> {
-    check_payload(json_len(&input), "workflow input")?;
     let request = StartWorkflowRequest {
         name: name("workflow name", &workflow_name)?.to_owned(),
         version: params.num("version")?,
@@ -76,7 +57,6 @@ pub async fn start_by_name(
         input,
         ..StartWorkflowRequest::default()
     };
-    check_priority(request.priority)?;
     Ok(node.start_workflow(request).await?)
 }
 
@@ -117,8 +97,6 @@ pub async fn execute(
             "workflow version must be a non-negative integer, got '{version}'"
         ))
     })?);
-    check_payload(json_len(&request.input), "workflow input")?;
-    check_priority(request.priority)?;
     let wait_s = params.num_or("waitForSeconds", EXECUTE_WAIT_DEFAULT_S)?;
     if wait_s > EXECUTE_WAIT_MAX_S {
         return Err(ApiError::bad_request(format!(
@@ -336,7 +314,10 @@ pub async fn rerun(
         super::extract::task_id(task)?;
     }
     if let Some(input) = &request.workflow_input {
-        check_payload(json_len(input), "workflow input")?;
+        proto::check::payload("workflow input", input)?;
+    }
+    if let Some(input) = &request.task_input {
+        proto::check::payload("task input", input)?;
     }
     Ok(node.rerun(id.as_str(), request).await?)
 }

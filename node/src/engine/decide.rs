@@ -131,6 +131,31 @@ pub fn decide(
     Ok(ctx.finish(record.version))
 }
 
+/// Fails a running workflow whose next record would be larger than a workflow may grow: the input
+/// that led there is dropped, and the workflow ends FAILED with `reason` from its committed
+/// record, its open tasks CANCELED and no output computed (the output could be what is too
+/// large), so the record that ends it is barely larger than the committed one. A finished
+/// workflow is refused (`Conflict`): nothing is changed.
+pub fn fail_oversized(
+    record: &WorkflowRecord,
+    reason: String,
+    now: NowMs,
+    rng: Rng,
+) -> Result<Decision, Error> {
+    if record.workflow.status.is_terminal() {
+        return Err(Error::Conflict(reason));
+    }
+    let mut ctx = Ctx::new(record, now, rng);
+    ctx.end_with_output(
+        WorkflowStatus::Failed,
+        Some(reason),
+        None,
+        true,
+        Some(Json::new()),
+    );
+    Ok(ctx.finish(record.version))
+}
+
 /// An EVENT task's message went out (or could not): complete or fail the task like a result.
 fn event_published(
     ctx: &mut Ctx<'_>,

@@ -210,6 +210,6 @@ mod wait;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use decide::{decide, decide_all, start};
+pub use decide::{decide, decide_all, fail_oversized, start};
 pub use derive::{pending_events, ready_tasks, timers, PendingEvent};
 pub use validate::validate_workflow_def;

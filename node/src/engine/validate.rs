@@ -1,7 +1,7 @@
 //! Checks a workflow definition before it is stored or started: names, unique reference names, known
 //! task types and the shape each system task needs. Every message names the offending task.
 
-use super::nav::is_known_type;
+use super::nav::{is_known_type, next_after, Next};
 use super::*;
 use proto::limits::{DEF_TASKS_MAX, NAME_LEN_MAX};
 use proto::model::{task_type, WorkflowTask};
@@ -50,6 +50,29 @@ pub fn validate_workflow_def(def: &WorkflowDef) -> Result<(), Error> {
     for t in &all {
         check_task(t, &refs)?;
     }
+    check_forks_joined(def)
+}
+
+/// Every FORK_JOIN is followed by a JOIN: the task scheduled after it, by the same rule the
+/// decider schedules with (a fork last in a SWITCH case is followed by what follows the SWITCH,
+/// as in Conductor). Conductor fails such a workflow when it reaches the fork; refusing the
+/// definition says so before any workflow starts.
+fn check_forks_joined(def: &WorkflowDef) -> Result<(), Error> {
+    for fork in def
+        .all_tasks()
+        .into_iter()
+        .filter(|t| t.task_type == task_type::FORK_JOIN)
+    {
+        let r = &fork.task_reference_name;
+        match next_after(&def.tasks, r) {
+            Some(Next::Task(j)) if j.task_type == task_type::JOIN => {}
+            _ => {
+                return Err(Error::Invalid(format!(
+                    "FORK_JOIN task '{r}' is not followed by a JOIN task"
+                )))
+            }
+        }
+    }
     Ok(())
 }
 
@@ -84,6 +107,9 @@ fn check_task(t: &WorkflowTask, refs: &BTreeSet<&str>) -> Result<(), Error> {
             Some(_) => {}
         },
         task_type::JOIN => {
+            if t.join_on.iter().any(|j| j == r) {
+                return bad(format!("JOIN task '{r}' joins on itself"));
+            }
             if let Some(missing) = t.join_on.iter().find(|j| !refs.contains(j.as_str())) {
                 return bad(format!(
                     "JOIN task '{r}' joins on '{missing}', which is not a task of this workflow"
@@ -152,6 +178,12 @@ mod tests {
         no_expr.evaluator_type = Some("value-param".into());
         let mut nested_dup = wt("f", "FORK_JOIN");
         nested_dup.fork_tasks = vec![vec![wt("a", "SIMPLE")]];
+        let mut join_self = wt("j", "JOIN");
+        join_self.join_on = vec!["j".into()];
+        let mut unjoined = wt("f", "FORK_JOIN");
+        unjoined.fork_tasks = vec![vec![wt("a", "SIMPLE")]];
+        let mut nested_unjoined = wt("g", "FORK_JOIN");
+        nested_unjoined.fork_tasks = vec![vec![unjoined.clone(), wt("b", "SIMPLE")]];
         let table: Vec<(WorkflowDef, &str)> = vec![
             (
                 WorkflowDef {
@@ -180,6 +212,15 @@ mod tests {
                 "FORK_JOIN task 'f' has an empty branch",
             ),
             (def(vec![join_missing]), "JOIN task 'j' joins on 'zz'"),
+            (def(vec![join_self]), "JOIN task 'j' joins on itself"),
+            (
+                def(vec![unjoined, wt("z", "SIMPLE")]),
+                "FORK_JOIN task 'f' is not followed by a JOIN task",
+            ),
+            (
+                def(vec![nested_unjoined, wt("jg", "JOIN")]),
+                "FORK_JOIN task 'f' is not followed by a JOIN task",
+            ),
             (
                 def(vec![wt("s", "SWITCH")]),
                 "SWITCH task 's' has no evaluatorType",

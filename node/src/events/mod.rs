@@ -33,7 +33,9 @@ pub struct GateEvent {
     pub id: Option<String>,
     pub payload: Value,
     pub trace_id: Option<String>,
-    pub dedup: bool,
+    /// Drop content (event and payload) seen within this many milliseconds (webhooks); `None`:
+    /// no deduplication by content.
+    pub dedup_window_ms: Option<i64>,
 }
 
 /// The trace id of a W3C `traceparent` header (`00-<32 hex>-<16 hex>-<2 hex>`), if it is one.

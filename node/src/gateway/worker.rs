@@ -417,7 +417,7 @@ async fn commit_result(
             let code = match &e {
                 Error::Conflict(_) => ErrorCode::Stale,
                 Error::NotFound(_) => ErrorCode::NotFound,
-                Error::Invalid(_) => ErrorCode::Invalid,
+                Error::Invalid(_) | Error::TooLarge(_) => ErrorCode::Invalid,
                 Error::Unauthorized(_) => ErrorCode::Forbidden,
                 Error::Unavailable(_) | Error::Internal(_) => ErrorCode::Unavailable,
             };

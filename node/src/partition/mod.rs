@@ -55,6 +55,10 @@ async fn propose(
         cluster::Error::NotLeader { .. } => {
             Error::Unavailable(format!("partition {id} has no leader here; retry"))
         }
+        // The same command would be refused again: not a reason to retry.
+        e @ cluster::Error::CommandTooLarge { .. } => {
+            Error::TooLarge(format!("partition {id}: {e}"))
+        }
         other => Error::Unavailable(format!("partition {id}: {other}")),
     })?;
     record::decode(&bytes)

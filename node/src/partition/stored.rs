@@ -12,6 +12,9 @@ use proto::{TaskId, WorkflowId};
 pub struct Stored {
     pub record: WorkflowRecord,
     pub patches: u32,
+    /// The stored row's length: the last full record's JSON and every patch since, which bounds
+    /// the size of the record they make from above.
+    pub bytes: usize,
 }
 
 /// The committed state of `id`, or `None` when it has none.
@@ -21,7 +24,11 @@ pub fn read(state: &Tree, id: &WorkflowId) -> Result<Option<Stored>> {
         return Ok(None);
     };
     let (record, patches) = patch::decode_chain(&bytes).map_err(|e| failed(&e))?;
-    Ok(Some(Stored { record, patches }))
+    Ok(Some(Stored {
+        record,
+        patches,
+        bytes: bytes.len(),
+    }))
 }
 
 /// The workflow that owns `task`: the one among those whose id begins as the task's does that

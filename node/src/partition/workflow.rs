@@ -9,6 +9,8 @@ use super::PartitionCtx;
 use crate::engine::{self, Decision, Effect, Input, StartInput, TimerKey};
 use crate::error::{Error, Result};
 use crate::queue::Handoff;
+use proto::check::json_len;
+use proto::limits::WORKFLOW_BYTES_MAX;
 use proto::model::{Task, TaskExecLog};
 use proto::record::write::{self, WriteHead, WriteKind};
 use proto::record::{patch, PartitionCommand, PartitionOutcome, WorkflowRecord};
@@ -25,6 +27,10 @@ const IDLE_MS: u64 = 30_000;
 /// A write after this many patches is a full record again, so a read applies at most this many
 /// (see [`proto::record::patch`]).
 pub const PATCHES_MAX: u32 = 16;
+
+/// Largest write that fails a workflow for its size: [`WORKFLOW_BYTES_MAX`] plus what failing
+/// adds (statuses, end times, the reason), within the largest replicated command (4 MiB).
+const FAILING_WRITE_BYTES_MAX: usize = WORKFLOW_BYTES_MAX + 512 * 1024;
 
 pub type Reply<T> = oneshot::Sender<Result<T>>;
 
@@ -73,6 +79,10 @@ pub struct WorkflowState {
     record: Option<WorkflowRecord>,
     /// How many patches follow the last full record written (see [`PATCHES_MAX`]).
     patches: u32,
+    /// Bytes of the last full record written and of every patch since: an upper bound on the
+    /// committed record's size, so that only a workflow near [`WORKFLOW_BYTES_MAX`] has its
+    /// record measured before a write.
+    chain_bytes: usize,
     /// Messages handled that the supervisor forwarded (for passivation handshakes).
     processed: u64,
     /// Whether an idle check is scheduled: at most one per actor, not one per message.
@@ -84,6 +94,12 @@ impl WorkflowState {
     /// since the committed record as a patch, or the full record (the first write, the last,
     /// one after [`PATCHES_MAX`] patches, and one a patch cannot express).
     async fn commit(&mut self, next: WorkflowRecord) -> Result<()> {
+        self.commit_within(next, WORKFLOW_BYTES_MAX).await
+    }
+
+    /// [`Self::commit`] of a record that may hold at most `bytes_max` bytes of JSON: a larger one
+    /// is refused with [`Error::TooLarge`] before anything is proposed.
+    async fn commit_within(&mut self, next: WorkflowRecord, bytes_max: usize) -> Result<()> {
         let expected = self.record.as_ref().map_or(0, |r| r.version);
         // The write that ends a workflow is whole, so what stays stored is one compact record.
         let patch = match &self.record {
@@ -98,11 +114,27 @@ impl WorkflowState {
             Some(patch) => write::encode_json(&head(WriteKind::Patch), &patch),
             None => write::encode_json(&head(WriteKind::Put), &next),
         };
+        let written = command.len();
+        let chain_bytes = if patched {
+            self.chain_bytes + written
+        } else {
+            written
+        };
+        if chain_bytes > bytes_max {
+            let bytes = if patched { json_len(&next) } else { written };
+            if bytes > bytes_max {
+                return Err(Error::TooLarge(format!(
+                    "workflow {} would grow to {bytes} bytes, over the limit of {bytes_max} bytes a workflow may hold; store large payloads elsewhere and pass references",
+                    self.id
+                )));
+            }
+        }
         let outcome = self.ctx.propose_write(command).await?;
         match outcome {
             PartitionOutcome::Applied => {
                 self.record = Some(next);
                 self.patches = if patched { self.patches + 1 } else { 0 };
+                self.chain_bytes = chain_bytes;
                 Ok(())
             }
             PartitionOutcome::VersionConflict { stored } => {
@@ -148,6 +180,9 @@ impl WorkflowState {
                 for (handoff, tasks) in handoffs {
                     handoff.answer(if ok { tasks } else { Vec::new() });
                 }
+                if let Err(Error::TooLarge(why)) = written {
+                    return self.fail_oversized(why).await;
+                }
                 written?
             }
             // Nothing to write (a late result, a no-op command): the answer still claims to reflect
@@ -169,6 +204,32 @@ impl WorkflowState {
             }
         }
         Ok(())
+    }
+
+    /// A decision would have made the record larger than a workflow may grow: the workflow fails
+    /// instead, from its committed record (a start stores nothing), and the callers are told
+    /// why. The failing write may pass [`WORKFLOW_BYTES_MAX`] by the little it adds (the command
+    /// limit still bounds it), so failing always succeeds.
+    async fn fail_oversized(&mut self, why: String) -> Result<()> {
+        let Some(record) = &self.record else {
+            return Err(Error::TooLarge(why));
+        };
+        let now = self.ctx.clock.now_ms();
+        let mut rng = self.rng();
+        let Ok(decision) = engine::fail_oversized(record, why.clone(), now, &mut rng) else {
+            return Err(Error::TooLarge(why));
+        };
+        let Some(failed) = decision.record else {
+            return Err(Error::TooLarge(why));
+        };
+        self.commit_within(failed, FAILING_WRITE_BYTES_MAX).await?;
+        tracing::warn!(workflow = %self.id, reason = %why, "workflow failed: its record would pass the size limit");
+        for effect in &decision.effects {
+            if let Effect::StartWorkflow { .. } = effect {
+                self.ctx.outbox(effect.clone()).await;
+            }
+        }
+        Err(Error::TooLarge(format!("{why}; the workflow failed")))
     }
 
     /// Leases the tasks `next` makes ready to polls parked on this node, in `next` itself, so
@@ -330,6 +391,7 @@ impl WorkflowState {
     fn load(&mut self) -> Result<()> {
         let stored = self.ctx.read_stored(&self.id)?;
         self.patches = stored.as_ref().map_or(0, |s| s.patches);
+        self.chain_bytes = stored.as_ref().map_or(0, |s| s.bytes);
         self.record = stored.map(|s| s.record);
         Ok(())
     }
@@ -406,6 +468,7 @@ impl Actor for WorkflowActor {
             inbox: args.inbox,
             record: None,
             patches: 0,
+            chain_bytes: 0,
             processed: 0,
             idle_check_armed: false,
         };

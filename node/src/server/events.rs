@@ -9,7 +9,7 @@ use crate::events::{GateEvent, Providers, CONDUCTOR};
 use crate::forward::{Forward, Reply};
 use crate::partition::WorkflowOp;
 use crate::partition::{keys, Partition};
-use proto::limits::{EVENT_QUEUE_MAX, EXECUTIONS_MAX, NAME_LEN_MAX, PAYLOAD_BYTES_MAX};
+use proto::limits::{EVENT_QUEUE_MAX, EXECUTIONS_MAX, NAME_LEN_MAX};
 use proto::model::split_event;
 use proto::model::{
     execution_id, Action, ActionType, EventExecution, EventHandler, ExecutionStatus, Json,
@@ -25,30 +25,43 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
+/// Checks that `provider:queue` names a provider this node has enabled and a queue its broker
+/// accepts (event handlers, and the sinks of EVENT tasks); `what` names the requester in errors.
+pub(crate) fn check_event_target(
+    providers: &Providers,
+    what: &str,
+    provider: &str,
+    queue: &str,
+) -> Result<()> {
+    let broker = providers
+        .check(provider)
+        .map_err(|m| Error::Invalid(format!("{what}: {m}")))?;
+    if let Some(b) = broker {
+        crate::events::brokers::validate_queue(b, queue)
+            .map_err(|e| Error::Invalid(format!("{what}: {e}")))?;
+    }
+    Ok(())
+}
+
 /// Checks a handler before it is stored: every message names what is wrong.
 pub(crate) fn check_handler(h: &EventHandler, providers: &Providers) -> Result<()> {
     let bad = |m: String| Err(Error::Invalid(m));
     if h.name.trim().is_empty() {
         return bad("Missing event handler name".into());
     }
-    if h.name.len() > NAME_LEN_MAX {
-        return bad(format!(
-            "event handler name is longer than {NAME_LEN_MAX} characters"
-        ));
-    }
+    proto::check::name("event handler name", &h.name)?;
     let Some((provider, queue)) = h.provider_and_queue() else {
         return bad(format!(
             "event handler '{}': event '{}' is not of the form provider:queue",
             h.name, h.event
         ));
     };
-    let broker = providers
-        .check(provider)
-        .map_err(|m| Error::Invalid(format!("event handler '{}': {m}", h.name)))?;
-    if let Some(b) = broker {
-        crate::events::brokers::validate_queue(b, queue)
-            .map_err(|e| Error::Invalid(format!("event handler '{}': {e}", h.name)))?;
-    }
+    check_event_target(
+        providers,
+        &format!("event handler '{}'", h.name),
+        provider,
+        queue,
+    )?;
     if h.actions.is_empty() {
         return bad(format!(
             "event handler '{}': No actions specified. Please specify at least one action",
@@ -287,7 +300,7 @@ impl Inner {
             id: message_id,
             payload,
             trace_id: traceparent.and_then(crate::events::trace_id_of),
-            dedup: false,
+            dedup_window_ms: None,
         };
         self.admit(event).await.map(|(id, _)| id)
     }
@@ -298,13 +311,8 @@ impl Inner {
     /// (event and payload) it saw within the dedup window, and queues the rest durably with
     /// their source's priority. Answers the message id and whether it was queued.
     pub(crate) async fn admit(&self, event: GateEvent) -> Result<(String, bool)> {
+        proto::check::value("event payload", &event.payload)?;
         let body = serde_json::to_vec(&event.payload).unwrap_or_default();
-        if body.len() > PAYLOAD_BYTES_MAX {
-            return Err(Error::Invalid(format!(
-                "event payload is {} bytes; the maximum is {PAYLOAD_BYTES_MAX}",
-                body.len()
-            )));
-        }
         let id = match event.id.filter(|m| !m.trim().is_empty()) {
             Some(m) if m.len() > NAME_LEN_MAX => {
                 return Err(Error::Invalid(format!(
@@ -315,13 +323,13 @@ impl Inner {
             None => self.new_workflow_id().to_string(),
         };
         let now = self.clock.now_ms();
-        let dedup = event.dedup.then(|| Dedup {
+        let dedup = event.dedup_window_ms.map(|window_ms| Dedup {
             fingerprint: proto::hash::fnv1a(
                 proto::hash::stable_hash(event.event.as_bytes()),
                 &body,
             ),
             now,
-            window_ms: self.events.dedup_window_ms(),
+            window_ms,
         });
         // A gated message is queued where its fingerprint is kept, so that copies meet.
         let partition = match &dedup {
@@ -689,7 +697,7 @@ impl Inner {
                     id: Some(id),
                     payload,
                     trace_id,
-                    dedup: false,
+                    dedup_window_ms: None,
                 };
                 self.admit(gated).await.map(|_| ())
             }

@@ -2,8 +2,7 @@
 
 use super::Inner;
 use crate::error::{Error, Result};
-use proto::limits::NAME_LEN_MAX;
-use proto::model::{TaskDef, WorkflowDef};
+use proto::model::{split_event, task_type, TaskDef, WorkflowDef};
 use proto::record::{MetaCommand, MetaOutcome};
 
 fn check_task_def(def: &TaskDef) -> Result<()> {
@@ -12,11 +11,7 @@ fn check_task_def(def: &TaskDef) -> Result<()> {
             "TaskDef name cannot be null or empty".into(),
         ));
     }
-    if def.name.len() > NAME_LEN_MAX {
-        return Err(Error::Invalid(format!(
-            "TaskDef name is longer than {NAME_LEN_MAX} characters"
-        )));
-    }
+    proto::check::task_def(def)?;
     if def.response_timeout_seconds == 0 {
         return Err(Error::Invalid(format!(
             "TaskDef {}: responseTimeoutSeconds must be at least 1",
@@ -33,6 +28,24 @@ fn check_task_def(def: &TaskDef) -> Result<()> {
 }
 
 impl Inner {
+    /// Checks a workflow definition before it is stored or started inline: the door's limits,
+    /// the engine's rules, and that every EVENT task's sink is a provider this node has.
+    pub(crate) fn check_workflow_def(&self, def: &WorkflowDef) -> Result<()> {
+        proto::check::workflow_def(def)?;
+        crate::engine::validate_workflow_def(def)?;
+        for task in def.all_tasks() {
+            let sink = task.sink.as_deref().map(str::trim);
+            if task.task_type != task_type::EVENT || sink == Some("conductor") {
+                continue;
+            }
+            if let Some((provider, queue)) = sink.and_then(split_event) {
+                let what = format!("EVENT task '{}'", task.task_reference_name);
+                super::events::check_event_target(&self.events.providers, &what, provider, queue)?;
+            }
+        }
+        Ok(())
+    }
+
     pub async fn put_task_defs(&self, mut defs: Vec<TaskDef>) -> Result<()> {
         if defs.is_empty() {
             return Err(Error::Invalid(
@@ -78,7 +91,7 @@ impl Inner {
     }
 
     pub async fn put_workflow_def(&self, mut def: WorkflowDef, overwrite: bool) -> Result<()> {
-        crate::engine::validate_workflow_def(&def)?;
+        self.check_workflow_def(&def)?;
         let existing = self.defs.workflow_def(&def.name, Some(def.version));
         if existing.is_some() && !overwrite {
             return Err(Error::Conflict(format!(

@@ -1,7 +1,7 @@
 //! Task operations for workers: poll (claim from the queue, then lease through the workflow's actor),
 //! results, and task reads.
 
-use super::workflows::{check_payload, parse_workflow_id};
+use super::workflows::parse_workflow_id;
 use super::Inner;
 use crate::engine::{Effect, Input};
 use crate::error::{Error, Result};
@@ -24,8 +24,12 @@ fn parse_task_id(id: &str) -> Result<TaskId> {
 impl Inner {
     /// Leases up to `count` ready tasks of a type, waiting up to `wait_ms` for the first one.
     pub async fn poll(&self, request: PollRequest) -> Result<Vec<Task>> {
-        if request.task_type.trim().is_empty() {
-            return Err(Error::Invalid("task type cannot be empty".into()));
+        proto::check::name("task type", &request.task_type)?;
+        if let Some(worker) = request.worker_id.as_deref().filter(|w| !w.is_empty()) {
+            proto::check::name("workerid", worker)?;
+        }
+        if let Some(domain) = request.domain.as_deref().filter(|d| !d.is_empty()) {
+            proto::check::name("domain", domain)?;
         }
         let count = request.count.clamp(1, POLL_BATCH_MAX);
         let wait = Duration::from_millis(request.wait_ms.min(POLL_WAIT_MS_MAX));
@@ -201,7 +205,7 @@ impl Inner {
             return Err(Error::Invalid("taskId cannot be empty".into()));
         }
         let task_id = parse_task_id(&result.task_id)?;
-        check_payload("task output", &result.output_data)?;
+        proto::check::task_result(&result)?;
         let wf = self
             .owner_of(&result.workflow_instance_id, &task_id)
             .await?;
@@ -218,7 +222,7 @@ impl Inner {
         lease: proto::worker::Lease,
     ) -> Result<()> {
         let task_id = parse_task_id(&result.task_id)?;
-        check_payload("task output", &result.output_data)?;
+        proto::check::task_result(&result)?;
         let wf = self
             .owner_of(&result.workflow_instance_id, &task_id)
             .await?;
@@ -234,7 +238,7 @@ impl Inner {
         let wf = self
             .owner_of(&result.workflow_instance_id, &task_id)
             .await?;
-        check_payload("task output", &result.output_data)?;
+        proto::check::task_result(&result)?;
         let input = Input::TaskResultThenLease(result);
         let effects = self
             .route_op(&wf, WorkflowOp::Input(Box::new(input)))

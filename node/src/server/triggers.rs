@@ -9,7 +9,6 @@ use crate::events::{GateEvent, WEBHOOK};
 use crate::partition::keys;
 use chrono::{DateTime, TimeZone, Utc};
 use hmac::{Hmac, KeyInit, Mac};
-use proto::limits::NAME_LEN_MAX;
 use proto::model::{EpochMs, StartWorkflowRequest, Webhook, WorkflowSchedule};
 use proto::record::{EventSource, MetaCommand, MetaOutcome, PartitionCommand};
 use proto::PartitionId;
@@ -17,10 +16,20 @@ use std::time::Duration;
 
 /// The header carrying a delivery's Unix time in seconds (signed with the body).
 pub const TIMESTAMP_HEADER: &str = "x-baton-timestamp";
-/// The header carrying `sha256=<hex HMAC-SHA256(secret, "{timestamp}.{body}")>`.
+/// The header carrying `sha256=<hex HMAC-SHA256(secret, "{timestamp}.{delivery}.{body}")>`,
+/// `delivery` being the delivery header's value or empty.
 pub const SIGNATURE_HEADER: &str = "x-baton-signature";
-/// An optional sender-chosen delivery id (the message id; else timestamp and signature).
+/// An optional sender-chosen delivery id (the message id; else timestamp and signature). It is
+/// signed, so a replay cannot pass for a new delivery by changing it.
 pub const DELIVERY_HEADER: &str = "x-baton-delivery";
+/// Most secrets a webhook holds: the current one, and during a rotation the next and the old.
+pub const WEBHOOK_SECRETS_MAX: usize = 3;
+/// Shortest and longest secret accepted, in bytes.
+const SECRET_LEN_MIN: usize = 16;
+const SECRET_LEN_MAX: usize = 256;
+/// Largest clock difference a webhook may accept: a delivery is deduplicated by content for
+/// at least this long, so the bound also bounds what the gate keeps.
+pub const WEBHOOK_TOLERANCE_SECONDS_MAX: u64 = 3_600;
 /// Most missed times one pass of a schedule starts (catch-up after a long outage continues on
 /// the next pass).
 const CATCH_UP_MAX: usize = 100;
@@ -30,12 +39,32 @@ const LATE_GRACE_MS: i64 = 30_000;
 const SCHEDULE_RECHECK_MS: i64 = 1_000;
 
 fn check_name(kind: &str, name: &str) -> Result<()> {
-    if name.trim().is_empty() {
-        return Err(Error::Invalid(format!("{kind} name cannot be empty")));
-    }
-    if name.len() > NAME_LEN_MAX || name.contains(['/', ':']) {
+    proto::check::name(&format!("{kind} name"), name)?;
+    if name.contains(':') {
         return Err(Error::Invalid(format!(
-            "{kind} name must be at most {NAME_LEN_MAX} characters without '/' or ':'"
+            "{kind} name '{name}' holds ':'; it names the event {kind}s publish on"
+        )));
+    }
+    Ok(())
+}
+
+fn check_webhook(webhook: &Webhook) -> Result<()> {
+    check_name("webhook", &webhook.name)?;
+    let n = webhook.secrets.len();
+    let lengths_ok = webhook
+        .secrets
+        .iter()
+        .all(|s| (SECRET_LEN_MIN..=SECRET_LEN_MAX).contains(&s.len()));
+    if n == 0 || n > WEBHOOK_SECRETS_MAX || !lengths_ok {
+        return Err(Error::Invalid(format!(
+            "webhook {}: give 1 to {WEBHOOK_SECRETS_MAX} secrets of {SECRET_LEN_MIN} to {SECRET_LEN_MAX} characters (got {n})",
+            webhook.name
+        )));
+    }
+    if webhook.tolerance_seconds > WEBHOOK_TOLERANCE_SECONDS_MAX {
+        return Err(Error::Invalid(format!(
+            "webhook {}: toleranceSeconds is {}, over the limit of {WEBHOOK_TOLERANCE_SECONDS_MAX}",
+            webhook.name, webhook.tolerance_seconds
         )));
     }
     Ok(())
@@ -96,27 +125,37 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// Whether `signature` is HMAC-SHA256 of `{timestamp}.{body}` under one of the secrets; the
-/// comparison is constant-time (`Mac::verify_slice`).
-fn signed_by_any(secrets: &[String], timestamp: &str, body: &[u8], signature: &[u8]) -> bool {
+/// HMAC-SHA256 under `secret` of what a delivery signs: `{timestamp}.{delivery}.{body}`.
+fn mac_of(secret: &str, timestamp: &str, delivery: &str, body: &[u8]) -> Hmac<sha2::Sha256> {
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes())
+        .expect("HMAC takes keys of any length");
+    for part in [timestamp.as_bytes(), b".", delivery.as_bytes(), b".", body] {
+        mac.update(part);
+    }
+    mac
+}
+
+/// Whether `signature` is the delivery's HMAC under one of the secrets; the comparison is
+/// constant-time (`Mac::verify_slice`). CPU-bound over the whole body: callers on the async
+/// runtime run it on the blocking pool.
+fn signed_by_any(
+    secrets: &[String],
+    timestamp: &str,
+    delivery: &str,
+    body: &[u8],
+    signature: &[u8],
+) -> bool {
     secrets.iter().any(|secret| {
-        let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()) else {
-            return false;
-        };
-        mac.update(timestamp.as_bytes());
-        mac.update(b".");
-        mac.update(body);
-        mac.verify_slice(signature).is_ok()
+        mac_of(secret, timestamp, delivery, body)
+            .verify_slice(signature)
+            .is_ok()
     })
 }
 
-/// The signature header a sender computes (for tests and clients): `sha256=<hex>`.
-pub fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
-    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes())
-        .expect("HMAC takes keys of any length");
-    mac.update(timestamp.as_bytes());
-    mac.update(b".");
-    mac.update(body);
+/// The signature header a sender computes (for tests and clients): `sha256=<hex>`; `delivery`
+/// is the delivery header's value, or empty when the sender sends none.
+pub fn sign(secret: &str, timestamp: &str, delivery: &str, body: &[u8]) -> String {
+    let mac = mac_of(secret, timestamp, delivery, body);
     format!("sha256={}", hex(&mac.finalize().into_bytes()))
 }
 
@@ -124,13 +163,7 @@ impl Inner {
     // ---- webhooks ----
 
     pub async fn put_webhook(&self, mut webhook: Webhook) -> Result<()> {
-        check_name("webhook", &webhook.name)?;
-        if webhook.secrets.is_empty() || webhook.secrets.iter().any(|s| s.len() < 16) {
-            return Err(Error::Invalid(format!(
-                "webhook {}: give at least one secret of 16 or more characters",
-                webhook.name
-            )));
-        }
+        check_webhook(&webhook)?;
         webhook.create_time = self
             .defs
             .webhook(&webhook.name)
@@ -201,13 +234,17 @@ impl Inner {
                 "the {SIGNATURE_HEADER} header is missing or not sha256=<hex>"
             ));
         };
-        if !signed_by_any(&webhook.secrets, timestamp, body, &sig) {
+        let delivery = delivery.map(str::trim).unwrap_or_default();
+        if !self
+            .verify_off_runtime(&webhook, timestamp, delivery, body, &sig)
+            .await?
+        {
             return unauthorized("the signature does not match");
         }
         let payload = crate::events::eval::payload_of(body);
-        let id = match delivery.map(str::trim).filter(|d| !d.is_empty()) {
-            Some(d) => d.to_owned(),
-            None => format!("{timestamp}.{}", hex(&sig)),
+        let id = match delivery {
+            "" => format!("{timestamp}.{}", hex(&sig)),
+            d => d.to_owned(),
         };
         let event = GateEvent {
             source: EventSource::Webhook,
@@ -215,9 +252,33 @@ impl Inner {
             id: Some(id),
             payload,
             trace_id: traceparent.and_then(crate::events::trace_id_of),
-            dedup: true,
+            // Content seen within the tolerance is a replay, whatever the configured window.
+            dedup_window_ms: Some(self.events.dedup_window_ms().max(webhook.tolerance_ms())),
         };
         self.admit(event).await
+    }
+
+    /// Checks a delivery's signature on the blocking pool: an HMAC over a body of up to 4 MiB
+    /// under each secret must not hold up the async runtime (health checks, other requests).
+    async fn verify_off_runtime(
+        &self,
+        webhook: &Webhook,
+        timestamp: &str,
+        delivery: &str,
+        body: &[u8],
+        sig: &[u8],
+    ) -> Result<bool> {
+        let (secrets, timestamp, delivery) = (
+            webhook.secrets.clone(),
+            timestamp.to_owned(),
+            delivery.to_owned(),
+        );
+        let (body, sig) = (body.to_vec(), sig.to_vec());
+        tokio::task::spawn_blocking(move || {
+            signed_by_any(&secrets, &timestamp, &delivery, &body, &sig)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("signature check: {e}")))
     }
 
     // ---- schedules ----
@@ -226,6 +287,7 @@ impl Inner {
         check_name("schedule", &schedule.name)?;
         Cron::parse(&schedule)?;
         let request = &schedule.start_workflow_request;
+        proto::check::start_request(request)?;
         if request.name.trim().is_empty() {
             return Err(Error::Invalid(format!(
                 "schedule {}: startWorkflowRequest names no workflow",
@@ -399,16 +461,31 @@ mod tests {
     #[test]
     fn signatures_verify_under_any_secret_and_nothing_else() {
         let body = br#"{"a":1}"#;
-        let header = sign("secret-number-one", "1700000000", body);
+        let header = sign("secret-number-one", "1700000000", "d-1", body);
         let sig = unhex(header.strip_prefix("sha256=").expect("prefix")).expect("hex");
         let secrets = vec![
             "another-secret-xx".to_owned(),
             "secret-number-one".to_owned(),
         ];
-        assert!(signed_by_any(&secrets, "1700000000", body, &sig));
-        assert!(!signed_by_any(&secrets, "1700000001", body, &sig));
-        assert!(!signed_by_any(&secrets, "1700000000", br#"{"a":2}"#, &sig));
-        assert!(!signed_by_any(&secrets[..1], "1700000000", body, &sig));
+        assert!(signed_by_any(&secrets, "1700000000", "d-1", body, &sig));
+        assert!(!signed_by_any(&secrets, "1700000001", "d-1", body, &sig));
+        // The delivery id is signed: a replay under another id does not verify.
+        assert!(!signed_by_any(&secrets, "1700000000", "d-2", body, &sig));
+        assert!(!signed_by_any(&secrets, "1700000000", "", body, &sig));
+        assert!(!signed_by_any(
+            &secrets,
+            "1700000000",
+            "d-1",
+            br#"{"a":2}"#,
+            &sig
+        ));
+        assert!(!signed_by_any(
+            &secrets[..1],
+            "1700000000",
+            "d-1",
+            body,
+            &sig
+        ));
         assert_eq!(unhex("0g"), None);
         assert_eq!(unhex("abc"), None);
     }

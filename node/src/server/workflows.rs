@@ -9,7 +9,7 @@ use crate::forward::{Forward, Reply, HOPS_MAX};
 use crate::partition::Partition;
 use crate::partition::{keys, WorkflowOp};
 use crate::service::SearchQuery;
-use proto::limits::{PAYLOAD_BYTES_MAX, SEARCH_RESULTS_MAX};
+use proto::limits::SEARCH_RESULTS_MAX;
 use proto::model::{Json, SearchResult, StartWorkflowRequest, Workflow, WorkflowSummary};
 use proto::record::WorkflowRecord;
 use proto::{NodeId, PartitionId, WorkflowId};
@@ -23,13 +23,13 @@ pub(crate) fn parse_workflow_id(id: &str) -> Result<WorkflowId> {
 /// Longest idempotency key accepted.
 const IDEMPOTENCY_KEY_BYTES_MAX: usize = 256;
 
-pub(crate) fn check_payload(what: &str, value: &Json) -> Result<()> {
-    let size = serde_json::to_vec(value)
-        .map(|v| v.len())
-        .unwrap_or(usize::MAX);
-    if size > PAYLOAD_BYTES_MAX {
+/// Highest workflow priority (Conductor's range is 0 to 99).
+const PRIORITY_MAX: i32 = 99;
+
+fn check_priority(priority: i32) -> Result<()> {
+    if !(0..=PRIORITY_MAX).contains(&priority) {
         return Err(Error::Invalid(format!(
-            "{what} is {size} bytes; the maximum is {PAYLOAD_BYTES_MAX}"
+            "priority must be between 0 and {PRIORITY_MAX}, got {priority}"
         )));
     }
     Ok(())
@@ -65,10 +65,11 @@ impl Inner {
         request: StartWorkflowRequest,
         event: Option<&str>,
     ) -> Result<PreparedStart> {
-        check_payload("workflow input", &request.input)?;
+        proto::check::start_request(&request)?;
+        check_priority(request.priority)?;
         let mut def = match request.workflow_def {
             Some(def) => {
-                crate::engine::validate_workflow_def(&def)?;
+                self.check_workflow_def(&def)?;
                 def
             }
             None => {

@@ -1,7 +1,9 @@
 //! FORK_JOIN / JOIN: the conformance fixtures, nested forks, permissive and optional branches, SYNC
-//! joins, refs outside joinOn, and a fork without a join.
+//! joins, refs outside joinOn, and a fork without a join (refused).
 
 use super::*;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use TaskStatus::*;
 
 fn run(h: &mut H, r: &str, out: Value) {
@@ -221,7 +223,7 @@ fn sync_join_fixture() {
 }
 
 #[test]
-fn fork_without_join_fails_the_workflow() {
+fn a_fork_without_a_join_is_refused() {
     let mut fork = WorkflowTask {
         name: "f".into(),
         task_reference_name: "f".into(),
@@ -229,14 +231,25 @@ fn fork_without_join_fails_the_workflow() {
         ..Default::default()
     };
     fork.fork_tasks = vec![vec![simple("a")]];
-    let h = H::start(def_of(vec![fork, simple("z")]), json!({}));
-    assert_eq!(h.status(), WorkflowStatus::Failed);
+    let request = StartInput {
+        workflow_id: wf_id(),
+        def: def_of(vec![fork, simple("z")]),
+        input: Default::default(),
+        correlation_id: None,
+        priority: 0,
+        task_to_domain: Default::default(),
+        parent_workflow_id: None,
+        parent_workflow_task_id: None,
+        re_run_from_workflow_id: None,
+        event: None,
+    };
+    let refused = start(request, T0, &mut ChaCha8Rng::seed_from_u64(7));
     assert_eq!(
-        h.wf().reason_for_incompletion.as_deref(),
-        Some("Fork task definition is not followed by a join task.  Check the blueprint")
+        refused.map(|_| ()),
+        Err(Error::Invalid(
+            "FORK_JOIN task 'f' is not followed by a JOIN task".into()
+        ))
     );
-    assert!(h.finished());
-    assert!(!h.has("a"));
 }
 
 #[test]
