@@ -39,6 +39,30 @@ pub struct Health {
     pub healthy: bool,
     pub partitions: usize,
     pub partitions_led: usize,
+    /// Partitions led here whose actors could not start, with why: none of their workflows
+    /// run, so the node is not healthy while any is listed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partitions_stopped: Vec<StoppedPartition>,
+}
+
+/// A partition led here that cannot run (see [`Health`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StoppedPartition {
+    pub partition: u16,
+    pub reason: String,
+}
+
+/// A quarantined workflow as `GET /api/admin/quarantine` lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuarantineEntry {
+    pub partition: u16,
+    pub workflow_id: String,
+    pub reason: String,
+    /// When it was set aside (epoch ms).
+    pub time: i64,
+    /// Size of the stored row set aside.
+    pub bytes: usize,
 }
 
 #[derive(Clone)]
@@ -289,6 +313,14 @@ impl Node {
     }
     pub async fn health(&self) -> Health {
         self.inner.health().await
+    }
+    /// Quarantined workflows of the partitions hosted here (see `partition::stored`).
+    pub fn quarantine(&self) -> crate::error::Result<Vec<QuarantineEntry>> {
+        self.inner.quarantine()
+    }
+    /// Deletes a quarantined workflow's entry for good (on its partition's leader).
+    pub async fn drop_quarantined(&self, id: &str) -> crate::error::Result<()> {
+        self.inner.drop_quarantined(id).await
     }
     /// A digest of every hosted group's state with the applied index it was taken at (replicas at
     /// the same index must agree).

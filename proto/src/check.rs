@@ -82,6 +82,35 @@ fn sized(what: &str, depth: usize, bytes: usize) -> Checked {
     Ok(())
 }
 
+/// How deeply encoded JSON nests (brackets outside strings), read from its bytes without
+/// parsing: what a parser's recursion limit counts. Several values one after another (a chain)
+/// count as the deepest of them.
+pub fn encoded_depth(json: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in json {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// Serialized size of a JSON value in bytes.
 pub fn json_len<T: serde::Serialize + ?Sized>(value: &T) -> usize {
     let mut counter = ByteCounter(0);
@@ -341,6 +370,15 @@ mod tests {
         }
         assert_eq!(json_depth(&deep), 100_000);
         std::mem::forget(deep); // dropping it would recurse
+    }
+
+    #[test]
+    fn encoded_depth_counts_brackets_outside_strings() {
+        assert_eq!(encoded_depth(b"1"), 0);
+        assert_eq!(encoded_depth(br#"{"a":[1,{"b":"[[[{"}]}"#), 3);
+        assert_eq!(encoded_depth(br#"{"a":"\"[["}{"b":{}}"#), 2);
+        let deep = serde_json::to_vec(&Value::Object(nested(40))).expect("encodes");
+        assert_eq!(encoded_depth(&deep), 40);
     }
 
     #[test]

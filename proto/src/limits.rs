@@ -47,3 +47,7 @@ pub const DEF_BYTES_MAX: usize = 512 * 1024;
 /// start that would, is refused. It stays a quarter below the largest replicated command (4 MiB),
 /// so that the write failing a workflow at the limit still fits.
 pub const WORKFLOW_BYTES_MAX: usize = 3 * 1024 * 1024;
+/// Deepest a workflow's stored record may nest as JSON, its own levels around payloads
+/// included. A step that would pass it fails the workflow (templates can nest a payload
+/// deeper); it stays below the 128 levels JSON parsers take, so every stored record decodes.
+pub const RECORD_DEPTH_MAX: usize = 120;

@@ -189,6 +189,14 @@ impl Server {
         self.spawn();
     }
 
+    /// As [`Server::restart`], with `between` run on the data directory while no process holds
+    /// it (a test's hook into the store).
+    pub fn restart_with(&mut self, between: impl FnOnce(&Path)) {
+        self.kill9();
+        between(&self.data_dir.path().join("data"));
+        self.spawn();
+    }
+
     fn log_path(&self, generation: u32) -> PathBuf {
         self.data_dir
             .path()

@@ -9,6 +9,9 @@
 //! - `POST /api/admin/partitions/{p}/transfer[?to=N]`: hand the leadership to voter N.
 //! - `POST /api/admin/snapshot`: snapshot every group hosted on this node and purge the log it
 //!   covers (a replica that needs older entries then catches up by snapshot install).
+//! - `GET /api/admin/quarantine`: workflows whose stored record could not be decoded, set aside
+//!   by their partition (the replicas hosted here); `DELETE /api/admin/quarantine/{id}` deletes
+//!   one for good.
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{Body, Params, PathArgs};
@@ -75,5 +78,22 @@ pub async fn transfer(
 
 pub async fn snapshot(State(node): State<Node>) -> ApiResult<StatusCode> {
     node.snapshot().await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /api/admin/quarantine`.
+pub async fn quarantine(
+    State(node): State<Node>,
+) -> ApiResult<Json<Vec<crate::service::QuarantineEntry>>> {
+    Ok(Json(node.quarantine()?))
+}
+
+/// `DELETE /api/admin/quarantine/{workflowId}`.
+pub async fn drop_quarantined(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+) -> ApiResult<StatusCode> {
+    let id = super::extract::workflow_id(&id)?;
+    node.drop_quarantined(id.as_str()).await?;
     Ok(StatusCode::NO_CONTENT)
 }

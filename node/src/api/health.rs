@@ -113,6 +113,7 @@ mod tests {
                 healthy,
                 partitions: 4,
                 partitions_led: 2,
+                partitions_stopped: Vec::new(),
             },
             health_results: Vec::new(),
             suppressed_health_results: Vec::new(),

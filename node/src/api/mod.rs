@@ -191,6 +191,11 @@ fn routes() -> axum::Router<Node> {
             post(admin::transfer),
         )
         .route("/api/admin/snapshot", post(admin::snapshot))
+        .route("/api/admin/quarantine", get(admin::quarantine))
+        .route(
+            "/api/admin/quarantine/{workflow_id}",
+            delete(admin::drop_quarantined),
+        )
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
 }

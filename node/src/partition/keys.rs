@@ -111,3 +111,17 @@ pub fn parse_fingerprint_by_time(key: &[u8]) -> Option<(i64, u64)> {
 pub fn schedule_mark(name: &str) -> Vec<u8> {
     [b"sm/".as_slice(), name.as_bytes()].concat()
 }
+
+/// `z/{workflowId}` -> a [`proto::record::quarantine`] entry: a workflow row that could not be
+/// decoded, set aside with the reason.
+pub fn quarantined(id: &WorkflowId) -> Vec<u8> {
+    [QUARANTINE_PREFIX, id.as_str().as_bytes()].concat()
+}
+pub const QUARANTINE_PREFIX: &[u8] = b"z/";
+
+/// The workflow name of a [`running`] key.
+pub fn running_name(key: &[u8]) -> Option<String> {
+    let rest = key.strip_prefix(RUNNING_PREFIX)?;
+    let pos = rest.iter().rposition(|b| *b == 0)?;
+    std::str::from_utf8(&rest[..pos]).ok().map(str::to_owned)
+}

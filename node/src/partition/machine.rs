@@ -28,7 +28,7 @@ impl WorkflowMachine {
                 id = head.workflow_id,
                 "a write names no workflow id; skipped"
             );
-            return PartitionOutcome::VersionConflict { stored: 0 };
+            return PartitionOutcome::Undecodable;
         };
         let index = Index {
             id: &id,
@@ -53,7 +53,7 @@ impl WorkflowMachine {
     /// is decoded.
     fn put(state: &Tree, batch: &mut Batch, raw: &RawValue, expected: u64) -> PartitionOutcome {
         let Some(header) = header::<RecordHeader>(raw, "workflow record in a put") else {
-            return PartitionOutcome::VersionConflict { stored: 0 };
+            return PartitionOutcome::Undecodable;
         };
         let (version, index) = (header.version, Index::of(&header.workflow));
         let body = raw.get().as_bytes();
@@ -71,7 +71,7 @@ impl WorkflowMachine {
     /// A patch as an older build proposed it, like [`Self::put`].
     fn patch(state: &Tree, batch: &mut Batch, raw: &RawValue, expected: u64) -> PartitionOutcome {
         let Some(header) = header::<PatchHeader>(raw, "workflow patch") else {
-            return PartitionOutcome::VersionConflict { stored: 0 };
+            return PartitionOutcome::Undecodable;
         };
         let (version, index) = (header.version, Index::of(&header.workflow));
         let body = raw.get().as_bytes();
@@ -170,6 +170,33 @@ impl WorkflowMachine {
 }
 
 impl WorkflowMachine {
+    /// Moves a workflow's row, unchanged, into the quarantine with `reason`, and drops the
+    /// running row the caller found for it (its other index rows are read as pointing nowhere).
+    fn quarantine(
+        state: &Tree,
+        batch: &mut Batch,
+        id: &proto::WorkflowId,
+        name: Option<&str>,
+        reason: String,
+        time: i64,
+    ) -> PartitionOutcome {
+        let Ok(Some(row)) = state.get(keys::workflow(id)) else {
+            return PartitionOutcome::NotFound;
+        };
+        let entry = record::quarantine::Quarantined {
+            reason,
+            time,
+            row: row.to_vec(),
+        };
+        batch.insert(keys::quarantined(id), record::quarantine::encode(&entry));
+        batch.remove(keys::workflow(id));
+        batch.remove(keys::version(id));
+        if let Some(name) = name {
+            batch.remove(keys::running(name, id));
+        }
+        PartitionOutcome::Applied
+    }
+
     fn put_execution(
         state: &Tree,
         batch: &mut Batch,
@@ -332,7 +359,7 @@ impl cluster::StateMachine for WorkflowMachine {
             Ok(None) => Self::command(state, batch, command),
             Err(e) => {
                 tracing::error!(error = %e, "undecodable workflow write; skipped");
-                PartitionOutcome::VersionConflict { stored: 0 }
+                PartitionOutcome::Undecodable
             }
         };
         record::encode(&outcome)
@@ -376,11 +403,25 @@ impl WorkflowMachine {
                 PartitionOutcome::Applied
             }
             Ok(PartitionCommandView::Ack { queue, seq }) => Self::ack(state, batch, &queue, seq),
+            Ok(PartitionCommandView::Quarantine {
+                workflow_id,
+                name,
+                reason,
+                time,
+            }) => Self::quarantine(state, batch, &workflow_id, name.as_deref(), reason, time),
+            Ok(PartitionCommandView::DropQuarantined { workflow_id }) => {
+                let key = keys::quarantined(&workflow_id);
+                if !matches!(state.contains_key(&key), Ok(true)) {
+                    return PartitionOutcome::NotFound;
+                }
+                batch.remove(key);
+                PartitionOutcome::Applied
+            }
             Err(e) => {
                 // Only this build's proposers write the log, so this means a newer format reached an old
                 // replica; refusing (and saying so) keeps replicas identical.
                 tracing::error!(error = %e, "undecodable partition command; skipped");
-                PartitionOutcome::VersionConflict { stored: 0 }
+                PartitionOutcome::Undecodable
             }
         }
     }
@@ -605,10 +646,7 @@ mod tests {
         let mut batch = Batch::default();
         let damaged = &write_of(None, &history[0], false)[..5];
         let out = WorkflowMachine.apply(&by_write, &mut batch, damaged);
-        assert_eq!(
-            outcome(&out),
-            PartitionOutcome::VersionConflict { stored: 0 }
-        );
+        assert_eq!(outcome(&out), PartitionOutcome::Undecodable);
         assert!(batch.is_empty());
     }
 

@@ -105,6 +105,34 @@ impl PartitionCtx {
         }
     }
 
+    /// Sets a workflow whose row does not decode aside (see [`keys::quarantined`]), with the
+    /// running row's `name` when it is known; logged, never fatal.
+    pub async fn quarantine(&self, id: &WorkflowId, name: Option<String>, reason: String) {
+        tracing::error!(partition = %self.id, workflow = %id, %reason, "undecodable workflow record: quarantined");
+        let name = name.or_else(|| self.running_name_of(id));
+        let command = PartitionCommand::Quarantine {
+            workflow_id: id.clone(),
+            name,
+            reason,
+            time: self.clock.now_ms(),
+        };
+        if let Err(e) = self.propose(&command).await {
+            tracing::warn!(partition = %self.id, workflow = %id, error = %e, "quarantine not written; retried at the next leadership");
+        }
+    }
+
+    /// The workflow name of `id`'s running row, found by scanning them (only for a workflow
+    /// whose record cannot say).
+    fn running_name_of(&self, id: &WorkflowId) -> Option<String> {
+        let suffix = [b"\0".as_slice(), id.as_str().as_bytes()].concat();
+        self.group
+            .state()
+            .scan_prefix(keys::RUNNING_PREFIX)
+            .filter_map(|kv| kv.ok())
+            .find(|(key, _)| key.ends_with(&suffix))
+            .and_then(|(key, _)| keys::running_name(&key))
+    }
+
     pub async fn outbox(&self, effect: Effect) {
         if self.outbox.send(effect).await.is_err() {
             tracing::warn!(partition = %self.id, "node outbox closed; effect dropped");
@@ -179,17 +207,27 @@ impl Actors {
         Ok(actors)
     }
 
-    /// Re-publishes every running workflow's ready tasks and timers from committed state.
+    /// Re-publishes every running workflow's ready tasks and timers from committed state. A
+    /// workflow whose row does not decode is set aside (quarantined) rather than stopping the
+    /// partition: every other workflow runs on.
     fn recover(&self) -> Result<()> {
         let mut count = 0usize;
         let mut events = Vec::new();
+        let mut undecodable = Vec::new();
         for kv in self.ctx.group.state().scan_prefix(keys::RUNNING_PREFIX) {
             let (key, _) =
                 kv.map_err(|e| Error::Internal(format!("partition {}: scan: {e}", self.ctx.id)))?;
             let Some(id) = keys::id_after_nul(&key) else {
                 continue;
             };
-            let record = self.ctx.read(&id)?;
+            let record = match stored::read_row(self.ctx.group.state(), &id)? {
+                stored::Row::Found(s) => Some(s.record),
+                stored::Row::Missing => None,
+                stored::Row::Undecodable(reason) => {
+                    undecodable.push((id, keys::running_name(&key), reason));
+                    continue;
+                }
+            };
             self.ctx.publish(&id, record.as_ref());
             if let Some(r) = &record {
                 events.extend(
@@ -209,6 +247,9 @@ impl Actors {
         tokio::spawn(async move {
             for effect in events {
                 ctx.outbox(effect).await;
+            }
+            for (id, name, reason) in undecodable {
+                ctx.quarantine(&id, name, reason).await;
             }
         });
         tracing::info!(partition = %self.ctx.id, running = count, "partition led here: actors started");
@@ -243,6 +284,9 @@ pub struct Partition {
     pub id: PartitionId,
     pub group: cluster::Group,
     actors: Arc<tokio::sync::RwLock<Option<Actors>>>,
+    /// Why this node leads the partition but its actors could not start (retried every
+    /// [`RESTART_ACTORS_MS`]); `None` while they run or another node leads.
+    stopped: Arc<std::sync::Mutex<Option<String>>>,
     watcher: tokio::task::JoinHandle<()>,
 }
 
@@ -250,13 +294,30 @@ impl Partition {
     /// Starts following the group's leadership: actors run exactly while this node leads.
     pub fn start(id: PartitionId, group: cluster::Group, env: PartitionEnv) -> Self {
         let actors: Arc<tokio::sync::RwLock<Option<Actors>>> = Arc::default();
-        let watcher = tokio::spawn(follow_leadership(id, group.clone(), env, actors.clone()));
+        let stopped: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+        let follow = Follow {
+            id,
+            group: group.clone(),
+            env,
+            actors: actors.clone(),
+            stopped: stopped.clone(),
+        };
+        let watcher = tokio::spawn(follow.run());
         Self {
             id,
             group,
             actors,
+            stopped,
             watcher,
         }
+    }
+
+    /// Why this node leads the partition but cannot run it, if so (see `/health`).
+    pub fn stopped(&self) -> Option<String> {
+        self.stopped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Sends an operation to a workflow's actor if this node leads the partition (`None` if not) and
@@ -334,49 +395,84 @@ impl Partition {
     }
 }
 
-/// Starts the partition's actors when this node becomes leader and stops them when it stops being
-/// leader. The group reports leadership only once the new leader has applied everything of earlier
-/// terms, so the actors start from complete state.
-async fn follow_leadership(
+/// How often a leader whose actors could not start tries again.
+const RESTART_ACTORS_MS: u64 = 1_000;
+
+/// What follows a partition's leadership (see [`Follow::run`]).
+struct Follow {
     id: PartitionId,
     group: cluster::Group,
     env: PartitionEnv,
     actors: Arc<tokio::sync::RwLock<Option<Actors>>>,
-) {
-    let mut leadership = group.leadership();
-    loop {
-        let leading = *leadership.borrow_and_update();
-        let mut slot = actors.write().await;
-        match (leading, slot.is_some()) {
-            (true, false) => {
-                let ctx = Arc::new(PartitionCtx {
-                    id,
-                    group: group.clone(),
-                    clock: env.clock.clone(),
-                    queues: env.queues.clone(),
-                    watches: env.watches.clone(),
-                    outbox: env.outbox.clone(),
-                    partitions: env.partitions,
-                    timers: OnceLock::new(),
-                });
-                let epoch = LEADER_EPOCHS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                match Actors::start(ctx, epoch).await {
-                    Ok(a) => *slot = Some(a),
-                    Err(e) => {
-                        tracing::error!(partition = %id, error = %e, "could not start the partition's actors")
-                    }
+    stopped: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl Follow {
+    /// Starts the partition's actors when this node becomes leader and stops them when it stops
+    /// being leader. The group reports leadership only once the new leader has applied everything
+    /// of earlier terms, so the actors start from complete state. Actors that fail to start are
+    /// reported (`Partition::stopped`) and tried again while this node leads.
+    async fn run(self) {
+        let mut leadership = self.group.leadership();
+        loop {
+            let leading = *leadership.borrow_and_update();
+            let failed = self.follow(leading).await;
+            let changed = leadership.changed();
+            if failed {
+                let retry = std::time::Duration::from_millis(RESTART_ACTORS_MS);
+                if let Ok(Err(_)) = tokio::time::timeout(retry, changed).await {
+                    return;
                 }
+            } else if changed.await.is_err() {
+                return;
             }
-            (false, true) => {
+        }
+    }
+
+    /// Brings the actors in line with `leading`; answers whether they should run and could not.
+    async fn follow(&self, leading: bool) -> bool {
+        let mut slot = self.actors.write().await;
+        match (leading, slot.is_some()) {
+            (true, false) => match Actors::start(self.ctx(), next_epoch()).await {
+                Ok(a) => {
+                    *slot = Some(a);
+                    self.set_stopped(None);
+                }
+                Err(e) => {
+                    tracing::error!(partition = %self.id, error = %e, "could not start the partition's actors");
+                    self.set_stopped(Some(e.to_string()));
+                    return true;
+                }
+            },
+            (false, _) => {
                 if let Some(a) = slot.take() {
                     a.stop();
                 }
+                self.set_stopped(None);
             }
             _ => {}
         }
-        drop(slot);
-        if leadership.changed().await.is_err() {
-            return;
-        }
+        false
     }
+
+    fn ctx(&self) -> Arc<PartitionCtx> {
+        Arc::new(PartitionCtx {
+            id: self.id,
+            group: self.group.clone(),
+            clock: self.env.clock.clone(),
+            queues: self.env.queues.clone(),
+            watches: self.env.watches.clone(),
+            outbox: self.env.outbox.clone(),
+            partitions: self.env.partitions,
+            timers: OnceLock::new(),
+        })
+    }
+
+    fn set_stopped(&self, why: Option<String>) {
+        *self.stopped.lock().unwrap_or_else(|e| e.into_inner()) = why;
+    }
+}
+
+fn next_epoch() -> u64 {
+    LEADER_EPOCHS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
 }

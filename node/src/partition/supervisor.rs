@@ -33,9 +33,17 @@ fn refuse_port<T>(port: Reply<T>, why: &str) {
 
 /// Answers a message that cannot be delivered, so its caller is not left waiting.
 fn refuse(msg: WorkflowMsg, why: &str) {
+    refuse_with(msg, Error::Unavailable(why.to_owned()));
+}
+
+fn refuse_with(msg: WorkflowMsg, error: Error) {
     match msg {
-        WorkflowMsg::Start(_, p) | WorkflowMsg::Input(_, p) => refuse_port(p, why),
-        WorkflowMsg::AddLog(_, _, p) | WorkflowMsg::Remove(p) => refuse_port(p, why),
+        WorkflowMsg::Start(_, p) | WorkflowMsg::Input(_, p) => {
+            let _ = p.send(Err(error));
+        }
+        WorkflowMsg::AddLog(_, _, p) | WorkflowMsg::Remove(p) => {
+            let _ = p.send(Err(error));
+        }
         WorkflowMsg::Fire(_) | WorkflowMsg::IdleCheck(_) | WorkflowMsg::Inputs => {}
     }
 }
@@ -92,7 +100,12 @@ impl Actor for PartitionSupervisor {
                         }
                         Err(e) => {
                             tracing::error!(workflow = %id, error = %e, "could not start workflow actor");
-                            refuse(wmsg, "the workflow could not be loaded; retry");
+                            // A workflow set aside when it was loaded is refused for good, not
+                            // "retry": its stored record cannot be decoded.
+                            match crate::partition::stored::read(st.ctx.group.state(), &id) {
+                                Err(e @ Error::Conflict(_)) => refuse_with(wmsg, e),
+                                _ => refuse(wmsg, "the workflow could not be loaded; retry"),
+                            }
                             return Ok(());
                         }
                     }

@@ -10,7 +10,7 @@ use crate::engine::{self, Decision, Effect, Input, StartInput, TimerKey};
 use crate::error::{Error, Result};
 use crate::queue::Handoff;
 use proto::check::json_len;
-use proto::limits::WORKFLOW_BYTES_MAX;
+use proto::limits::{RECORD_DEPTH_MAX, WORKFLOW_BYTES_MAX};
 use proto::model::{Task, TaskExecLog};
 use proto::record::write::{self, WriteHead, WriteKind};
 use proto::record::{patch, PartitionCommand, PartitionOutcome, WorkflowRecord};
@@ -115,6 +115,17 @@ impl WorkflowState {
             None => write::encode_json(&head(WriteKind::Put), &next),
         };
         let written = command.len();
+        let body = match write::decode(&command) {
+            Ok(Some((_, body))) => body,
+            _ => &command[..],
+        };
+        let depth = proto::check::encoded_depth(body);
+        if depth > RECORD_DEPTH_MAX {
+            return Err(Error::TooLarge(format!(
+                "workflow {} would nest {depth} levels deep, over the limit of {RECORD_DEPTH_MAX} a stored workflow may hold",
+                self.id
+            )));
+        }
         let chain_bytes = if patched {
             self.chain_bytes + written
         } else {
@@ -387,6 +398,16 @@ impl WorkflowState {
         self.commit(next).await
     }
 
+    /// [`Self::load`] at the actor's start; a row that does not decode is quarantined first
+    /// (the workflow is then unknown here: reads answer that it is quarantined).
+    async fn load_or_set_aside(&mut self) -> Result<()> {
+        use super::stored::{read_row, Row};
+        if let Row::Undecodable(reason) = read_row(self.ctx.group.state(), &self.id)? {
+            self.ctx.quarantine(&self.id, None, reason).await;
+        }
+        self.load()
+    }
+
     /// Reads the committed record back from the partition's state.
     fn load(&mut self) -> Result<()> {
         let stored = self.ctx.read_stored(&self.id)?;
@@ -473,7 +494,8 @@ impl Actor for WorkflowActor {
             idle_check_armed: false,
         };
         state
-            .load()
+            .load_or_set_aside()
+            .await
             .map_err(|e| format!("loading workflow {}: {e}", state.id))?;
         Ok(state)
     }

@@ -10,6 +10,7 @@ mod membership;
 pub use membership::{ClusterStatus, GroupSummary, NodeStatus, ReplicaStatus};
 pub(crate) use workflows::Hit;
 mod metadata;
+mod quarantine;
 mod routing;
 mod tasks;
 pub mod triggers;
@@ -226,10 +227,20 @@ impl Inner {
             }
             None => false,
         };
+        let partitions_stopped: Vec<_> = hosted
+            .iter()
+            .filter_map(|p| {
+                p.stopped().map(|reason| crate::service::StoppedPartition {
+                    partition: p.id.0,
+                    reason,
+                })
+            })
+            .collect();
         Health {
-            healthy: meta_ok && partitions_ok,
+            healthy: meta_ok && partitions_ok && partitions_stopped.is_empty(),
             partitions: hosted.len(),
             partitions_led: led,
+            partitions_stopped,
         }
     }
 

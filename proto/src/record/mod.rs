@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 pub mod compact;
 pub mod patch;
+pub mod quarantine;
 pub mod write;
 
 /// The format version this build writes. 2: a workflow record leaves out each task's
@@ -117,6 +118,17 @@ pub enum PartitionCommand {
     Ack { queue: String, seq: u64 },
     /// Records that a schedule fired for `time` (epoch ms); a mark never moves back.
     MarkSchedule { name: String, time: i64 },
+    /// Sets a workflow whose stored row cannot be decoded aside: the row moves, unchanged, to
+    /// the quarantine (see [`quarantine`]) with `reason`, and so do its running row (`name`,
+    /// when the caller found it) so that nothing reads it as a workflow any more.
+    Quarantine {
+        workflow_id: WorkflowId,
+        name: Option<String>,
+        reason: String,
+        time: crate::model::EpochMs,
+    },
+    /// Deletes a quarantined row for good.
+    DropQuarantined { workflow_id: WorkflowId },
 }
 
 /// The event gate's deduplication of a published message by content: a message with the same
@@ -225,6 +237,15 @@ pub enum PartitionCommandView<'a> {
         name: String,
         time: i64,
     },
+    Quarantine {
+        workflow_id: WorkflowId,
+        name: Option<String>,
+        reason: String,
+        time: crate::model::EpochMs,
+    },
+    DropQuarantined {
+        workflow_id: WorkflowId,
+    },
 }
 
 /// The fields of a [`WorkflowRecord`] that applying a put needs (version and index rows); the
@@ -274,6 +295,9 @@ pub enum PartitionOutcome {
     QueueFull,
     /// The same content was published within the dedup window; nothing was queued.
     Duplicate,
+    /// The command could not be decoded by the replica (a newer format, or damage); nothing
+    /// was written.
+    Undecodable,
 }
 
 /// A command in the meta group's log: definitions shared by every partition.
