@@ -14,6 +14,7 @@ pub mod failpoint;
 pub mod forward;
 pub mod gateway;
 pub mod meta;
+pub mod metrics;
 pub mod partition;
 pub mod placement;
 pub mod queue;

@@ -158,6 +158,7 @@ fn main() -> anyhow::Result<()> {
         )
         .init();
     cluster::tls::install_crypto_provider();
+    node::metrics::install();
     let cli = Cli::parse();
     match cli.command {
         Command::Server {

@@ -314,6 +314,10 @@ impl Node {
     pub async fn health(&self) -> Health {
         self.inner.health().await
     }
+    /// Sets the storage-backed gauges before a scrape (see `crate::metrics`).
+    pub fn observe_gauges(&self) {
+        self.inner.observe_gauges()
+    }
     /// Quarantined workflows of the partitions hosted here (see `partition::stored`).
     pub fn quarantine(&self) -> crate::error::Result<Vec<QuarantineEntry>> {
         self.inner.quarantine()

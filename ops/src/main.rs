@@ -461,6 +461,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     text(&g["snapshot_index"]),
                 );
             }
+            // Partitions led here that cannot run, and records set aside: both need an operator.
+            let health = api.call_accepting(
+                Method::GET,
+                "/health",
+                None,
+                &[StatusCode::SERVICE_UNAVAILABLE],
+            )?;
+            for p in health["partitionsStopped"].as_array().into_iter().flatten() {
+                println!(
+                    "partition {} cannot run: {}",
+                    text(&p["partition"]),
+                    text(&p["reason"])
+                );
+            }
+            let quarantined = api.get("/api/admin/quarantine")?;
+            for q in quarantined.as_array().into_iter().flatten() {
+                println!(
+                    "quarantined: workflow {} (partition {}): {}",
+                    text(&q["workflowId"]),
+                    text(&q["partition"]),
+                    text(&q["reason"])
+                );
+            }
         }
         Command::Health => {
             // An unhealthy node answers 503 with the same report.

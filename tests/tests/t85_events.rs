@@ -377,7 +377,7 @@ fn malformed_handlers_and_payloads_get_clear_errors_and_change_nothing() {
         .expect_status(400, "malformed payload");
     let big = "x".repeat(proto::limits::PAYLOAD_BYTES_MAX + 10);
     api.post_json("/api/event/publish/q", &json!({ "big": big }))
-        .assert_error_response(400, "maximum");
+        .assert_error_response(413, "a payload over the limit");
 }
 
 #[test]

@@ -325,6 +325,23 @@ fn an_undecodable_record_is_quarantined_and_its_partition_serves_the_rest() {
     );
     api.get(&format!("/api/workflow/{damaged}"))
         .assert_error_response(409, "reading a quarantined workflow");
+    let metrics = api.get("/metrics").expect_ok("metrics").body;
+    assert!(
+        metrics.contains("baton_quarantined_workflows{partition=\"3\"} 1"),
+        "{metrics}"
+    );
+    // batonctl status names it for the operator.
+    let batonctl = harness::baton_bin().with_file_name("batonctl");
+    let out = std::process::Command::new(&batonctl)
+        .args(["--url", &server.base_url(), "status"])
+        .output()
+        .expect("batonctl runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("quarantined: workflow {damaged} (partition 3)")),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Every other workflow of the partition runs on.
     let task = loop {
         let t = api.poll_until(&ty, "w1", WAIT);

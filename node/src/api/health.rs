@@ -2,7 +2,7 @@
 //! `HealthCheckStatus` (`healthy`, `healthResults`, `suppressedHealthResults`), plus Baton's
 //! partition counts. Answers 200 when healthy and 503 otherwise, so load balancers can act on the
 //! status alone; the body is the same either way. Also `GET /api/admin/status`, the groups' Raft
-//! status for operators.
+//! status for operators, and `GET /metrics` (Prometheus).
 
 use crate::service::Health;
 use crate::Node;
@@ -45,6 +45,24 @@ pub async fn health(State(node): State<Node>) -> HealthBody {
 /// indexes), for `batonctl status`.
 pub async fn status(State(node): State<Node>) -> Json<Vec<cluster::GroupStatus>> {
     Json(node.groups())
+}
+
+/// `GET /metrics`: the Prometheus exposition text, the storage-backed gauges read now; 404 when
+/// the process installed no recorder (a node embedded in a test).
+pub async fn metrics(State(node): State<Node>) -> Response {
+    node.observe_gauges();
+    match crate::metrics::render() {
+        Some(text) => (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        None => super::error::ApiError::not_found("metrics are not enabled in this process")
+            .into_response(),
+    }
 }
 
 /// The node's storage counters (`GET /api/admin/storage`).

@@ -177,6 +177,7 @@ fn routes() -> axum::Router<Node> {
         // ---- health ----
         .route("/health", get(health::health))
         .route("/api/health", get(health::health))
+        .route("/metrics", get(health::metrics))
         // ---- Baton administration ----
         .route("/api/admin/status", get(health::status))
         .route("/api/admin/digest", get(health::digest))

@@ -45,3 +45,18 @@ impl Inner {
         }
     }
 }
+
+impl Inner {
+    /// Sets the gauges of what needs an operator (`crate::metrics`): quarantined workflows and
+    /// stopped partitions, per partition hosted here, read from storage now.
+    pub fn observe_gauges(&self) {
+        for p in self.hosted() {
+            let label = p.id.0.to_string();
+            let quarantined = stored::quarantine_entries(p.state()).map_or(0, |q| q.len());
+            metrics::gauge!(crate::metrics::QUARANTINED_WORKFLOWS, "partition" => label.clone())
+                .set(quarantined as f64);
+            let stopped = if p.stopped().is_some() { 1.0 } else { 0.0 };
+            metrics::gauge!(crate::metrics::PARTITION_STOPPED, "partition" => label).set(stopped);
+        }
+    }
+}

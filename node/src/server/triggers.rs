@@ -71,7 +71,7 @@ fn check_webhook(webhook: &Webhook) -> Result<()> {
 }
 
 /// A parsed schedule: its cron pattern (seconds optional) and time zone.
-pub(crate) struct Cron {
+pub struct Cron {
     pattern: croner::Cron,
     zone: chrono_tz::Tz,
 }
