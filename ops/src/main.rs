@@ -440,6 +440,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// The node's health report (an unhealthy node answers 503 with the same report).
+fn health_of(api: &Api) -> anyhow::Result<serde_json::Value> {
+    api.call_accepting(
+        Method::GET,
+        "/health",
+        None,
+        &[StatusCode::SERVICE_UNAVAILABLE],
+    )
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
     let api = Api::new(&cli.url)?;
     match cli.command {
@@ -462,12 +472,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             // Partitions led here that cannot run, and records set aside: both need an operator.
-            let health = api.call_accepting(
-                Method::GET,
-                "/health",
-                None,
-                &[StatusCode::SERVICE_UNAVAILABLE],
-            )?;
+            let health = health_of(&api)?;
             for p in health["partitionsStopped"].as_array().into_iter().flatten() {
                 println!(
                     "partition {} cannot run: {}",
@@ -486,13 +491,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Health => {
-            // An unhealthy node answers 503 with the same report.
-            let health = api.call_accepting(
-                Method::GET,
-                "/health",
-                None,
-                &[StatusCode::SERVICE_UNAVAILABLE],
-            )?;
+            let health = health_of(&api)?;
             println!("{}", serde_json::to_string_pretty(&health)?);
         }
         Command::Workflow { id } => {

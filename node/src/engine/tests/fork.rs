@@ -2,8 +2,6 @@
 //! joins, refs outside joinOn, and a fork without a join (refused).
 
 use super::*;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use TaskStatus::*;
 
 fn run(h: &mut H, r: &str, out: Value) {
@@ -231,19 +229,7 @@ fn a_fork_without_a_join_is_refused() {
         ..Default::default()
     };
     fork.fork_tasks = vec![vec![simple("a")]];
-    let request = StartInput {
-        workflow_id: wf_id(),
-        def: def_of(vec![fork, simple("z")]),
-        input: Default::default(),
-        correlation_id: None,
-        priority: 0,
-        task_to_domain: Default::default(),
-        parent_workflow_id: None,
-        parent_workflow_task_id: None,
-        re_run_from_workflow_id: None,
-        event: None,
-    };
-    let refused = start(request, T0, &mut ChaCha8Rng::seed_from_u64(7));
+    let refused = H::try_start(def_of(vec![fork, simple("z")]), json!({}));
     assert_eq!(
         refused.map(|_| ()),
         Err(Error::Invalid(

@@ -133,6 +133,11 @@ pub(crate) struct H {
 
 impl H {
     pub fn start(def: WorkflowDef, input: Value) -> H {
+        Self::try_start(def, input).expect("starts")
+    }
+
+    /// Starts a workflow, or answers why the engine refuses to.
+    pub fn try_start(def: WorkflowDef, input: Value) -> Result<H, Error> {
         let mut rng = ChaCha8Rng::seed_from_u64(7);
         let s = StartInput {
             workflow_id: wf_id(),
@@ -146,15 +151,15 @@ impl H {
             re_run_from_workflow_id: None,
             event: None,
         };
-        let d = start(s, T0, &mut rng).expect("starts");
+        let d = start(s, T0, &mut rng)?;
         let rec = stored(d.record.expect("start writes a record"));
         assert_eq!(rec.version, 1);
-        H {
+        Ok(H {
             rec,
             now: T0,
             rng,
             effects: d.effects,
-        }
+        })
     }
 
     pub fn wf(&self) -> &proto::model::Workflow {
