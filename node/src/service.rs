@@ -207,6 +207,9 @@ impl Node {
         self.inner.command(id, crate::engine::Input::Resume).await
     }
     pub async fn terminate(&self, id: &str, reason: Option<String>) -> Result<()> {
+        if let Some(r) = &reason {
+            proto::check::text("reason", r, proto::limits::REASON_LEN_MAX)?;
+        }
         self.inner
             .command(id, crate::engine::Input::Terminate { reason })
             .await
