@@ -93,6 +93,10 @@ enum Command {
         #[arg(long, default_value_t = node::events::DEDUP_WINDOW_SECS)]
         event_dedup_secs: u64,
     },
+    /// Serve as a node's script host: evaluate scripts read from stdin, answers on stdout (a
+    /// node starts these itself).
+    #[command(name = "script-host", hide = true)]
+    ScriptHost,
     /// Create a cluster CA and a certificate for each node (mutual TLS between nodes), and a
     /// workers CA that signs worker certificates (`baton worker-cert`).
     Certs {
@@ -151,6 +155,11 @@ fn parse_members(s: &str) -> Result<BTreeMap<NodeId, SocketAddr>, String> {
 
 fn main() -> anyhow::Result<()> {
     keep_freed_memory();
+    let cli = Cli::parse();
+    if let Command::ScriptHost = cli.command {
+        // Before logging is set up: stdout carries the host's answers and nothing else.
+        return Ok(node::events::host::serve()?);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -158,7 +167,6 @@ fn main() -> anyhow::Result<()> {
         )
         .init();
     cluster::tls::install_crypto_provider();
-    let cli = Cli::parse();
     match cli.command {
         Command::Server {
             data_dir,
@@ -220,6 +228,7 @@ fn main() -> anyhow::Result<()> {
                     nats_url: nats,
                     amqp_url: amqp,
                     dedup_window_secs: Some(event_dedup_secs),
+                    script_host: None,
                 },
             };
             runtime.block_on(node::server::serve(options, shutdown_signal()))
@@ -279,6 +288,7 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::ScriptHost => Ok(node::events::host::serve()?),
     }
 }
 

@@ -24,3 +24,11 @@ pub const EVENT_QUEUE_MAX: u64 = 100_000;
 pub const EVENT_INFLIGHT_MAX: usize = 64;
 /// Execution records one listing answers.
 pub const EXECUTIONS_MAX: usize = 1_000;
+/// Script host processes a node runs at once (each evaluates one script at a time).
+pub const SCRIPT_HOSTS_MAX: usize = 4;
+/// Times a message's handling may fail or time out before it is set aside as a dead letter.
+pub const EVENT_ATTEMPTS_MAX: u32 = 5;
+/// Longest one handling of a message may take before it counts as a failed attempt, in ms.
+pub const EVENT_HANDLING_MS_MAX: u64 = 60_000;
+/// Dead letters one listing answers.
+pub const DEAD_LETTERS_MAX: usize = 1_000;

@@ -5,6 +5,8 @@ use super::Inner;
 use crate::engine::{Input, PendingEvent};
 use crate::error::{Error, Result};
 use crate::events::eval::{self, condition_holds};
+use crate::events::pool::ScriptPool;
+use crate::events::script::ScriptError;
 use crate::events::{GateEvent, Providers, CONDUCTOR};
 use crate::forward::{Forward, Reply};
 use crate::partition::WorkflowOp;
@@ -25,7 +27,19 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
-/// Checks a handler before it is stored: every message names what is wrong.
+/// Checks that a handler's script condition parses (in a script host).
+async fn check_handler_condition(h: &EventHandler, scripts: &ScriptPool) -> Result<()> {
+    let scripted = h.evaluator_type.as_deref() != Some(eval::VALUE_PARAM);
+    match h.condition.as_deref() {
+        Some(c) if scripted && !c.trim().is_empty() => eval::check_condition(scripts, c)
+            .await
+            .map_err(|m| Error::Invalid(format!("event handler '{}': condition: {m}", h.name))),
+        _ => Ok(()),
+    }
+}
+
+/// Checks a handler before it is stored (its condition apart, see
+/// [`check_handler_condition`]): every message names what is wrong.
 pub(crate) fn check_handler(h: &EventHandler, providers: &Providers) -> Result<()> {
     let bad = |m: String| Err(Error::Invalid(m));
     if h.name.trim().is_empty() {
@@ -63,15 +77,6 @@ pub(crate) fn check_handler(h: &EventHandler, providers: &Providers) -> Result<(
                 eval::EVALUATORS.join(", ")
             ));
         }
-    }
-    let scripted = h.evaluator_type.as_deref() != Some(eval::VALUE_PARAM);
-    if let Some(c) = h
-        .condition
-        .as_deref()
-        .filter(|c| scripted && !c.trim().is_empty())
-    {
-        crate::events::eval::check_condition(c)
-            .map_err(|m| Error::Invalid(format!("event handler '{}': condition: {m}", h.name)))?;
     }
     for (i, a) in h.actions.iter().enumerate() {
         let missing = |what: &str| {
@@ -121,6 +126,7 @@ impl Inner {
     /// `POST /api/event` (`create`) and `PUT /api/event`.
     pub async fn put_event_handler(&self, handler: EventHandler, create: bool) -> Result<()> {
         check_handler(&handler, &self.events.providers)?;
+        check_handler_condition(&handler, &self.events.scripts).await?;
         let name = handler.name.clone();
         match self
             .propose_meta(MetaCommand::PutEventHandler {
@@ -174,16 +180,19 @@ impl Inner {
     }
 }
 
-/// Node-wide event state: the providers, and a wake-up per partition for its own queues' consumer.
+/// Node-wide event state: the providers, the script pool conditions run in, and a wake-up per
+/// partition for its own queues' consumer.
 pub(crate) struct Events {
     pub providers: Providers,
+    pub scripts: ScriptPool,
     wake: Mutex<BTreeMap<u16, Arc<Notify>>>,
 }
 
 impl Events {
-    pub fn new(providers: Providers) -> Self {
+    pub fn new(providers: Providers, scripts: ScriptPool) -> Self {
         Self {
             providers,
+            scripts,
             wake: Mutex::default(),
         }
     }
@@ -448,9 +457,16 @@ impl Inner {
         // As in Conductor, the condition sees the payload with its inline JSON expanded.
         let expanded = eval::expand_inline_json(&message.payload);
         let evaluator = h.evaluator_type.as_deref();
-        let skip = match condition_holds(evaluator, h.condition.as_deref(), &expanded).await {
+        let scripts = &self.events.scripts;
+        let holds = condition_holds(scripts, evaluator, h.condition.as_deref(), &expanded).await;
+        let skip = match holds {
             Ok(true) => None,
             Ok(false) => Some((ExecutionStatus::Skipped, Json::new())),
+            // Not the script's fault (no host could run it): deliver again.
+            Err(e @ ScriptError::HostFailed(_)) => {
+                tracing::warn!(handler = %h.name, message = %message.id, error = %e, "condition not evaluated; the message will be delivered again");
+                return Verdict::Retry;
+            }
             // A condition that cannot be evaluated on this payload never will be.
             Err(e) => Some((ExecutionStatus::Failed, error_output(&e.to_string()))),
         };
