@@ -186,7 +186,14 @@ pub(crate) struct Events {
     pub providers: Providers,
     pub scripts: ScriptPool,
     wake: Mutex<BTreeMap<u16, Arc<Notify>>>,
+    /// Why the last handling of a message failed, by (event, message id), until its next
+    /// attempt records it (see `server::dead_letters`).
+    failures: Mutex<BTreeMap<(String, String), String>>,
 }
+
+/// How many failure reasons [`Events`] keeps for messages awaiting their next attempt; past it
+/// they are forgotten (a dead letter then says the last reason is unknown).
+const FAILURES_REMEMBERED: usize = 4_096;
 
 impl Events {
     pub fn new(providers: Providers, scripts: ScriptPool) -> Self {
@@ -194,7 +201,23 @@ impl Events {
             providers,
             scripts,
             wake: Mutex::default(),
+            failures: Mutex::default(),
         }
+    }
+
+    /// Remembers why a message's handling failed, for its next attempt.
+    pub fn remember_failure(&self, message: &Message, reason: String) {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        if failures.len() >= FAILURES_REMEMBERED {
+            failures.clear();
+        }
+        failures.insert((message.event.clone(), message.id.clone()), reason);
+    }
+
+    /// Why a message's last handling failed, if this node remembers.
+    pub fn take_failure(&self, message: &Message) -> Option<String> {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        failures.remove(&(message.event.clone(), message.id.clone()))
     }
 
     /// The wake-up of `partition`'s own-queue consumer.
@@ -226,12 +249,13 @@ pub(crate) struct Message {
 }
 
 /// What to tell the provider about a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
-    /// Every action reached a final record: acknowledge.
+    /// Every action reached a final record (or the message was set aside): acknowledge.
     Ack,
     /// Some action failed transiently (or its record could not be written): deliver again.
-    Retry,
+    /// Says why.
+    Retry(String),
 }
 
 /// Whether an action's error may go away on a retry.
@@ -397,7 +421,7 @@ impl Inner {
         // the meta group may lag its leader (a node that just took over a partition).
         if let Err(e) = self.catch_up_meta().await {
             tracing::debug!(message = %message.id, error = %e, "handlers not current; the message will be delivered again");
-            return Verdict::Retry;
+            return Verdict::Retry(format!("the handlers could not be read: {e}"));
         }
         let handlers: Vec<EventHandler> = self
             .defs
@@ -407,8 +431,8 @@ impl Inner {
             .collect();
         let mut verdict = Verdict::Ack;
         for h in &handlers {
-            if self.run_handler(h, message).await == Verdict::Retry {
-                verdict = Verdict::Retry;
+            if let Verdict::Retry(reason) = self.run_handler(h, message).await {
+                verdict = Verdict::Retry(format!("handler {}: {reason}", h.name));
             }
         }
         verdict
@@ -465,7 +489,7 @@ impl Inner {
             // Not the script's fault (no host could run it): deliver again.
             Err(e @ ScriptError::HostFailed(_)) => {
                 tracing::warn!(handler = %h.name, message = %message.id, error = %e, "condition not evaluated; the message will be delivered again");
-                return Verdict::Retry;
+                return Verdict::Retry(format!("condition: {e}"));
             }
             // A condition that cannot be evaluated on this payload never will be.
             Err(e) => Some((ExecutionStatus::Failed, error_output(&e.to_string()))),
@@ -478,7 +502,7 @@ impl Inner {
                 Ok(_) => Verdict::Ack,
                 Err(e) => {
                     tracing::warn!(handler = %h.name, message = %message.id, error = %e, "could not record a skipped message");
-                    Verdict::Retry
+                    Verdict::Retry(format!("could not record the execution: {e}"))
                 }
             };
         }
@@ -495,7 +519,7 @@ impl Inner {
                 Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(handler = %h.name, message = %message.id, error = %e, "could not record an action; the message will be delivered again");
-                    verdict = Verdict::Retry;
+                    verdict = Verdict::Retry(format!("action {index}: could not record it: {e}"));
                     continue;
                 }
             }
@@ -507,7 +531,7 @@ impl Inner {
                 }
                 Err(e) if transient(&e) => {
                     tracing::info!(handler = %h.name, message = %message.id, error = %e, "action failed for now; the message will be delivered again");
-                    verdict = Verdict::Retry;
+                    verdict = Verdict::Retry(format!("action {index}: {e}"));
                     continue;
                 }
                 Err(e) => (ExecutionStatus::Failed, error_output(&e.to_string())),
@@ -515,7 +539,7 @@ impl Inner {
             let done = record(index, status, action.action, output);
             if let Err(e) = self.record_execution(&h.name, done, false).await {
                 tracing::warn!(handler = %h.name, message = %message.id, error = %e, "could not record an action's end; the message will be delivered again");
-                verdict = Verdict::Retry;
+                verdict = Verdict::Retry(format!("action {index}: could not record its end: {e}"));
             }
         }
         verdict

@@ -5,6 +5,7 @@
 
 mod backlog;
 mod consumers;
+mod dead_letters;
 mod events;
 mod membership;
 pub use membership::{ClusterStatus, GroupSummary, NodeStatus, ReplicaStatus};
