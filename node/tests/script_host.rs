@@ -432,3 +432,52 @@ async fn a_runaway_allocation_past_quickjs_is_bounded_by_the_host() {
     );
     assert_healthy(&pool).await;
 }
+
+/// A host whose node is gone (nobody kills it) stops a stuck script itself: its watchdog aborts
+/// it [`SELF_KILL_GRACE`] after the script's limit.
+#[test]
+fn an_orphaned_stuck_host_aborts_itself() {
+    use node::events::frame::{self, RequestRef};
+    use node::events::host::SELF_KILL_GRACE;
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg(HostProgram::SUBCOMMAND)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the host starts");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let hello = frame::read_blocking(&mut stdout).expect("reads");
+    assert_eq!(hello.as_deref(), Some(frame::HELLO));
+    let limits = Limits {
+        time: Duration::from_millis(100),
+        ..Limits::default()
+    };
+    let request = RequestRef {
+        script: "Array.prototype.slice.call({length: 2**32 - 2})",
+        root: &json!({}),
+        limits: &limits,
+    };
+    let body = serde_json::to_vec(&request).expect("json");
+    let started = Instant::now();
+    frame::write_blocking(&mut stdin, &body).expect("writes");
+    let bound = limits.time + SELF_KILL_GRACE + Duration::from_secs(3);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waits") {
+            break status;
+        }
+        if started.elapsed() > bound {
+            let _ = child.kill();
+            panic!("the host still runs after {:?}", started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    println!("aborted itself after {:?}: {status}", started.elapsed());
+    assert!(!status.success());
+    assert!(started.elapsed() >= limits.time + SELF_KILL_GRACE);
+    let mut rest = Vec::new();
+    let _ = stdout.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "no answer: {rest:?}");
+}

@@ -3,8 +3,8 @@
 //! stopped from inside QuickJS (a built-in looping in C, a runaway native allocation) costs a
 //! killed child process, never a node thread.
 //!
-//! It limits its own data segment ([`DATA_BYTES_MAX`]: a runaway allocation fails or kills this
-//! process only) and core dumps, says [`HELLO`](super::frame::HELLO), then answers each request
+//! It limits its own data memory ([`DATA_BYTES_MAX`] more than it starts with: a runaway
+//! allocation fails or kills this process only) and core dumps, says [`HELLO`](super::frame::HELLO), then answers each request
 //! on stdin with one evaluation in the [`script`](super::script) sandbox on stdout. Its own
 //! watchdog aborts it when an evaluation runs [`SELF_KILL_GRACE`] past its time limit: the node
 //! kills it much sooner, so this only matters when the node itself is gone. It exits when stdin
@@ -16,9 +16,10 @@ use std::io::{self, BufReader, BufWriter};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// The most memory a script host may map for data (heap and anonymous mappings). The pool
-/// starts hosts with mimalloc's up-front arena reservation off ([`ALLOCATOR_ENV`]), which
-/// would otherwise count a whole GiB against this limit before the first script.
+/// The most memory a script host may map for data (heap and anonymous mappings) beyond what it
+/// maps when it starts. The pool starts hosts with mimalloc's up-front arena reservation off
+/// ([`ALLOCATOR_ENV`]), which would otherwise take a whole GiB of address space (counted as
+/// data) before the first script.
 pub const DATA_BYTES_MAX: u64 = 512 << 20;
 
 /// The environment a host needs for [`DATA_BYTES_MAX`] to bound what it uses rather than what
@@ -52,10 +53,23 @@ pub fn serve() -> io::Result<()> {
     Ok(())
 }
 
-/// Bounds this process's data memory and turns core dumps off (a killed host is expected).
+/// Bounds this process's data memory to what it maps already plus [`DATA_BYTES_MAX`], and
+/// turns core dumps off (a killed host is expected).
 fn limit_self() -> io::Result<()> {
     rlimit::setrlimit(rlimit::Resource::CORE, 0, 0)?;
-    rlimit::setrlimit(rlimit::Resource::DATA, DATA_BYTES_MAX, DATA_BYTES_MAX)
+    let limit = data_in_use().saturating_add(DATA_BYTES_MAX);
+    rlimit::setrlimit(rlimit::Resource::DATA, limit, limit)
+}
+
+/// The data memory this process maps now (Linux's `VmData`; 0 where it cannot be read).
+fn data_in_use() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmData:"))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|kb| kb.trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb.saturating_mul(1024))
 }
 
 /// Aborts the process when an armed deadline passes.
