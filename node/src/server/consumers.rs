@@ -28,7 +28,7 @@ use tokio::time::Instant;
 const RECONCILE_MS: u64 = 250;
 /// How long a consumer of Baton's own queues waits for a wake-up before looking again.
 const RESCAN_MS: u64 = 1_000;
-/// The pause after a batch in which a message must be delivered again.
+/// The pause before a schedule that could not fire tries again.
 const RETRY_PAUSE_MS: u64 = 500;
 /// The pause before reopening a broker consumer that failed.
 const REOPEN_MS: u64 = 1_000;
@@ -135,7 +135,8 @@ fn own_events_with_handlers(node: &Inner) -> BTreeSet<String> {
 /// Consumes the messages of Baton's own queues held in `partition`, oldest first, while this node
 /// leads it, at most [`EVENT_INFLIGHT_MAX`] at once. Each message is handled and removed (in
 /// its own committed command) on its own: a slow one holds up no other, and a free slot takes
-/// the next message at once. A message that must be delivered again waits [`RETRY_PAUSE_MS`].
+/// the next message at once. A message that must be delivered again waits longer after each
+/// failure (`dead_letters::retry_pause`).
 async fn own_queues(inner: Weak<Inner>, partition: PartitionId) {
     let wake = match inner.upgrade() {
         Some(node) => node.events.waker(partition),
@@ -166,8 +167,8 @@ async fn own_queues(inner: Weak<Inner>, partition: PartitionId) {
         tokio::select! {
             Some((key, retry)) = inflight.next(), if !inflight.is_empty() => {
                 busy.remove(&key);
-                if retry {
-                    later.insert(key, Instant::now() + Duration::from_millis(RETRY_PAUSE_MS));
+                if let Some(pause) = retry {
+                    later.insert(key, Instant::now() + pause);
                 }
             }
             () = wake.notified() => {}
@@ -176,15 +177,15 @@ async fn own_queues(inner: Weak<Inner>, partition: PartitionId) {
     }
 }
 
-/// Handles one message of an own queue and removes it once done; answers its key and whether
-/// it must be delivered again.
+/// Handles one message of an own queue and removes it once done; answers its key and, if it
+/// must be delivered again, after how long.
 async fn consume_own(
     node: Arc<Inner>,
     partition: PartitionId,
     queue: String,
     seq: u64,
     message: QueueMessage,
-) -> ((String, u64), bool) {
+) -> ((String, u64), Option<Duration>) {
     let m = Message {
         trace_id: if message.trace_id.is_empty() {
             crate::events::derived_trace_id(&message.id)
@@ -195,23 +196,24 @@ async fn consume_own(
         event: queue.clone(),
         payload: message.payload,
     };
-    let retry = match node.consume_message(&m).await {
+    let (verdict, pause) = node.consume_message(&m).await;
+    let retry = match verdict {
         Verdict::Ack => {
             let ack = PartitionCommand::Ack {
                 queue: queue.clone(),
                 seq,
             };
             match node.partition_command(partition, ack).await {
-                Ok(_) => false,
+                Ok(_) => None,
                 Err(e) => {
                     tracing::warn!(%partition, error = %e, "could not remove a consumed message; it will be handled again (its records make that harmless)");
-                    true
+                    Some(Duration::from_millis(RETRY_PAUSE_MS))
                 }
             }
         }
         Verdict::Retry(reason) => {
-            tracing::debug!(message = %m.id, %reason, "the message will be delivered again");
-            true
+            tracing::debug!(message = %m.id, %reason, ?pause, "the message will be delivered again");
+            Some(pause)
         }
     };
     ((queue, seq), retry)
@@ -310,11 +312,16 @@ async fn handle_delivery(node: Arc<Inner>, event: String, delivery: Delivery) {
         event,
         payload: eval::payload_of(&delivery.payload),
     };
-    let verdict = node.consume_message(&message).await;
+    let (verdict, pause) = node.consume_message(&message).await;
     drop(node);
     let answer = match verdict {
         Verdict::Ack => delivery.ack().await,
-        Verdict::Retry(_) => delivery.nack().await,
+        Verdict::Retry(_) => {
+            // The broker delivers a nacked message again at once: the pause is taken here,
+            // holding one of the consumer's slots, not the others.
+            tokio::time::sleep(pause).await;
+            delivery.nack().await
+        }
     };
     if let Err(e) = answer {
         tracing::warn!(message = %message.id, error = %e, "could not answer the broker; it will deliver the message again");

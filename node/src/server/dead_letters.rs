@@ -5,7 +5,8 @@
 //! records), so a node that crashes during the handling still counts it. A message whose handling
 //! failed, timed out ([`EVENT_HANDLING_MS_MAX`]) or never finished [`EVENT_ATTEMPTS_MAX`] times
 //! is set aside as a dead letter with the reason (`PartitionCommand::PutDeadLetter`) and
-//! acknowledged, instead of being delivered forever. Operators list dead letters (`GET
+//! acknowledged, instead of being delivered forever. Between attempts the pause doubles
+//! ([`retry_pause`]). Operators list dead letters (`GET
 //! /api/admin/dead-letters`), remove them, or queue them again.
 
 use super::events::{Message, Verdict};
@@ -24,13 +25,23 @@ use std::time::Duration;
 
 impl Inner {
     /// Handles one delivery of a message, its attempt counted first; sets it aside once it
-    /// has failed [`EVENT_ATTEMPTS_MAX`] times. `Ack` also when it was set aside.
-    pub(crate) async fn consume_message(&self, message: &Message) -> Verdict {
+    /// has failed [`EVENT_ATTEMPTS_MAX`] times. `Ack` also when it was set aside. Answers the
+    /// verdict with how long to wait before a delivery again.
+    pub(crate) async fn consume_message(&self, message: &Message) -> (Verdict, Duration) {
         let last_error = self.events.take_failure(message);
         let attempts = match self.begin_attempt(message, last_error).await {
             Ok(a) => a,
-            Err(e) => return Verdict::Retry(format!("could not count the attempt: {e}")),
+            Err(e) => {
+                let reason = format!("could not count the attempt: {e}");
+                return (Verdict::Retry(reason), retry_pause(1));
+            }
         };
+        let verdict = self.attempt(message, &attempts).await;
+        (verdict, retry_pause(attempts.attempts))
+    }
+
+    /// One counted handling of a message.
+    async fn attempt(&self, message: &Message, attempts: &Attempts) -> Verdict {
         // The attempt is counted: a crash from here on (a test aborts here) still counts.
         crate::failpoint::hit("event-handling");
         if attempts.attempts > EVENT_ATTEMPTS_MAX {
@@ -42,7 +53,7 @@ impl Inner {
                 "{} handlings failed; the last: {last}",
                 attempts.attempts - 1
             );
-            return self.set_aside(message, &attempts, reason).await;
+            return self.set_aside(message, attempts, reason).await;
         }
         let handling = self.handle_message(message);
         let verdict = tokio::time::timeout(Duration::from_millis(EVENT_HANDLING_MS_MAX), handling)
@@ -59,7 +70,7 @@ impl Inner {
             }
             Verdict::Retry(reason) if attempts.attempts >= EVENT_ATTEMPTS_MAX => {
                 let reason = format!("{} handlings failed; the last: {reason}", attempts.attempts);
-                self.set_aside(message, &attempts, reason).await
+                self.set_aside(message, attempts, reason).await
             }
             Verdict::Retry(reason) => {
                 self.events.remember_failure(message, reason.clone());
@@ -228,6 +239,19 @@ impl Inner {
     }
 }
 
+/// The pause before delivering a message again after its `attempts`-th handling failed:
+/// [`RETRY_PAUSE_MS`] doubled for each earlier failure, at most [`RETRY_PAUSE_MAX_MS`], so that
+/// a passing outage (a failover) does not use up a message's attempts at once.
+pub(crate) fn retry_pause(attempts: u32) -> Duration {
+    let doublings = attempts.saturating_sub(1).min(16);
+    Duration::from_millis((RETRY_PAUSE_MS << doublings).min(RETRY_PAUSE_MAX_MS))
+}
+
+/// The pause before a message is delivered again after its first failed handling.
+pub(crate) const RETRY_PAUSE_MS: u64 = 500;
+/// The longest pause between two deliveries of a failing message.
+pub(crate) const RETRY_PAUSE_MAX_MS: u64 = 30_000;
+
 /// Dead letters in these replicas, at most `limit`.
 pub(crate) fn dead_letters_in(
     replicas: &[Arc<Partition>],
@@ -246,4 +270,20 @@ pub(crate) fn dead_letters_in(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pause_between_attempts_doubles_up_to_its_maximum() {
+        let pauses: Vec<u64> = (1..=5).map(|a| retry_pause(a).as_millis() as u64).collect();
+        assert_eq!(pauses, vec![500, 1_000, 2_000, 4_000, 8_000]);
+        assert_eq!(retry_pause(0), Duration::from_millis(RETRY_PAUSE_MS));
+        assert_eq!(
+            retry_pause(u32::MAX),
+            Duration::from_millis(RETRY_PAUSE_MAX_MS)
+        );
+    }
 }
