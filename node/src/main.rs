@@ -5,6 +5,8 @@
 //! `baton server --cluster 1=ADDR,2=ADDR,3=ADDR --node-id N --certs DIR` runs node N of a cluster;
 //! `baton certs --nodes 1,2,3` creates the certificates the nodes authenticate each other with
 //! (and the workers CA); `baton worker-cert --id W --task-types a,b` creates a worker's.
+//! `baton script-host` (hidden) is the process a node starts to run its scripts in
+//! (`node::events::pool`).
 
 use clap::{Parser, Subcommand};
 use proto::NodeId;
