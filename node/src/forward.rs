@@ -109,6 +109,11 @@ pub enum Forward {
         handler: Option<String>,
         limit: usize,
     },
+    /// Dead letters of these partitions (hosted by the receiver), at most `limit`.
+    DeadLetters {
+        partitions: Vec<PartitionId>,
+        limit: usize,
+    },
 }
 
 /// The answer to a [`Forward`].
@@ -137,6 +142,7 @@ pub enum Reply {
     Done,
     Outcome(PartitionOutcome),
     Executions(Vec<EventExecution>),
+    DeadLetters(Vec<proto::record::dead_letter::DeadLetter>),
 }
 
 /// A task type (and domain) some poll on the asking node wants.

@@ -5,6 +5,8 @@
 //! `baton server --cluster 1=ADDR,2=ADDR,3=ADDR --node-id N --certs DIR` runs node N of a cluster;
 //! `baton certs --nodes 1,2,3` creates the certificates the nodes authenticate each other with
 //! (and the workers CA); `baton worker-cert --id W --task-types a,b` creates a worker's.
+//! `baton script-host` (hidden) is the process a node starts to run its scripts in
+//! (`node::events::pool`).
 
 use clap::{Parser, Subcommand};
 use proto::NodeId;
@@ -93,6 +95,10 @@ enum Command {
         #[arg(long, default_value_t = node::events::DEDUP_WINDOW_SECS)]
         event_dedup_secs: u64,
     },
+    /// Serve as a node's script host: evaluate scripts read from stdin, answers on stdout (a
+    /// node starts these itself).
+    #[command(name = "script-host", hide = true)]
+    ScriptHost,
     /// Create a cluster CA and a certificate for each node (mutual TLS between nodes), and a
     /// workers CA that signs worker certificates (`baton worker-cert`).
     Certs {
@@ -151,6 +157,11 @@ fn parse_members(s: &str) -> Result<BTreeMap<NodeId, SocketAddr>, String> {
 
 fn main() -> anyhow::Result<()> {
     keep_freed_memory();
+    let cli = Cli::parse();
+    if let Command::ScriptHost = cli.command {
+        // Before logging is set up: stdout carries the host's answers and nothing else.
+        return Ok(node::events::host::serve()?);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -159,7 +170,6 @@ fn main() -> anyhow::Result<()> {
         .init();
     cluster::tls::install_crypto_provider();
     node::metrics::install();
-    let cli = Cli::parse();
     match cli.command {
         Command::Server {
             data_dir,
@@ -221,6 +231,7 @@ fn main() -> anyhow::Result<()> {
                     nats_url: nats,
                     amqp_url: amqp,
                     dedup_window_secs: Some(event_dedup_secs),
+                    script_host: None,
                 },
             };
             runtime.block_on(node::server::serve(options, shutdown_signal()))
@@ -280,6 +291,7 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::ScriptHost => Ok(node::events::host::serve()?),
     }
 }
 

@@ -98,6 +98,18 @@ impl Node {
     ) -> Result<Vec<proto::model::EventHandler>> {
         self.inner.event_handlers_for(event, active_only).await
     }
+    pub async fn dead_letters(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<proto::record::dead_letter::DeadLetter>> {
+        self.inner.dead_letters(limit).await
+    }
+    pub async fn remove_dead_letter(&self, event: &str, message_id: &str) -> Result<()> {
+        self.inner.remove_dead_letter(event, message_id).await
+    }
+    pub async fn requeue_dead_letter(&self, event: &str, message_id: &str) -> Result<()> {
+        self.inner.requeue_dead_letter(event, message_id).await
+    }
     pub async fn event_executions(
         &self,
         handler: Option<&str>,

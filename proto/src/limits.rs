@@ -51,3 +51,11 @@ pub const WORKFLOW_BYTES_MAX: usize = 3 * 1024 * 1024;
 /// included. A step that would pass it fails the workflow (templates can nest a payload
 /// deeper); it stays below the 128 levels JSON parsers take, so every stored record decodes.
 pub const RECORD_DEPTH_MAX: usize = 120;
+/// Script host processes a node runs at once (each evaluates one script at a time).
+pub const SCRIPT_HOSTS_MAX: usize = 4;
+/// Times a message's handling may fail or time out before it is set aside as a dead letter.
+pub const EVENT_ATTEMPTS_MAX: u32 = 5;
+/// Longest one handling of a message may take before it counts as a failed attempt, in ms.
+pub const EVENT_HANDLING_MS_MAX: u64 = 60_000;
+/// Dead letters one listing answers.
+pub const DEAD_LETTERS_MAX: usize = 1_000;

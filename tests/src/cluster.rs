@@ -135,7 +135,7 @@ pub fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 }
 
 /// Sends a signal with the `kill` command (`STOP`, `CONT`).
-fn signal(pid: u32, sig: &str) {
+pub(crate) fn signal(pid: u32, sig: &str) {
     let status = Command::new("kill")
         .arg(format!("-{sig}"))
         .arg(pid.to_string())

@@ -175,6 +175,30 @@ impl Server {
         }
     }
 
+    /// The server process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends SIGTERM and waits up to `within` for the process to exit (then kills it); answers
+    /// its exit status and how long it took, or None if it did not exit in time.
+    pub fn terminate(&mut self, within: Duration) -> Option<(std::process::ExitStatus, Duration)> {
+        let mut child = self.child.take()?;
+        let started = Instant::now();
+        cluster::signal(child.id(), "TERM");
+        loop {
+            if let Some(status) = child.try_wait().expect("query the server process") {
+                return Some((status, started.elapsed()));
+            }
+            if started.elapsed() >= within {
+                child.kill().expect("SIGKILL the server");
+                child.wait().expect("reap the server");
+                return None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Waits until the process exits by itself (a failpoint aborted it); its exit status.
     pub fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
         let child = self.child.as_mut().expect("a running server");
@@ -197,6 +221,13 @@ impl Server {
         self.spawn();
     }
 
+    /// Starts the server again without waiting for `/health`: for a start that is expected to
+    /// end soon by itself (a failpoint).
+    pub fn restart_unchecked(&mut self) {
+        self.kill9();
+        self.spawn_process();
+    }
+
     fn log_path(&self, generation: u32) -> PathBuf {
         self.data_dir
             .path()
@@ -204,6 +235,11 @@ impl Server {
     }
 
     fn spawn(&mut self) {
+        self.spawn_process();
+        self.wait_healthy();
+    }
+
+    fn spawn_process(&mut self) {
         let bin = require_bin();
         self.generation += 1;
         let log_path = self.log_path(self.generation);
@@ -228,7 +264,6 @@ impl Server {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot spawn {}: {e}", bin.display()));
         self.child = Some(child);
-        self.wait_healthy();
     }
 
     fn wait_healthy(&mut self) {

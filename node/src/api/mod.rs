@@ -13,6 +13,7 @@
 //! (event handlers, execution records, publishing), [`trigger`] (webhooks, schedules), [`health`].
 
 pub mod admin;
+pub mod dead_letters;
 pub mod error;
 pub mod event;
 pub mod extract;
@@ -183,6 +184,14 @@ fn routes() -> axum::Router<Node> {
         .route("/api/admin/digest", get(health::digest))
         .route("/api/admin/storage", get(health::storage))
         .route("/api/admin/waits", get(health::waits))
+        .route(
+            "/api/admin/dead-letters",
+            get(dead_letters::list).delete(dead_letters::remove),
+        )
+        .route(
+            "/api/admin/dead-letters/requeue",
+            post(dead_letters::requeue),
+        )
         .route("/api/admin/cluster", get(admin::cluster))
         .route("/api/admin/nodes", post(admin::add_node))
         .route("/api/admin/nodes/{id}", delete(admin::remove_node))

@@ -2,7 +2,8 @@
 //! consume (Baton's own replicated queues, NATS JetStream, RabbitMQ) and the execution records
 //! that deduplicate their actions.
 //!
-//! Layout: [`script`] (the JavaScript sandbox conditions run in), [`eval`] (conditions,
+//! Layout: [`script`] (the JavaScript sandbox), [`pool`] (the child processes scripts run in,
+//! killed when stuck), [`host`] (such a child's side), [`frame`] (their wire format), [`eval`] (conditions,
 //! `${...}` placeholders from the payload, `expandInlineJSON`), [`brokers`] (NATS JetStream and
 //! RabbitMQ clients). The operations that need the cluster — handler definitions, execution
 //! records, Baton's own queues, the consumers on partition leaders — are in
@@ -10,6 +11,9 @@
 
 pub mod brokers;
 pub mod eval;
+pub mod frame;
+pub mod host;
+pub mod pool;
 pub mod script;
 
 use brokers::{BrokerConfig, Provider};
@@ -67,6 +71,8 @@ pub struct EventOptions {
     /// `--event-dedup-secs`: the event gate drops a webhook delivery whose content it saw this
     /// recently (None: [`DEDUP_WINDOW_SECS`]).
     pub dedup_window_secs: Option<u64>,
+    /// The program scripts run in (None: this binary's `script-host` subcommand).
+    pub script_host: Option<pool::HostProgram>,
 }
 
 /// The event gate's default deduplication window.

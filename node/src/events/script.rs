@@ -15,7 +15,9 @@
 //!
 //! It is not a JavaScript runtime: there are no modules, no I/O, no timers, and promise jobs never
 //! run. [`evaluate`] is blocking and CPU-bound (about 0.2 ms for a simple condition, most of it
-//! creating the context): async callers run it with `spawn_blocking`.
+//! creating the context). These limits are the first line only: a node never calls
+//! [`evaluate`] on its own threads but in a script host process
+//! ([`ScriptPool`](super::pool::ScriptPool)), which it kills when the deadline passes.
 
 use rquickjs::context::EvalOptions;
 use rquickjs::convert::Coerced;
@@ -26,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Bounds on one evaluation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
     /// Wall-clock time from the start of [`evaluate`]; past it the script is stopped.
     pub time: Duration,
@@ -51,7 +53,7 @@ impl Default for Limits {
 }
 
 /// Why a script gave no value.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum ScriptError {
     /// The script does not parse.
     #[error("script does not parse: {0}")]
@@ -71,6 +73,10 @@ pub enum ScriptError {
     /// Its result is not representable as JSON (a function, a symbol...).
     #[error("script result is not representable as JSON: {0}")]
     NotJson(String),
+    /// The process the script ran in could not be started, or died without an answer (see
+    /// `events::pool`); another try may succeed.
+    #[error("the script host failed: {0}")]
+    HostFailed(String),
 }
 
 /// Longest message kept from a script's exception: the script chooses its messages.

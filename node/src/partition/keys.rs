@@ -107,6 +107,30 @@ pub fn parse_fingerprint_by_time(key: &[u8]) -> Option<(i64, u64)> {
     Some((time.parse().ok()?, u64::from_str_radix(fp, 16).ok()?))
 }
 
+/// `ea/{event}\0{messageId}` -> encoded [`proto::record::dead_letter::Attempts`]: the
+/// handlings begun on a message not handled yet.
+pub fn attempts(event: &str, message_id: &str) -> Vec<u8> {
+    [
+        b"ea/".as_slice(),
+        event.as_bytes(),
+        b"\0",
+        message_id.as_bytes(),
+    ]
+    .concat()
+}
+
+/// `dl/{event}\0{messageId}` -> encoded [`proto::record::dead_letter::DeadLetter`].
+pub fn dead_letter(event: &str, message_id: &str) -> Vec<u8> {
+    [
+        DEAD_LETTER_PREFIX,
+        event.as_bytes(),
+        b"\0",
+        message_id.as_bytes(),
+    ]
+    .concat()
+}
+pub const DEAD_LETTER_PREFIX: &[u8] = b"dl/";
+
 /// `sm/{schedule}` -> the last time (epoch ms, i64 BE) the schedule fired.
 pub fn schedule_mark(name: &str) -> Vec<u8> {
     [b"sm/".as_slice(), name.as_bytes()].concat()

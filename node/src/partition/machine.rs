@@ -6,6 +6,7 @@ use super::keys;
 use cluster::storage::{Batch, Tree};
 use proto::limits::EVENT_QUEUE_MAX;
 use proto::model::EventExecution;
+use proto::record::dead_letter::Attempts;
 use proto::record::{
     self, patch,
     write::{WriteHead, WriteKind},
@@ -275,6 +276,30 @@ impl WorkflowMachine {
         false
     }
 
+    /// Counts one more handling of a message begun.
+    fn begin_attempt(
+        state: &Tree,
+        batch: &mut Batch,
+        event: &str,
+        message_id: &str,
+        now: proto::model::EpochMs,
+        last_error: Option<String>,
+    ) -> PartitionOutcome {
+        let key = keys::attempts(event, message_id);
+        let stored = state
+            .get(&key)
+            .ok()
+            .flatten()
+            .and_then(|v| record::decode::<Attempts>(&v).ok());
+        let attempts = Attempts {
+            attempts: stored.as_ref().map_or(0, |a| a.attempts).saturating_add(1),
+            first: stored.as_ref().map_or(now, |a| a.first),
+            last_error: last_error.or_else(|| stored.and_then(|a| a.last_error)),
+        };
+        batch.insert(key, record::encode(&attempts));
+        PartitionOutcome::Attempts(Box::new(attempts))
+    }
+
     fn ack(state: &Tree, batch: &mut Batch, queue: &str, seq: u64) -> PartitionOutcome {
         let key = keys::message(queue, seq);
         if !matches!(state.contains_key(&key), Ok(true)) {
@@ -411,6 +436,30 @@ impl WorkflowMachine {
             }) => Self::quarantine(state, batch, &workflow_id, name.as_deref(), reason, time),
             Ok(PartitionCommandView::DropQuarantined { workflow_id }) => {
                 let key = keys::quarantined(&workflow_id);
+                if !matches!(state.contains_key(&key), Ok(true)) {
+                    return PartitionOutcome::NotFound;
+                }
+                batch.remove(key);
+                PartitionOutcome::Applied
+            }
+            Ok(PartitionCommandView::BeginAttempt {
+                event,
+                message_id,
+                now,
+                last_error,
+            }) => Self::begin_attempt(state, batch, &event, &message_id, now, last_error),
+            Ok(PartitionCommandView::EndAttempts { event, message_id }) => {
+                batch.remove(keys::attempts(&event, &message_id));
+                PartitionOutcome::Applied
+            }
+            Ok(PartitionCommandView::PutDeadLetter { letter }) => {
+                batch.remove(keys::attempts(&letter.event, &letter.message_id));
+                let key = keys::dead_letter(&letter.event, &letter.message_id);
+                batch.insert(key, record::encode(&letter));
+                PartitionOutcome::Applied
+            }
+            Ok(PartitionCommandView::RemoveDeadLetter { event, message_id }) => {
+                let key = keys::dead_letter(&event, &message_id);
                 if !matches!(state.contains_key(&key), Ok(true)) {
                     return PartitionOutcome::NotFound;
                 }
@@ -796,6 +845,76 @@ mod tests {
         let out = WorkflowMachine.apply(state, &mut batch, &record::encode(command));
         state.apply_batch(batch).expect("the batch applies");
         outcome(&out)
+    }
+
+    #[test]
+    fn attempts_count_up_until_the_message_is_handled_or_set_aside() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("sled opens");
+        let state = db.open_tree("state").expect("a tree");
+        let begin = |now: i64, last_error: Option<&str>| PartitionCommand::BeginAttempt {
+            event: "conductor:q".into(),
+            message_id: "m1".into(),
+            now,
+            last_error: last_error.map(str::to_owned),
+        };
+        let attempts = |outcome: PartitionOutcome| match outcome {
+            PartitionOutcome::Attempts(a) => *a,
+            other => panic!("expected attempts, got {other:?}"),
+        };
+        let first = attempts(apply(&state, &begin(10, None)));
+        assert_eq!(
+            (first.attempts, first.first, first.last_error),
+            (1, 10, None)
+        );
+        let second = attempts(apply(&state, &begin(20, Some("boom"))));
+        assert_eq!((second.attempts, second.first), (2, 10));
+        assert_eq!(second.last_error.as_deref(), Some("boom"));
+        // A crash loses the reason, not the one known before.
+        let third = attempts(apply(&state, &begin(30, None)));
+        assert_eq!(third.attempts, 3);
+        assert_eq!(third.last_error.as_deref(), Some("boom"));
+
+        let end = PartitionCommand::EndAttempts {
+            event: "conductor:q".into(),
+            message_id: "m1".into(),
+        };
+        assert_eq!(apply(&state, &end), PartitionOutcome::Applied);
+        assert_eq!(attempts(apply(&state, &begin(40, None))).attempts, 1);
+
+        let letter = proto::record::dead_letter::DeadLetter {
+            message_id: "m1".into(),
+            event: "conductor:q".into(),
+            payload: json!({"a": 1}),
+            trace_id: String::new(),
+            attempts: 5,
+            reason: "5 handlings failed".into(),
+            first_attempt: 40,
+            created: 50,
+        };
+        let put = PartitionCommand::PutDeadLetter {
+            letter: Box::new(letter.clone()),
+        };
+        assert_eq!(apply(&state, &put), PartitionOutcome::Applied);
+        let stored = state
+            .get(keys::dead_letter("conductor:q", "m1"))
+            .expect("reads")
+            .expect("stored");
+        assert_eq!(
+            record::decode::<proto::record::dead_letter::DeadLetter>(&stored).expect("decodes"),
+            letter
+        );
+        assert_eq!(
+            attempts(apply(&state, &begin(60, None))).attempts,
+            1,
+            "setting it aside forgot its attempts"
+        );
+        let remove = PartitionCommand::RemoveDeadLetter {
+            event: "conductor:q".into(),
+            message_id: "m1".into(),
+        };
+        assert_eq!(apply(&state, &remove), PartitionOutcome::Applied);
+        assert_eq!(apply(&state, &remove), PartitionOutcome::NotFound);
     }
 
     fn execution(status: proto::model::ExecutionStatus) -> proto::model::EventExecution {

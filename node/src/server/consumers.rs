@@ -4,8 +4,9 @@
 //! partitions it leads, so a failover moves them with the partition.
 //!
 //! A message is acknowledged only after every action of every active handler of its event
-//! reached a committed final execution record; otherwise it is left for redelivery, and the
-//! records make the repeat do nothing twice.
+//! reached a committed final execution record, or after it was set aside as a dead letter
+//! (`server::dead_letters`: its handling failed too often); otherwise it is left for
+//! redelivery, and the records make the repeat do nothing twice.
 
 use super::events::{Message, Verdict};
 use super::Inner;
@@ -21,12 +22,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 /// How often the set of consumers is brought in line with leadership and handlers.
 const RECONCILE_MS: u64 = 250;
 /// How long a consumer of Baton's own queues waits for a wake-up before looking again.
 const RESCAN_MS: u64 = 1_000;
-/// The pause after a batch in which a message must be delivered again.
+/// The pause before a schedule that could not fire tries again.
 const RETRY_PAUSE_MS: u64 = 500;
 /// The pause before reopening a broker consumer that failed.
 const REOPEN_MS: u64 = 1_000;
@@ -131,82 +133,131 @@ fn own_events_with_handlers(node: &Inner) -> BTreeSet<String> {
 }
 
 /// Consumes the messages of Baton's own queues held in `partition`, oldest first, while this node
-/// leads it. A message is removed (in its own committed command) once its handlers are done.
+/// leads it, at most [`EVENT_INFLIGHT_MAX`] at once. Each message is handled and removed (in
+/// its own committed command) on its own: a slow one holds up no other, and a free slot takes
+/// the next message at once. A message that must be delivered again waits longer after each
+/// failure (`dead_letters::retry_pause`).
 async fn own_queues(inner: Weak<Inner>, partition: PartitionId) {
     let wake = match inner.upgrade() {
         Some(node) => node.events.waker(partition),
         None => return,
     };
+    let mut inflight = futures::stream::FuturesUnordered::new();
+    let mut busy: BTreeSet<(String, u64)> = BTreeSet::new();
+    let mut later: BTreeMap<(String, u64), Instant> = BTreeMap::new();
     loop {
         let Some(node) = inner.upgrade() else { return };
-        let batch = pending(&node, partition);
-        let mut retry = false;
-        let results: Vec<(String, u64, Verdict)> = futures::stream::iter(batch)
-            .map(|(queue, seq, message)| {
-                let node = node.clone();
-                async move {
-                    let m = Message {
-                        trace_id: if message.trace_id.is_empty() {
-                            crate::events::derived_trace_id(&message.id)
-                        } else {
-                            message.trace_id
-                        },
-                        id: message.id,
-                        event: queue.clone(),
-                        payload: message.payload,
-                    };
-                    let verdict = node.handle_message(&m).await;
-                    (queue, seq, verdict)
-                }
-            })
-            .buffer_unordered(EVENT_INFLIGHT_MAX)
-            .collect()
-            .await;
-        let worked = !results.is_empty();
-        for (queue, seq, verdict) in results {
-            match verdict {
-                Verdict::Ack => {
-                    let ack = PartitionCommand::Ack { queue, seq };
-                    if let Err(e) = node.partition_command(partition, ack).await {
-                        tracing::warn!(%partition, error = %e, "could not remove a consumed message; it will be handled again (its records make that harmless)");
-                        retry = true;
-                    }
-                }
-                Verdict::Retry => retry = true,
-            }
+        let now = Instant::now();
+        later.retain(|_, at| *at > now);
+        let free = EVENT_INFLIGHT_MAX.saturating_sub(inflight.len());
+        let skip = |queue: &str, seq: u64| {
+            let key = (queue.to_owned(), seq);
+            busy.contains(&key) || later.contains_key(&key)
+        };
+        for (queue, seq, message) in pending(&node, partition, free, skip) {
+            busy.insert((queue.clone(), seq));
+            inflight.push(consume_own(node.clone(), partition, queue, seq, message));
         }
         drop(node);
-        if retry {
-            tokio::time::sleep(Duration::from_millis(RETRY_PAUSE_MS)).await;
-        } else if !worked {
-            let _ = tokio::time::timeout(Duration::from_millis(RESCAN_MS), wake.notified()).await;
+        let next_look = later
+            .values()
+            .min()
+            .copied()
+            .unwrap_or(now + Duration::from_millis(RESCAN_MS));
+        tokio::select! {
+            Some((key, retry)) = inflight.next(), if !inflight.is_empty() => {
+                busy.remove(&key);
+                if let Some(pause) = retry {
+                    later.insert(key, Instant::now() + pause);
+                }
+            }
+            () = wake.notified() => {}
+            () = tokio::time::sleep_until(next_look) => {}
         }
     }
 }
 
-/// Up to [`EVENT_INFLIGHT_MAX`] queued messages of `partition` that an active handler listens
-/// for (a queue row is named by its whole event, `provider:queue`): the gate's priority first
-/// (webhooks), then oldest first.
-fn pending(node: &Inner, partition: PartitionId) -> Vec<(String, u64, QueueMessage)> {
+/// Handles one message of an own queue and removes it once done; answers its key and, if it
+/// must be delivered again, after how long.
+async fn consume_own(
+    node: Arc<Inner>,
+    partition: PartitionId,
+    queue: String,
+    seq: u64,
+    message: QueueMessage,
+) -> ((String, u64), Option<Duration>) {
+    let m = Message {
+        trace_id: if message.trace_id.is_empty() {
+            crate::events::derived_trace_id(&message.id)
+        } else {
+            message.trace_id
+        },
+        id: message.id,
+        event: queue.clone(),
+        payload: message.payload,
+    };
+    let (verdict, pause) = node.consume_message(&m).await;
+    let retry = match verdict {
+        Verdict::Ack => {
+            let ack = PartitionCommand::Ack {
+                queue: queue.clone(),
+                seq,
+            };
+            match node.partition_command(partition, ack).await {
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::warn!(%partition, error = %e, "could not remove a consumed message; it will be handled again (its records make that harmless)");
+                    Some(Duration::from_millis(RETRY_PAUSE_MS))
+                }
+            }
+        }
+        Verdict::Retry(reason) => {
+            tracing::debug!(message = %m.id, %reason, ?pause, "the message will be delivered again");
+            Some(pause)
+        }
+    };
+    ((queue, seq), retry)
+}
+
+/// Up to `limit` queued messages of `partition` that an active handler listens for (a queue
+/// row is named by its whole event, `provider:queue`) and `skip` does not refuse: the gate's
+/// priority first (webhooks), then oldest first.
+fn pending(
+    node: &Inner,
+    partition: PartitionId,
+    limit: usize,
+    skip: impl Fn(&str, u64) -> bool,
+) -> Vec<(String, u64, QueueMessage)> {
     let Some(p) = node.partition(partition) else {
         return Vec::new();
     };
+    if limit == 0 {
+        return Vec::new();
+    }
     let mut out = Vec::new();
     for queue in own_events_with_handlers(node) {
         let prefix = [keys::MESSAGE_PREFIX, queue.as_bytes(), b"\0"].concat();
-        for kv in p.state().scan_prefix(&prefix).take(EVENT_INFLIGHT_MAX) {
+        let mut taken = 0;
+        for kv in p.state().scan_prefix(&prefix) {
             let Ok((key, value)) = kv else { break };
-            let (Some((q, seq)), Ok(m)) = (
-                keys::parse_message(&key),
-                record::decode::<QueueMessage>(&value),
-            ) else {
+            let Some((q, seq)) = keys::parse_message(&key) else {
+                continue;
+            };
+            if skip(&q, seq) {
+                continue;
+            }
+            let Ok(m) = record::decode::<QueueMessage>(&value) else {
                 continue;
             };
             out.push((q, seq, m));
+            taken += 1;
+            if taken >= limit {
+                break;
+            }
         }
     }
     out.sort_by(|a, b| b.2.priority.cmp(&a.2.priority).then(a.1.cmp(&b.1)));
-    out.truncate(EVENT_INFLIGHT_MAX);
+    out.truncate(limit);
     out
 }
 
@@ -261,11 +312,16 @@ async fn handle_delivery(node: Arc<Inner>, event: String, delivery: Delivery) {
         event,
         payload: eval::payload_of(&delivery.payload),
     };
-    let verdict = node.handle_message(&message).await;
+    let (verdict, pause) = node.consume_message(&message).await;
     drop(node);
     let answer = match verdict {
         Verdict::Ack => delivery.ack().await,
-        Verdict::Retry => delivery.nack().await,
+        Verdict::Retry(_) => {
+            // The broker delivers a nacked message again at once: the pause is taken here,
+            // holding one of the consumer's slots, not the others.
+            tokio::time::sleep(pause).await;
+            delivery.nack().await
+        }
     };
     if let Err(e) = answer {
         tracing::warn!(message = %message.id, error = %e, "could not answer the broker; it will deliver the message again");

@@ -5,6 +5,8 @@ use super::Inner;
 use crate::engine::{Input, PendingEvent};
 use crate::error::{Error, Result};
 use crate::events::eval::{self, condition_holds};
+use crate::events::pool::ScriptPool;
+use crate::events::script::ScriptError;
 use crate::events::{GateEvent, Providers, CONDUCTOR};
 use crate::forward::{Forward, Reply};
 use crate::partition::WorkflowOp;
@@ -43,7 +45,19 @@ pub(crate) fn check_event_target(
     Ok(())
 }
 
-/// Checks a handler before it is stored: every message names what is wrong.
+/// Checks that a handler's script condition parses (in a script host).
+async fn check_handler_condition(h: &EventHandler, scripts: &ScriptPool) -> Result<()> {
+    let scripted = h.evaluator_type.as_deref() != Some(eval::VALUE_PARAM);
+    match h.condition.as_deref() {
+        Some(c) if scripted && !c.trim().is_empty() => eval::check_condition(scripts, c)
+            .await
+            .map_err(|m| Error::Invalid(format!("event handler '{}': condition: {m}", h.name))),
+        _ => Ok(()),
+    }
+}
+
+/// Checks a handler before it is stored (its condition apart, see
+/// [`check_handler_condition`]): every message names what is wrong.
 pub(crate) fn check_handler(h: &EventHandler, providers: &Providers) -> Result<()> {
     let bad = |m: String| Err(Error::Invalid(m));
     if h.name.trim().is_empty() {
@@ -76,15 +90,6 @@ pub(crate) fn check_handler(h: &EventHandler, providers: &Providers) -> Result<(
                 eval::EVALUATORS.join(", ")
             ));
         }
-    }
-    let scripted = h.evaluator_type.as_deref() != Some(eval::VALUE_PARAM);
-    if let Some(c) = h
-        .condition
-        .as_deref()
-        .filter(|c| scripted && !c.trim().is_empty())
-    {
-        crate::events::eval::check_condition(c)
-            .map_err(|m| Error::Invalid(format!("event handler '{}': condition: {m}", h.name)))?;
     }
     for (i, a) in h.actions.iter().enumerate() {
         let missing = |what: &str| {
@@ -134,6 +139,7 @@ impl Inner {
     /// `POST /api/event` (`create`) and `PUT /api/event`.
     pub async fn put_event_handler(&self, handler: EventHandler, create: bool) -> Result<()> {
         check_handler(&handler, &self.events.providers)?;
+        check_handler_condition(&handler, &self.events.scripts).await?;
         let name = handler.name.clone();
         match self
             .propose_meta(MetaCommand::PutEventHandler {
@@ -187,18 +193,44 @@ impl Inner {
     }
 }
 
-/// Node-wide event state: the providers, and a wake-up per partition for its own queues' consumer.
+/// Node-wide event state: the providers, the script pool conditions run in, and a wake-up per
+/// partition for its own queues' consumer.
 pub(crate) struct Events {
     pub providers: Providers,
+    pub scripts: ScriptPool,
     wake: Mutex<BTreeMap<u16, Arc<Notify>>>,
+    /// Why the last handling of a message failed, by (event, message id), until its next
+    /// attempt records it (see `server::dead_letters`).
+    failures: Mutex<BTreeMap<(String, String), String>>,
 }
 
+/// How many failure reasons [`Events`] keeps for messages awaiting their next attempt; past it
+/// they are forgotten (a dead letter then says the last reason is unknown).
+const FAILURES_REMEMBERED: usize = 4_096;
+
 impl Events {
-    pub fn new(providers: Providers) -> Self {
+    pub fn new(providers: Providers, scripts: ScriptPool) -> Self {
         Self {
             providers,
+            scripts,
             wake: Mutex::default(),
+            failures: Mutex::default(),
         }
+    }
+
+    /// Remembers why a message's handling failed, for its next attempt.
+    pub fn remember_failure(&self, message: &Message, reason: String) {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        if failures.len() >= FAILURES_REMEMBERED {
+            failures.clear();
+        }
+        failures.insert((message.event.clone(), message.id.clone()), reason);
+    }
+
+    /// Why a message's last handling failed, if this node remembers.
+    pub fn take_failure(&self, message: &Message) -> Option<String> {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        failures.remove(&(message.event.clone(), message.id.clone()))
     }
 
     /// The wake-up of `partition`'s own-queue consumer.
@@ -230,12 +262,13 @@ pub(crate) struct Message {
 }
 
 /// What to tell the provider about a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
-    /// Every action reached a final record: acknowledge.
+    /// Every action reached a final record (or the message was set aside): acknowledge.
     Ack,
     /// Some action failed transiently (or its record could not be written): deliver again.
-    Retry,
+    /// Says why.
+    Retry(String),
 }
 
 /// Whether an action's error may go away on a retry.
@@ -396,7 +429,7 @@ impl Inner {
         // the meta group may lag its leader (a node that just took over a partition).
         if let Err(e) = self.catch_up_meta().await {
             tracing::debug!(message = %message.id, error = %e, "handlers not current; the message will be delivered again");
-            return Verdict::Retry;
+            return Verdict::Retry(format!("the handlers could not be read: {e}"));
         }
         let handlers: Vec<EventHandler> = self
             .defs
@@ -406,8 +439,8 @@ impl Inner {
             .collect();
         let mut verdict = Verdict::Ack;
         for h in &handlers {
-            if self.run_handler(h, message).await == Verdict::Retry {
-                verdict = Verdict::Retry;
+            if let Verdict::Retry(reason) = self.run_handler(h, message).await {
+                verdict = Verdict::Retry(format!("handler {}: {reason}", h.name));
             }
         }
         verdict
@@ -456,9 +489,16 @@ impl Inner {
         // As in Conductor, the condition sees the payload with its inline JSON expanded.
         let expanded = eval::expand_inline_json(&message.payload);
         let evaluator = h.evaluator_type.as_deref();
-        let skip = match condition_holds(evaluator, h.condition.as_deref(), &expanded).await {
+        let scripts = &self.events.scripts;
+        let holds = condition_holds(scripts, evaluator, h.condition.as_deref(), &expanded).await;
+        let skip = match holds {
             Ok(true) => None,
             Ok(false) => Some((ExecutionStatus::Skipped, Json::new())),
+            // Not the script's fault (no host could run it): deliver again.
+            Err(e @ ScriptError::HostFailed(_)) => {
+                tracing::warn!(handler = %h.name, message = %message.id, error = %e, "condition not evaluated; the message will be delivered again");
+                return Verdict::Retry(format!("condition: {e}"));
+            }
             // A condition that cannot be evaluated on this payload never will be.
             Err(e) => Some((ExecutionStatus::Failed, error_output(&e.to_string()))),
         };
@@ -470,7 +510,7 @@ impl Inner {
                 Ok(_) => Verdict::Ack,
                 Err(e) => {
                     tracing::warn!(handler = %h.name, message = %message.id, error = %e, "could not record a skipped message");
-                    Verdict::Retry
+                    Verdict::Retry(format!("could not record the execution: {e}"))
                 }
             };
         }
@@ -487,7 +527,7 @@ impl Inner {
                 Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(handler = %h.name, message = %message.id, error = %e, "could not record an action; the message will be delivered again");
-                    verdict = Verdict::Retry;
+                    verdict = Verdict::Retry(format!("action {index}: could not record it: {e}"));
                     continue;
                 }
             }
@@ -499,7 +539,7 @@ impl Inner {
                 }
                 Err(e) if transient(&e) => {
                     tracing::info!(handler = %h.name, message = %message.id, error = %e, "action failed for now; the message will be delivered again");
-                    verdict = Verdict::Retry;
+                    verdict = Verdict::Retry(format!("action {index}: {e}"));
                     continue;
                 }
                 Err(e) => (ExecutionStatus::Failed, error_output(&e.to_string())),
@@ -507,7 +547,7 @@ impl Inner {
             let done = record(index, status, action.action, output);
             if let Err(e) = self.record_execution(&h.name, done, false).await {
                 tracing::warn!(handler = %h.name, message = %message.id, error = %e, "could not record an action's end; the message will be delivered again");
-                verdict = Verdict::Retry;
+                verdict = Verdict::Retry(format!("action {index}: could not record its end: {e}"));
             }
         }
         verdict

@@ -5,6 +5,7 @@
 
 mod backlog;
 mod consumers;
+mod dead_letters;
 mod events;
 mod membership;
 pub use membership::{ClusterStatus, GroupSummary, NodeStatus, ReplicaStatus};
@@ -256,6 +257,8 @@ impl Inner {
     }
 
     async fn shutdown(&self) {
+        // First: a script still running must not hold anything below up.
+        self.events.scripts.shutdown();
         for p in self.hosted() {
             p.stop().await;
         }
@@ -593,7 +596,10 @@ pub async fn open_with(options: &Options, seams: Seams) -> Result<Node> {
         }),
         snapshot_logs,
         db,
-        events: events::Events::new(crate::events::Providers::new(options.events.clone())),
+        events: events::Events::new(
+            crate::events::Providers::new(options.events.clone()),
+            crate::events::pool::ScriptPool::for_node(options.events.script_host.clone()),
+        ),
     });
     if let Some(t) = &transport {
         let weak = Arc::downgrade(&inner);

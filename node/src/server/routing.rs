@@ -604,6 +604,10 @@ impl Inner {
                 super::events::executions_in(&replicas, handler.as_deref(), limit)
                     .map(Reply::Executions)
             }
+            Forward::DeadLetters { partitions, limit } => {
+                let replicas = self.replicas_of(&partitions)?;
+                super::dead_letters::dead_letters_in(&replicas, limit).map(Reply::DeadLetters)
+            }
             Forward::HoldElections { partition, ms } => {
                 self.hold_elections(partition, ms).map(|()| Reply::Done)
             }

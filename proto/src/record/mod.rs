@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 
 pub mod compact;
+pub mod dead_letter;
 pub mod patch;
 pub mod quarantine;
 pub mod write;
@@ -129,6 +130,22 @@ pub enum PartitionCommand {
     },
     /// Deletes a quarantined row for good.
     DropQuarantined { workflow_id: WorkflowId },
+    /// Counts one more handling of a message begun (before it runs); `last_error` is why the
+    /// one before failed, if known. Answers [`PartitionOutcome::Attempts`].
+    BeginAttempt {
+        event: String,
+        message_id: String,
+        now: crate::model::EpochMs,
+        last_error: Option<String>,
+    },
+    /// Forgets a message's attempts (it was handled).
+    EndAttempts { event: String, message_id: String },
+    /// Sets a message aside as a dead letter (and forgets its attempts).
+    PutDeadLetter {
+        letter: Box<dead_letter::DeadLetter>,
+    },
+    /// Removes a dead letter; [`PartitionOutcome::NotFound`] if there is none.
+    RemoveDeadLetter { event: String, message_id: String },
 }
 
 /// The event gate's deduplication of a published message by content: a message with the same
@@ -246,6 +263,23 @@ pub enum PartitionCommandView<'a> {
     DropQuarantined {
         workflow_id: WorkflowId,
     },
+    BeginAttempt {
+        event: String,
+        message_id: String,
+        now: crate::model::EpochMs,
+        last_error: Option<String>,
+    },
+    EndAttempts {
+        event: String,
+        message_id: String,
+    },
+    PutDeadLetter {
+        letter: Box<dead_letter::DeadLetter>,
+    },
+    RemoveDeadLetter {
+        event: String,
+        message_id: String,
+    },
 }
 
 /// The fields of a [`WorkflowRecord`] that applying a put needs (version and index rows); the
@@ -298,6 +332,8 @@ pub enum PartitionOutcome {
     /// The command could not be decoded by the replica (a newer format, or damage); nothing
     /// was written.
     Undecodable,
+    /// A message's attempts after [`PartitionCommand::BeginAttempt`].
+    Attempts(Box<dead_letter::Attempts>),
 }
 
 /// A command in the meta group's log: definitions shared by every partition.
