@@ -222,6 +222,15 @@ fn every_field_a_request_sets_is_checked_at_the_door() {
                 "startWorkflowRequest": {"name": "door", "input": {"x": "z".repeat(3 << 20)}}}),
     )
     .assert_error_response(413, "a schedule with a 3 MB input");
+    // Cron expressions that would never fire, or make every search walk to the year 5000.
+    for cron in ["0 0 0 31 2 *", ", * 9 * * MON-FRI"] {
+        api.post_json(
+            "/api/scheduler/schedules",
+            &json!({"name": "never", "cronExpression": cron,
+                    "startWorkflowRequest": {"name": "door"}}),
+        )
+        .assert_error_response(400, cron);
+    }
 }
 
 #[test]

@@ -78,6 +78,18 @@ pub struct Cron {
 
 impl Cron {
     pub fn parse(s: &WorkflowSchedule) -> Result<Self> {
+        // A field with an empty list item (`,` or `1,,2`) parses to no values at all, and the
+        // search for its next time then walks up to the year 5000 (seconds per call).
+        if let Some(field) = s
+            .cron_expression
+            .split_whitespace()
+            .find(|f| f.split(',').any(str::is_empty))
+        {
+            return Err(Error::Invalid(format!(
+                "schedule {}: cronExpression field '{field}' has an empty list item",
+                s.name
+            )));
+        }
         let parser = croner::parser::CronParser::builder()
             .seconds(croner::parser::Seconds::Optional)
             .build();
@@ -285,7 +297,18 @@ impl Inner {
 
     pub async fn put_schedule(&self, mut schedule: WorkflowSchedule) -> Result<()> {
         check_name("schedule", &schedule.name)?;
-        Cron::parse(&schedule)?;
+        let cron = Cron::parse(&schedule)?;
+        let now = self.clock.now_ms();
+        let from = schedule.schedule_start_time.unwrap_or(now).max(now);
+        if next_off_runtime(std::sync::Arc::new(cron), from)
+            .await?
+            .is_none()
+        {
+            return Err(Error::Invalid(format!(
+                "schedule {}: cronExpression '{}' never fires",
+                schedule.name, schedule.cron_expression
+            )));
+        }
         let request = &schedule.start_workflow_request;
         proto::check::start_request(request)?;
         if request.name.trim().is_empty() {
@@ -362,7 +385,7 @@ impl Inner {
         let Some(s) = self.defs.schedule(name) else {
             return Ok(recheck);
         };
-        let cron = Cron::parse(&s)?;
+        let cron = std::sync::Arc::new(Cron::parse(&s)?);
         let partition = self.schedule_partition(name);
         let p = self.partition(partition).ok_or_else(|| {
             Error::Unavailable(format!("partition {partition} is not hosted here"))
@@ -381,13 +404,15 @@ impl Inner {
         let due = if s.paused {
             Vec::new()
         } else {
-            due_times(
-                &cron,
-                base,
-                now,
+            // Searching the pattern is CPU work of the cron library's choosing: off the runtime.
+            let (c, end, catch_up) = (
+                cron.clone(),
                 s.schedule_end_time,
                 s.run_catchup_schedule_instances,
-            )
+            );
+            tokio::task::spawn_blocking(move || due_times(&c, base, now, end, catch_up))
+                .await
+                .map_err(|e| Error::Internal(format!("schedule {name}: {e}")))?
         };
         let at = due.last().copied().unwrap_or(base);
         for t in due {
@@ -407,12 +432,19 @@ impl Inner {
             .await?;
             tracing::debug!(schedule = name, time = t, "schedule fired");
         }
-        let next = cron.next_after(self.clock.now_ms().max(at));
+        let next = next_off_runtime(cron, self.clock.now_ms().max(at)).await?;
         let wait = next.map_or(SCHEDULE_RECHECK_MS, |n| {
             (n - self.clock.now_ms()).clamp(1, SCHEDULE_RECHECK_MS)
         });
         Ok(Duration::from_millis(wait.unsigned_abs()))
     }
+}
+
+/// The first time of `cron` after `after`, searched on the blocking pool.
+async fn next_off_runtime(cron: std::sync::Arc<Cron>, after: EpochMs) -> Result<Option<EpochMs>> {
+    tokio::task::spawn_blocking(move || cron.next_after(after))
+        .await
+        .map_err(|e| Error::Internal(format!("cron search: {e}")))
 }
 
 /// The times a schedule starts now: those after `base` (the last one fired) up to `now` (and its
@@ -509,6 +541,10 @@ mod tests {
         let berlin = Cron::parse(&s("0 0 9 * * *", Some("Europe/Berlin"))).expect("parses");
         assert_eq!(berlin.next_after(0), Some(8 * 3_600_000));
         assert!(Cron::parse(&s("not a cron", None)).is_err());
+        // An empty list item would leave a field with no values (a search to the year 5000).
+        for empty in [", * 9 * * MON-FRI", "0 1,,2 * * *", "0 0 9, * * *"] {
+            assert!(Cron::parse(&s(empty, None)).is_err(), "{empty}");
+        }
         // Due times: all since the last one with catch-up (at most CATCH_UP_MAX per pass); only
         // the last 30 s without (an hour-long pause starts nothing stale).
         let hour = 3_600_000;
