@@ -43,6 +43,7 @@ counters! {
     TaskTimedOut => "task attempt timed out",
     TimedOutAfterHealing => "task attempt timed out after the faults healed",
     JoinCompleted => "join completed",
+    EventPublishedAgain => "EVENT task published again by its timer",
 }
 
 /// The counters of one run.

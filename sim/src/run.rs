@@ -728,6 +728,9 @@ impl Run {
                 {
                     self.counters.bump(Counter::JoinCompleted);
                 }
+                if t.task_type == proto::model::task_type::EVENT && t.poll_count > 0 {
+                    self.counters.bump(Counter::EventPublishedAgain);
+                }
             }
         }
         // The trace: what was acknowledged, the final records, every replica's digest.

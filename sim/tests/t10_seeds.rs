@@ -1,6 +1,8 @@
 //! The simulator's gate (issue 4): 100 seeds of a 3-node cluster with faults, each run twice in
 //! fresh processes with equal trace hashes, no invariant broken, and every "sometimes" counter
-//! non-zero over the seeds (each fault path was exercised).
+//! non-zero over the seeds (each fault path was exercised); and a few seeds of a 5-node shape
+//! with more partitions and workflows, where other interleavings happen (more replicas per
+//! leader, more workflows per partition). The nightly-sized sweep over more shapes is `sim/sweep`.
 
 mod common;
 
@@ -14,5 +16,24 @@ fn a_hundred_seeds_with_faults_replay_exactly_and_keep_every_invariant() {
     ]);
     assert!(ok, "the simulation gate failed:\n{out}");
     assert!(out.contains("100 seeds (200 runs"), "{out}");
+    assert!(out.contains(": 0 failed"), "{out}");
+}
+
+/// Seed 30049 of this shape found EVENT tasks stuck SCHEDULED before any seed of the default
+/// shape did (sim/tests/t30_regressions.rs); these 25 seeds take one to three minutes on 2 cores.
+#[test]
+fn five_nodes_six_partitions_keep_every_invariant() {
+    let (ok, out) = common::sim(&[
+        "--seeds",
+        "0..25",
+        "--nodes",
+        "5",
+        "--partitions",
+        "6",
+        "--workflows",
+        "150",
+    ]);
+    assert!(ok, "the 5-node simulation gate failed:\n{out}");
+    assert!(out.contains("25 seeds (25 runs"), "{out}");
     assert!(out.contains(": 0 failed"), "{out}");
 }

@@ -435,6 +435,15 @@ fn timer(ctx: &mut Ctx<'_>, key: &TimerKey) {
     let Some(i) = key.task_id.as_ref().and_then(|id| ctx.index_of(id)) else {
         return;
     };
+    if key.kind == TimerKind::EventPublish {
+        // Recording the attempt is the write whose commit publishes the message again.
+        let now = ctx.now;
+        let t = &mut ctx.wf.tasks[i];
+        t.poll_count = t.poll_count.saturating_add(1);
+        t.update_time = now;
+        ctx.changed = true;
+        return;
+    }
     if key.kind == TimerKind::Wait {
         let now = ctx.now;
         let t = &mut ctx.wf.tasks[i];
@@ -465,7 +474,7 @@ fn timer(ctx: &mut Ctx<'_>, key: &TimerKey) {
             format!("Task total timeout of {} seconds across attempts exceeded", def.total_timeout_seconds),
             TimeoutPolicy::TimeOutWf,
         ),
-        TimerKind::WorkflowTimeout | TimerKind::Wait => return,
+        TimerKind::WorkflowTimeout | TimerKind::Wait | TimerKind::EventPublish => return,
     };
     if policy == TimeoutPolicy::AlertOnly {
         return;

@@ -41,6 +41,9 @@ pub(crate) fn due(wf: &Workflow, key: &TimerKey) -> Option<NowMs> {
         return None;
     }
     let t = wf.task(key.task_id.as_ref()?)?;
+    if key.kind == TimerKind::EventPublish {
+        return event_publish_due(wf, t);
+    }
     if key.kind == TimerKind::Wait {
         let armed = t.workflow_task.task_type == task_type::WAIT
             && t.status == TaskStatus::InProgress
@@ -75,8 +78,34 @@ pub(crate) fn due(wf: &Workflow, key: &TimerKey) -> Option<NowMs> {
             t.first_scheduled_time
                 .saturating_add(secs_ms(def.total_timeout_seconds))
         }),
-        TimerKind::WorkflowTimeout | TimerKind::Wait => None,
+        TimerKind::WorkflowTimeout | TimerKind::Wait | TimerKind::EventPublish => None,
     }
+}
+
+/// How long an EVENT task's first publication may go unreported before it is published again.
+pub(crate) const EVENT_REPUBLISH_FIRST_MS: NowMs = 5_000;
+/// The longest wait between two publications of one EVENT task (the backoff doubles up to it).
+pub(crate) const EVENT_REPUBLISH_MAX_MS: NowMs = 30_000;
+
+/// When a SCHEDULED EVENT task of a RUNNING workflow is published again: its last publication
+/// (the task's `updateTime`; `pollCount` counts the publications after the first) plus a
+/// backoff. A publication is performed after the commit of a write, so one that was lost (the
+/// outbox's publish or its report failed, a leadership change came between them, or another
+/// leader's write committed the task) is repeated as long as the partition has a leader.
+fn event_publish_due(wf: &Workflow, t: &Task) -> Option<NowMs> {
+    let pending = wf.status == WorkflowStatus::Running
+        && t.status == TaskStatus::Scheduled
+        && event_of(wf, t).is_some();
+    pending.then(|| {
+        t.update_time
+            .saturating_add(event_republish_delay(t.poll_count))
+    })
+}
+
+/// The wait after the `attempts`-th repeated publication: doubling, at most the maximum.
+pub(crate) fn event_republish_delay(attempts: u32) -> NowMs {
+    let doubled = EVENT_REPUBLISH_FIRST_MS.saturating_mul(1 << attempts.min(16));
+    doubled.min(EVENT_REPUBLISH_MAX_MS)
 }
 
 /// The timers `workflow` needs armed now, ordered by due time.
@@ -111,6 +140,19 @@ pub fn timers(workflow: &Workflow) -> Vec<Timer> {
                 if let Some(due_ms) = due(workflow, &key) {
                     out.push(Timer { due_ms, key });
                 }
+            }
+        }
+        for t in workflow
+            .tasks
+            .iter()
+            .filter(|t| t.status == TaskStatus::Scheduled)
+        {
+            let key = TimerKey {
+                kind: TimerKind::EventPublish,
+                task_id: Some(t.task_id.clone()),
+            };
+            if let Some(due_ms) = event_publish_due(workflow, t) {
+                out.push(Timer { due_ms, key });
             }
         }
         for t in workflow.tasks.iter().filter(|t| t.wait_timeout > 0) {

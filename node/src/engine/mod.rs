@@ -164,6 +164,10 @@ pub enum TimerKind {
     WorkflowTimeout,
     /// A WAIT task's `duration` or `until` came (its `waitTimeout`): it completes.
     Wait,
+    /// A SCHEDULED EVENT task's publication was not reported by its due time: the decision
+    /// records another attempt, and the commit of that write publishes the message again
+    /// (deduplicated downstream by the task id). Backs off from attempt to attempt.
+    EventPublish,
 }
 
 /// Identifies a timer within its workflow.

@@ -683,10 +683,29 @@ impl Inner {
 /// How long an EVENT task's publish keeps retrying a broker that does not answer.
 const PUBLISH_RETRY_MS: u64 = 30_000;
 
+/// How long one publication of an EVENT task (publish and report) may take in all. One that
+/// outlives it is abandoned, so that the node performs the next one (the outbox skips a repeat
+/// of a task whose publication is still in flight on this node); the task's `EventPublish`
+/// timer repeats it.
+const PUBLICATION_MS: u64 = 2 * PUBLISH_RETRY_MS;
+
 impl Inner {
+    /// Publishes an EVENT task's message and reports the outcome to its workflow, within
+    /// [`PUBLICATION_MS`].
+    pub(crate) async fn publish_task_event(&self, workflow_id: &WorkflowId, event: PendingEvent) {
+        let task = event.task_id.clone();
+        let limit = std::time::Duration::from_millis(PUBLICATION_MS);
+        if tokio::time::timeout(limit, self.publish_and_report(workflow_id, event))
+            .await
+            .is_err()
+        {
+            tracing::warn!(workflow = %workflow_id, %task, "an event's publication timed out; its timer repeats it");
+        }
+    }
+
     /// Publishes an EVENT task's message and reports the outcome to its workflow. A broker that
     /// does not answer is retried for a while; a sink that cannot work fails the task.
-    pub(crate) async fn publish_task_event(&self, workflow_id: &WorkflowId, event: PendingEvent) {
+    async fn publish_and_report(&self, workflow_id: &WorkflowId, event: PendingEvent) {
         let deadline =
             tokio::time::Instant::now() + std::time::Duration::from_millis(PUBLISH_RETRY_MS);
         let error = loop {
@@ -707,7 +726,8 @@ impl Inner {
             .route_op(workflow_id, WorkflowOp::Input(Box::new(input)))
             .await
         {
-            // The task stays SCHEDULED; the next commit or leadership change publishes again.
+            // The task stays SCHEDULED; the workflow's next write (its `EventPublish` timer
+            // makes one) or a new leader publishes again.
             tracing::warn!(workflow = %workflow_id, task = %event.task_id, error = %e, "could not report a published event");
         }
     }

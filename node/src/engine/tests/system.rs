@@ -1,4 +1,4 @@
-//! System tasks Baton runs itself: SWITCH/DECISION, SET_VARIABLE, TERMINATE, WAIT.
+//! System tasks Baton runs itself: SWITCH/DECISION, SET_VARIABLE, TERMINATE, WAIT, EVENT.
 
 use super::*;
 use TaskStatus::*;
@@ -311,6 +311,65 @@ fn an_event_task_with_async_complete_stays_in_progress_and_a_failed_publish_fail
         h.task("e").reason_for_incompletion.as_deref(),
         Some("broker down")
     );
+}
+
+#[test]
+fn an_unreported_event_is_published_again_by_its_timer_with_backoff_until_reported() {
+    let mut h = H::start(def_of(vec![event("e", "conductor", false)]), json!({}));
+    let task_id = h.task("e").task_id.clone();
+    let key = TimerKey {
+        kind: TimerKind::EventPublish,
+        task_id: Some(task_id.clone()),
+    };
+    let due = |h: &H| {
+        let armed = timers(h.wf());
+        assert_eq!(armed.len(), 1, "only the publication timer: {armed:?}");
+        assert_eq!(armed[0].key, key);
+        armed[0].due_ms
+    };
+    assert_eq!(due(&h), T0 + 5_000);
+    h.advance_ms(4_999);
+    assert!(
+        !h.ok(Input::Timer(key.clone())),
+        "an early timer does nothing"
+    );
+    // Each firing records an attempt (the write whose commit publishes again); the waits double
+    // up to their maximum, and the message stays pending.
+    let mut waits = Vec::new();
+    for _ in 0..5 {
+        h.now = due(&h);
+        assert!(h.ok(Input::Timer(key.clone())));
+        assert_eq!(h.task("e").update_time, h.now);
+        assert_eq!(crate::engine::pending_events(h.wf()).len(), 1);
+        waits.push(due(&h) - h.now);
+    }
+    assert_eq!(waits, vec![10_000, 20_000, 30_000, 30_000, 30_000]);
+    assert_eq!(h.task("e").poll_count, 5);
+    assert!(
+        !h.ok(Input::Timer(key.clone())),
+        "the next publication is not due yet"
+    );
+
+    h.ok(Input::EventPublished {
+        task_id,
+        error: None,
+    });
+    assert_eq!(h.st("e"), Completed);
+    assert!(timers(h.wf()).is_empty(), "a reported event needs no timer");
+    h.advance_ms(60_000);
+    assert!(
+        !h.ok(Input::Timer(key)),
+        "the timer of a reported event is stale"
+    );
+}
+
+#[test]
+fn a_paused_workflow_does_not_publish_its_event_again() {
+    let mut h = H::start(def_of(vec![event("e", "conductor", false)]), json!({}));
+    h.ok(Input::Pause);
+    assert!(timers(h.wf()).is_empty());
+    h.ok(Input::Resume);
+    assert_eq!(timers(h.wf())[0].key.kind, TimerKind::EventPublish);
 }
 
 #[test]
