@@ -66,6 +66,10 @@ struct Inner {
     registration: Mutex<Option<Registration>>,
     /// The node's transport (cluster mode), to record the addresses of added members.
     transport: Option<Transport>,
+    /// Held across each membership change made through this handle, so that the check that
+    /// this node still leads and belongs to the membership ([`Group::membership_turn`])
+    /// and the change itself are not interleaved with another change of this replica.
+    membership: tokio::sync::Mutex<()>,
 }
 
 impl Drop for Inner {
@@ -117,6 +121,22 @@ impl Spell {
         }
         let entered = self.0.and_then(|(_, index)| index);
         leading && applied_in_term && applied >= entered
+    }
+}
+
+/// Why a group stopped for good, from its metrics' running state and whether its core task is
+/// gone without a shutdown; `None` while it runs or after a normal shutdown.
+fn stopped_reason(
+    running: &Result<(), openraft::error::Fatal<u64>>,
+    core_ended: bool,
+) -> Option<String> {
+    match running {
+        Err(openraft::error::Fatal::Stopped) => None,
+        Err(e) => Some(e.to_string()),
+        Ok(()) if core_ended => {
+            Some("the Raft core task ended without a shutdown (it panicked)".to_owned())
+        }
+        Ok(()) => None,
     }
 }
 
@@ -302,6 +322,7 @@ impl Group {
                 closed: AtomicBool::new(false),
                 command_bytes_max: options.command_bytes_max,
                 registration: Mutex::new(registration),
+                membership: tokio::sync::Mutex::new(()),
                 transport: options
                     .cluster
                     .as_ref()
@@ -436,6 +457,7 @@ impl Group {
     /// does not vote. Returns once the membership change is committed; the learner catches up in
     /// the background (watch its `status()`). Must run on the leader (else `NotLeader`).
     pub async fn add_learner(&self, node: NodeId, addr: SocketAddr) -> Result<(), Error> {
+        let _turn = self.membership_turn().await?;
         if let Some(transport) = &self.inner.transport {
             transport.set_peer(node, addr);
         }
@@ -450,6 +472,7 @@ impl Group {
     /// [`Group::change_voters`]). Must run on the leader.
     pub async fn remove_learners(&self, nodes: BTreeSet<NodeId>) -> Result<(), Error> {
         let ids: BTreeSet<u64> = nodes.iter().map(|n| n.0).collect();
+        let _turn = self.membership_turn().await?;
         self.inner
             .raft
             .change_membership(openraft::ChangeMembers::RemoveNodes(ids), false)
@@ -464,6 +487,7 @@ impl Group {
     /// Must run on the leader.
     pub async fn remove_voter(&self, node: NodeId) -> Result<(), Error> {
         let ids = BTreeSet::from([node.0]);
+        let _turn = self.membership_turn().await?;
         self.inner
             .raft
             .change_membership(openraft::ChangeMembers::RemoveVoters(ids), false)
@@ -481,20 +505,64 @@ impl Group {
     /// election timeout.
     pub async fn change_voters(&self, voters: BTreeSet<NodeId>) -> Result<(), Error> {
         let ids: BTreeSet<u64> = voters.iter().map(|n| n.0).collect();
+        let _turn = self.membership_turn().await?;
         self.inner.raft.change_membership(ids, false).await?;
         Ok(())
     }
 
-    /// Why the group stopped for good, if its storage failed (or its core panicked): openraft
+    /// Takes this replica's turn to change the membership, once openraft's core confirms that
+    /// this node leads the group and is still in its latest membership (`NotLeader` otherwise).
+    ///
+    /// openraft 0.9 keeps a leader that a committed membership removed leading until its next
+    /// tick (so that the commit reaches the followers before it steps down), and accepts writes
+    /// meanwhile. A membership change appended in that window trips openraft's assertion that
+    /// only a leader changes the membership, a panic that stops the group's core task. The
+    /// check runs inside the core after every message sent to it before, so it sees the outcome
+    /// of any earlier change of this replica (also one whose caller gave up waiting); the turn,
+    /// held until the change returns, keeps another change of this replica from coming between
+    /// the check and the change. Whatever else can reach the core in between (a higher vote)
+    /// ends the leadership, and openraft then refuses the change with `ForwardToLeader`.
+    async fn membership_turn(&self) -> Result<tokio::sync::MutexGuard<'_, ()>, Error> {
+        let turn = self.inner.membership.lock().await;
+        let id = self.inner.node.0;
+        let leads = self
+            .inner
+            .raft
+            .with_raft_state(move |st| {
+                let vote = st.vote_ref();
+                st.server_state == ServerState::Leader
+                    && vote.is_committed()
+                    && vote.leader_id().voted_for() == Some(id)
+                    && st
+                        .membership_state
+                        .effective()
+                        .membership()
+                        .get_node(&id)
+                        .is_some()
+            })
+            .await?;
+        if !leads {
+            let leader = self.leader().filter(|l| *l != self.inner.node);
+            return Err(Error::NotLeader { leader });
+        }
+        Ok(turn)
+    }
+
+    /// Why the group stopped for good, if its storage failed or its core task panicked: openraft
     /// turns a storage error into a fatal stop, and this replica serves nothing after it. `None`
     /// while it runs or after a normal shutdown.
     pub fn failure(&self) -> Option<String> {
         let metrics = self.inner.raft.metrics();
+        let stopped = self.core_ended(&metrics);
         let m = metrics.borrow();
-        match &m.running_state {
-            Err(openraft::error::Fatal::Stopped) | Ok(()) => None,
-            Err(e) => Some(e.to_string()),
-        }
+        stopped_reason(&m.running_state, stopped)
+    }
+
+    /// Whether openraft's core task is gone without [`Group::shutdown`]. A panic in the core
+    /// (one of openraft's assertions) ends the task without recording a fatal state in the
+    /// metrics: their sender is dropped with it, and nothing else tells.
+    fn core_ended(&self, metrics: &watch::Receiver<RaftMetrics<u64, BasicNode>>) -> bool {
+        metrics.has_changed().is_err() && !self.inner.closed.load(Ordering::Acquire)
     }
 
     /// A point-in-time view of the group, from openraft's metrics. Metrics follow the state machine
@@ -502,6 +570,7 @@ impl Group {
     /// entries.
     pub fn status(&self) -> GroupStatus {
         let metrics = self.inner.raft.metrics();
+        let core_ended = self.core_ended(&metrics);
         let m = metrics.borrow();
         GroupStatus {
             name: self.inner.name.clone(),
@@ -527,7 +596,8 @@ impl Group {
                 .filter(|(id, _)| **id != m.id)
                 .map(|(id, log)| (NodeId(*id), log.index()))
                 .collect(),
-            stopped: m.running_state.as_ref().err().map(|e| e.to_string()),
+            stopped: stopped_reason(&m.running_state, core_ended)
+                .or_else(|| m.running_state.as_ref().err().map(|e| e.to_string())),
         }
     }
 
@@ -642,5 +712,20 @@ mod tests {
         assert!(!spell.caught_up(&metrics(ServerState::Follower, 4, (3, 20), 25)));
         assert!(!spell.caught_up(&metrics(ServerState::Leader, 5, (4, 26), 30)));
         assert!(spell.caught_up(&metrics(ServerState::Leader, 5, (5, 30), 31)));
+    }
+
+    #[test]
+    fn a_core_that_ended_without_a_shutdown_is_a_failure() {
+        use openraft::error::Fatal;
+        assert_eq!(stopped_reason(&Ok(()), false), None);
+        assert_eq!(stopped_reason(&Err(Fatal::Stopped), true), None);
+        let panicked = stopped_reason(&Ok(()), true).expect("a core gone is a failure");
+        assert!(panicked.contains("panicked"), "{panicked}");
+        let storage = Fatal::StorageError(openraft::StorageError::from_io_error(
+            openraft::ErrorSubject::Store,
+            openraft::ErrorVerb::Write,
+            std::io::Error::other("disk gone"),
+        ));
+        assert!(stopped_reason(&Err(storage), false).is_some());
     }
 }

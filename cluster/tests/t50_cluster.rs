@@ -131,6 +131,11 @@ async fn membership_changes_move_leadership() {
         .change_voters(rest.clone())
         .await
         .expect("change voters");
+    // openraft lets the removed leader lead until its next tick; a membership change asked of it
+    // meanwhile (or later) is refused, not appended (appending one panicked openraft's core).
+    let again = group.remove_voter(leader).await;
+    assert!(matches!(again, Err(Error::NotLeader { .. })), "{again:?}");
+    assert_eq!(group.failure(), None);
     let mut new_leader = None;
     wait_until(
         "a leader among the remaining voters",

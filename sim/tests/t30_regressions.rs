@@ -85,3 +85,18 @@ fn published_again_count(out: &str) -> String {
         .unwrap_or_default()
         .to_owned()
 }
+
+/// Seed 25 found a partition's leader that had just removed itself from the membership (a
+/// leadership transfer) asked to remove itself again: the controller, now on that node, still saw
+/// it leading, and openraft 0.9 keeps such a leader leading until its next tick and accepts a
+/// membership change meanwhile, which panicked its core ("Only leader is allowed to call
+/// update_effective_membership()"). Every membership change of a `Group` now first checks, inside
+/// openraft's core and in turn with the replica's other changes, that this node leads and is
+/// still in the membership, and answers `NotLeader` otherwise; a core that panics anyway is
+/// reported by `Group::failure()` and stops the node (fail-stop), so it is restarted.
+#[test]
+fn seed_25_a_leader_that_left_the_membership_changes_it_no_more() {
+    let (ok, out) = common::sim(&["--seed", "25"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("violations 0"), "{out}");
+}

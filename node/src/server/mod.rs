@@ -358,16 +358,17 @@ pub struct Seams {
     /// Snapshot every this many log entries instead of the default (the simulator snapshots
     /// often so that snapshot installs happen within a run).
     pub snapshot_logs: Option<u64>,
-    /// What to do when a group stops because its storage failed; `None`: log it and exit the
-    /// process with status 70, so that its supervisor restarts it from what is durable
-    /// (fail-stop: a replica that cannot write must not keep answering).
+    /// What to do when a group stops because its storage failed (or its Raft core panicked);
+    /// `None`: log it and exit the process with status 70, so that its supervisor restarts it
+    /// from what is durable (fail-stop: a replica that cannot write must not keep answering).
     pub on_storage_failure: Option<Arc<dyn Fn(String) + Send + Sync>>,
 }
 
-/// How often the node checks its groups for a storage failure.
+/// How often the node checks its groups for a failure.
 const FAILURE_CHECK_MS: u64 = 250;
 
-/// Watches every group of the node; the first that stopped on a storage failure ends the node.
+/// Watches every group of the node; the first that stopped for good (a storage failure, a panic
+/// of its Raft core) ends the node, which restarts from what is durable.
 async fn watch_failures(
     inner: std::sync::Weak<Inner>,
     on_failure: Option<Arc<dyn Fn(String) + Send + Sync>>,
@@ -379,7 +380,7 @@ async fn watch_failures(
             .chain(inner.hosted().iter().map(|p| p.group.clone()))
             .find_map(|g| g.failure().map(|e| format!("group {}: {e}", g.name())));
         let Some(reason) = failed else { continue };
-        tracing::error!(node = %inner.node, %reason, "storage failed: this node stops (fail-stop)");
+        tracing::error!(node = %inner.node, %reason, "a group stopped: this node stops (fail-stop)");
         match &on_failure {
             Some(f) => f(reason),
             None => std::process::exit(70),
