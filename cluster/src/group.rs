@@ -50,10 +50,10 @@ struct Inner {
     raft: Raft<TypeConfig>,
     /// `{name}/state`, read directly by the node.
     state: Tree,
-    /// True while the local node leads and has applied every entry of earlier terms.
-    leadership: watch::Receiver<bool>,
+    /// The term while the local node leads in it and has applied every entry of earlier terms.
+    leadership: watch::Receiver<Option<u64>>,
     /// Feeds `leadership`; shared with the task that follows openraft's metrics.
-    leadership_tx: Arc<watch::Sender<bool>>,
+    leadership_tx: Arc<watch::Sender<Option<u64>>>,
     /// The task following openraft's metrics; stopped on shutdown.
     follower: tokio::task::AbortHandle,
     /// Packs concurrent proposals into one entry (group commit); bounded queue.
@@ -211,7 +211,7 @@ async fn form_cluster(
 /// that stale term.
 async fn follow_leadership(
     raft: Raft<TypeConfig>,
-    tx: Arc<watch::Sender<bool>>,
+    tx: Arc<watch::Sender<Option<u64>>>,
     confirm_wait: Duration,
 ) {
     let mut metrics = raft.metrics();
@@ -234,16 +234,17 @@ async fn follow_leadership(
                 _ => retry = true,
             }
         }
-        tx.send_if_modified(|v| std::mem::replace(v, leads) != leads);
+        let spell = leads.then_some(term);
+        tx.send_if_modified(|v| std::mem::replace(v, spell) != spell);
         if retry {
             // Not confirmed (cut off, or the quorum moved on): look again soon even if nothing
             // in the metrics changes.
             tokio::select! {
-                changed = metrics.changed() => if changed.is_err() { tx.send_replace(false); return; },
+                changed = metrics.changed() => if changed.is_err() { tx.send_replace(None); return; },
                 _ = tokio::time::sleep(confirm_wait) => {}
             }
         } else if metrics.changed().await.is_err() {
-            tx.send_replace(false);
+            tx.send_replace(None);
             return;
         }
     }
@@ -292,7 +293,7 @@ impl Group {
             return Err(e);
         }
 
-        let (leadership_tx, leadership) = watch::channel(false);
+        let (leadership_tx, leadership) = watch::channel(None);
         let leadership_tx = Arc::new(leadership_tx);
         let follower = {
             let tx = leadership_tx.clone();
@@ -364,7 +365,7 @@ impl Group {
         }
 
         let mut rx = group.leadership();
-        let outcome = tokio::time::timeout(wait, rx.wait_for(|leads| *leads))
+        let outcome = tokio::time::timeout(wait, rx.wait_for(Option::is_some))
             .await
             .map(|r| r.map(drop));
         match outcome {
@@ -424,12 +425,14 @@ impl Group {
 
     /// Whether the local node leads this group and has applied everything of earlier terms.
     pub fn is_leader(&self) -> bool {
-        *self.inner.leadership.borrow()
+        self.inner.leadership.borrow().is_some()
     }
 
-    /// A watch that changes whenever leadership of this node for this group changes (true =
-    /// leader, caught up as in [`Group::is_leader`]).
-    pub fn leadership(&self) -> watch::Receiver<bool> {
+    /// A watch that changes whenever leadership of this node for this group changes: the term
+    /// while this node leads, caught up as in [`Group::is_leader`], `None` otherwise. Two spells
+    /// of leadership never share a term, so a reader that missed the change in between still
+    /// tells them apart.
+    pub fn leadership(&self) -> watch::Receiver<Option<u64>> {
         self.inner.leadership.clone()
     }
 
@@ -668,7 +671,7 @@ impl Group {
         let result = self.inner.raft.shutdown().await;
         self.inner.proposer.stop();
         self.inner.follower.abort();
-        self.inner.leadership_tx.send_replace(false);
+        self.inner.leadership_tx.send_replace(None);
         result.map_err(|e| Error::Raft(format!("openraft did not stop cleanly: {e}")))
     }
 }

@@ -14,6 +14,11 @@ pub const QUARANTINED_WORKFLOWS: &str = "baton_quarantined_workflows";
 /// Partitions led here whose actors cannot start (label `partition`, value 1); see `/health`.
 pub const PARTITION_STOPPED: &str = "baton_partition_stopped";
 
+/// Proposals of a spell of leadership that had ended (label `outcome`): `refused` when made after
+/// it ended, `awaited` when the next spell waited for them before recovering. Either keeps an old
+/// actor's write from landing unpublished; a steady rise means leadership flaps.
+pub const STALE_PROPOSALS: &str = "baton_stale_proposals_total";
+
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
 /// Installs the Prometheus recorder as the process's metrics recorder (once; later calls and a
@@ -33,6 +38,10 @@ pub fn install() {
         metrics::describe_gauge!(
             PARTITION_STOPPED,
             "1 for a partition led here whose actors cannot start"
+        );
+        metrics::describe_counter!(
+            STALE_PROPOSALS,
+            "proposals of an ended spell of leadership, refused or awaited by the next spell"
         );
     }
 }

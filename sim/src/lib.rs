@@ -19,6 +19,7 @@ pub mod faults;
 pub mod host;
 pub mod invariants;
 pub mod net;
+pub mod node_metrics;
 mod run;
 pub mod workload;
 

@@ -124,6 +124,8 @@ pub fn run(config: &Config) -> Report {
         Plan::calm()
     };
     let counters = Arc::new(Counters::default());
+    crate::node_metrics::install();
+    crate::node_metrics::take_counter(node::metrics::STALE_PROPOSALS);
     let net = Net::new(
         ChaCha8Rng::seed_from_u64(rng.gen()),
         plan.net,
@@ -762,6 +764,10 @@ impl Run {
             }
         }
         self.fold(format!("end {now} {steps}").as_bytes());
+        self.counters.add(
+            Counter::StaleProposal,
+            crate::node_metrics::take_counter(node::metrics::STALE_PROPOSALS),
+        );
         Report {
             seed: self.config.seed,
             trace_hash: self.trace,

@@ -41,15 +41,18 @@ fn seed_5069_a_lost_add_replica_does_not_hold_up_the_controller() {
 /// just before it lost the partition, committed only after the leader was elected again and had
 /// re-published everything; the new actor's own start then lost on the version check. EVENT
 /// messages were published only after a commit made by the publishing node or at recovery, so
-/// nobody published this one. Now a SCHEDULED EVENT task has a timer derived from its state
-/// (`TimerKind::EventPublish`) that records another attempt, with backoff, and the commit of
-/// that write publishes the message again while the task is unreported.
+/// nobody published this one. Two changes close the class: a SCHEDULED EVENT task has a timer
+/// derived from its state (`TimerKind::EventPublish`) that records another attempt, with backoff,
+/// and publishes the message again while the task is unreported; and a spell of leadership
+/// proposes nothing once it has ended, while the next spell recovers only after the last one's
+/// proposals returned (`partition/fence.rs`), so the old actor's start is refused or is in the
+/// state the recovery publishes. (Since the fence, this seed's interleaving no longer loses the
+/// publication; it still runs the leadership changes that found it.)
 #[test]
 fn seed_20256_an_event_committed_by_an_earlier_leader_is_published() {
     let (ok, out) = common::sim(&["--seed", "20256"]);
     assert!(ok, "{out}");
     assert!(out.contains("violations 0"), "{out}");
-    assert!(!published_again_count(&out).is_empty(), "{out}");
 }
 
 /// Seed 30049 (5 nodes, 6 partitions, 150 workflows) found three EVENT tasks of one partition
@@ -69,17 +72,17 @@ fn seed_30049_five_nodes_events_lost_across_crashes_are_published() {
     ]);
     assert!(ok, "{out}");
     assert!(out.contains("violations 0"), "{out}");
-    assert!(!published_again_count(&out).is_empty(), "{out}");
+    assert!(
+        !count(&out, "EVENT task published again by its timer").is_empty(),
+        "{out}"
+    );
 }
 
-/// The non-zero count of the run's "EVENT task published again" counter (empty when zero), so
-/// that a regression test shows its seed still takes the path it guards.
-fn published_again_count(out: &str) -> String {
+/// The non-zero count of the run's counter labelled `label` (empty when zero),
+/// so that a regression test shows its seed still takes the path it guards.
+fn count(out: &str, label: &str) -> String {
     out.lines()
-        .find_map(|l| {
-            l.trim()
-                .strip_prefix("EVENT task published again by its timer")
-        })
+        .find_map(|l| l.trim().strip_prefix(label))
         .map(str::trim)
         .filter(|n| *n != "0")
         .unwrap_or_default()

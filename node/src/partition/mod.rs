@@ -3,6 +3,7 @@
 //! the timer wheel. Leadership changes start and stop the actors (`follow_leadership`).
 //! Ready tasks go to the node-wide [`TaskQueues`](crate::queue::TaskQueues).
 
+mod fence;
 pub mod keys;
 pub mod machine;
 pub mod stored;
@@ -42,6 +43,8 @@ pub struct PartitionCtx {
     /// The cluster's partition count.
     pub partitions: u16,
     timers: OnceLock<ActorRef<TimerMsg>>,
+    /// This spell of leadership's proposals (closed when it ends, drained before the next).
+    fence: fence::Fence,
 }
 
 /// Proposes a [`PartitionCommand`] (or its borrowed form, which encodes to the same bytes) to a
@@ -68,11 +71,20 @@ async fn propose(
 impl PartitionCtx {
     /// Proposes a [`PartitionCommand`] (or its borrowed form, which encodes to the same bytes).
     pub async fn propose(&self, cmd: &impl serde::Serialize) -> Result<PartitionOutcome> {
-        propose(self.id, &self.group, record::encode(cmd)).await
+        self.propose_write(record::encode(cmd)).await
     }
 
-    /// Proposes a workflow's write (see [`record::write`]).
+    /// Proposes a workflow's write (see [`record::write`]), unless this spell of leadership has
+    /// ended: an actor still running after its spell must not change state the next spell has
+    /// already recovered from (nothing would publish the change).
     pub async fn propose_write(&self, write: Vec<u8>) -> Result<PartitionOutcome> {
+        let Some(_pass) = self.fence.enter().await else {
+            stale_proposal(self.id, "refused");
+            return Err(Error::Unavailable(format!(
+                "partition {}: this leadership has ended; retry",
+                self.id
+            )));
+        };
         propose(self.id, &self.group, write).await
     }
 
@@ -178,13 +190,15 @@ struct Actors {
     /// Which spell of leadership these actors serve: unique in the process, a new one each time
     /// the node leads the partition again.
     epoch: u64,
+    /// The Raft term of this spell.
+    term: u64,
     ctx: Arc<PartitionCtx>,
     supervisor: ActorRef<SupervisorMsg>,
     timers: ActorRef<TimerMsg>,
 }
 
 impl Actors {
-    async fn start(ctx: Arc<PartitionCtx>, epoch: u64) -> Result<Self> {
+    async fn start(ctx: Arc<PartitionCtx>, epoch: u64, term: u64) -> Result<Self> {
         let id = ctx.id;
         let (supervisor, _) = Actor::spawn(None, PartitionSupervisor, ctx.clone())
             .await
@@ -199,11 +213,15 @@ impl Actors {
         let _ = ctx.timers.set(timers.clone());
         let actors = Self {
             epoch,
+            term,
             ctx,
             supervisor,
             timers,
         };
-        actors.recover()?;
+        if let Err(e) = actors.recover() {
+            actors.stop();
+            return Err(e);
+        }
         Ok(actors)
     }
 
@@ -258,7 +276,9 @@ impl Actors {
 
     fn stop(&self) {
         // Stopping the supervisor stops its linked workflow actors; a proposal one of them still
-        // has in flight fails (this node no longer leads) or is fenced by the record version.
+        // has in flight fails (this node no longer leads) or is awaited by the next spell
+        // (`fence::Fence::drain`); later ones are refused.
+        self.ctx.fence.close();
         self.timers.stop(None);
         self.supervisor.stop(None);
         self.ctx
@@ -301,6 +321,7 @@ impl Partition {
             env,
             actors: actors.clone(),
             stopped: stopped.clone(),
+            previous: None,
         };
         let watcher = tokio::spawn(follow.run());
         Self {
@@ -405,6 +426,8 @@ struct Follow {
     env: PartitionEnv,
     actors: Arc<tokio::sync::RwLock<Option<Actors>>>,
     stopped: Arc<std::sync::Mutex<Option<String>>>,
+    /// The last spell's context, drained before the next spell recovers.
+    previous: Option<Arc<PartitionCtx>>,
 }
 
 impl Follow {
@@ -412,11 +435,11 @@ impl Follow {
     /// being leader. The group reports leadership only once the new leader has applied everything
     /// of earlier terms, so the actors start from complete state. Actors that fail to start are
     /// reported (`Partition::stopped`) and tried again while this node leads.
-    async fn run(self) {
+    async fn run(mut self) {
         let mut leadership = self.group.leadership();
         loop {
-            let leading = *leadership.borrow_and_update();
-            let failed = self.follow(leading).await;
+            let spell = *leadership.borrow_and_update();
+            let failed = self.follow(spell).await;
             let changed = leadership.changed();
             if failed {
                 let retry = std::time::Duration::from_millis(RESTART_ACTORS_MS);
@@ -429,30 +452,49 @@ impl Follow {
         }
     }
 
-    /// Brings the actors in line with `leading`; answers whether they should run and could not.
-    async fn follow(&self, leading: bool) -> bool {
-        let mut slot = self.actors.write().await;
-        match (leading, slot.is_some()) {
-            (true, false) => match Actors::start(self.ctx(), next_epoch()).await {
-                Ok(a) => {
-                    *slot = Some(a);
-                    self.set_stopped(None);
-                }
-                Err(e) => {
-                    tracing::error!(partition = %self.id, error = %e, "could not start the partition's actors");
-                    self.set_stopped(Some(e.to_string()));
-                    return true;
-                }
-            },
-            (false, _) => {
-                if let Some(a) = slot.take() {
-                    a.stop();
-                }
-                self.set_stopped(None);
+    /// Brings the actors in line with `spell` (the term this node leads the partition in, if it
+    /// does); answers whether they should run and could not.
+    async fn follow(&mut self, spell: Option<u64>) -> bool {
+        let actors = self.actors.clone();
+        let mut slot = actors.write().await;
+        let running = slot.as_ref().map(|a| a.term);
+        if running.is_some() && running != spell {
+            // Not leading any more, or leading again in a later term (the end of the spell in
+            // between may have been missed): the old actors' state may be stale.
+            if let Some(a) = slot.take() {
+                a.stop();
+                self.previous = Some(a.ctx);
             }
-            _ => {}
         }
-        false
+        let Some(term) = spell else {
+            self.set_stopped(None);
+            return false;
+        };
+        if slot.is_some() {
+            return false;
+        }
+        match self.start(term).await {
+            Ok(a) => {
+                *slot = Some(a);
+                self.set_stopped(None);
+                false
+            }
+            Err(e) => {
+                tracing::error!(partition = %self.id, error = %e, "could not start the partition's actors");
+                self.set_stopped(Some(e.to_string()));
+                true
+            }
+        }
+    }
+
+    /// Starts a new spell's actors once the last spell's proposals have all returned.
+    async fn start(&mut self, term: u64) -> Result<Actors> {
+        if let Some(previous) = self.previous.take() {
+            if previous.fence.drain().await {
+                stale_proposal(self.id, "awaited");
+            }
+        }
+        Actors::start(self.ctx(), next_epoch(), term).await
     }
 
     fn ctx(&self) -> Arc<PartitionCtx> {
@@ -465,12 +507,20 @@ impl Follow {
             outbox: self.env.outbox.clone(),
             partitions: self.env.partitions,
             timers: OnceLock::new(),
+            fence: fence::Fence::default(),
         })
     }
 
     fn set_stopped(&self, why: Option<String>) {
         *self.stopped.lock().unwrap_or_else(|e| e.into_inner()) = why;
     }
+}
+
+/// Counts a proposal of an ended spell of leadership (see [`fence`]).
+fn stale_proposal(id: PartitionId, outcome: &'static str) {
+    tracing::info!(partition = %id, outcome, "proposal of an ended leadership");
+    metrics::counter!(crate::metrics::STALE_PROPOSALS, "partition" => id.to_string(), "outcome" => outcome)
+        .increment(1);
 }
 
 fn next_epoch() -> u64 {
