@@ -471,6 +471,16 @@ impl Api {
             .unwrap_or_else(|e| panic!("POST {path}: {e:#}"))
     }
 
+    /// The execution records of an event handler (`GET /api/event/executions`).
+    pub fn executions(&self, handler: &str) -> Vec<Value> {
+        self.get(&format!("/api/event/executions?handler={handler}"))
+            .expect_ok("executions")
+            .json()
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
     pub fn get(&self, path: &str) -> Reply {
         self.try_get(path)
             .unwrap_or_else(|e| panic!("GET {path}: {e:#}"))

@@ -37,15 +37,6 @@ fn publish(provider: Provider, queue: &str, message_id: &str, payload: &Value) {
     });
 }
 
-fn executions(api: &Api, handler: &str) -> Vec<Value> {
-    api.get(&format!("/api/event/executions?handler={handler}"))
-        .expect_ok("executions")
-        .json()
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
 fn fulfill_order_def(api: &Api) {
     api.register_task_defs(&[
         json!({"name": "pack_order", "retryCount": 0, "responseTimeoutSeconds": 60}),
@@ -131,7 +122,8 @@ fn an_event_task_starts_the_fulfillment_workflow_through_the_seed_handler() {
     let done = api.wait_workflow_status(&producer, "COMPLETED", WAIT);
     let message_id = done["tasks"][0]["taskId"].as_str().expect("id").to_owned();
     let skipped = wait_for(WAIT, "a SKIPPED record", || {
-        let mine: Vec<Value> = executions(api, "start_fulfillment_on_order_ready")
+        let mine: Vec<Value> = api
+            .executions("start_fulfillment_on_order_ready")
             .into_iter()
             .filter(|e| e["messageId"] == message_id.as_str())
             .collect();
@@ -170,7 +162,9 @@ fn a_message_published_twice_starts_one_workflow_and_survives_a_kill_between_act
         !server.api().correlated("fulfill_order", &order).is_empty()
     });
     wait_until(WAIT, "both copies are consumed", || {
-        executions(server.api(), "start_fulfillment_on_order_ready")
+        server
+            .api()
+            .executions("start_fulfillment_on_order_ready")
             .iter()
             .filter(|e| e["messageId"] == id.as_str())
             .all(|e| e["status"] == "COMPLETED")
@@ -200,7 +194,7 @@ fn a_message_published_twice_starts_one_workflow_and_survives_a_kill_between_act
     }
     // Let every message drain, then count again.
     wait_until(WAIT, "every message consumed", || {
-        let done = executions(server.api(), "start_fulfillment_on_order_ready");
+        let done = server.api().executions("start_fulfillment_on_order_ready");
         orders.iter().all(|o| {
             done.iter()
                 .any(|e| e["messageId"] == o.as_str() && e["status"] == "COMPLETED")
@@ -404,7 +398,7 @@ fn a_condition_that_loops_forever_is_stopped_and_the_node_stays_healthy() {
         .expect_ok("publish")
         .id();
     let failed = wait_for(WAIT, "the looping condition's record", || {
-        executions(api, "looping")
+        api.executions("looping")
             .into_iter()
             .find(|e| e["messageId"] == id.as_str())
     });
@@ -474,7 +468,9 @@ fn killed_between_action_and_ack(provider: Option<Provider>) {
         WAIT,
         "the redelivered message is recorded COMPLETED",
         || {
-            executions(server.api(), &name)
+            server
+                .api()
+                .executions(&name)
                 .iter()
                 .any(|e| e["messageId"] == id.as_str() && e["status"] == "COMPLETED")
         },
@@ -575,7 +571,7 @@ fn conditions_see_inline_json_expanded_and_actions_expand_it_when_asked() {
     });
     // The action's execution record is finished in a write after the start it made.
     let record = || {
-        executions(api, "inline")
+        api.executions("inline")
             .into_iter()
             .find(|e| e["messageId"] == id.as_str())
             .expect("the message's record")

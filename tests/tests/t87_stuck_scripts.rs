@@ -13,15 +13,6 @@ const STUCK: &str = "Array.prototype.slice.call({length: 2**32-2})";
 /// How long a node may take to stop on SIGTERM, whatever its scripts do.
 const SHUTDOWN_BOUND: Duration = Duration::from_secs(5);
 
-fn executions(api: &Api, handler: &str) -> Vec<Value> {
-    api.get(&format!("/api/event/executions?handler={handler}"))
-        .expect_ok("executions")
-        .json()
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
 fn dead_letters(api: &Api) -> Vec<Value> {
     api.get("/api/admin/dead-letters")
         .expect_ok("dead letters")
@@ -120,7 +111,7 @@ fn a_condition_stuck_in_native_code_is_killed_and_the_node_stops_on_sigterm() {
     // The stuck condition was stopped on both messages, and says so.
     for id in [&bad, &good] {
         let failed = wait_for(WAIT, "the stuck condition's record", || {
-            executions(&api, &stuck)
+            api.executions(&stuck)
                 .into_iter()
                 .find(|e| e["messageId"] == id.as_str())
         });
@@ -133,7 +124,7 @@ fn a_condition_stuck_in_native_code_is_killed_and_the_node_stops_on_sigterm() {
         "the first message's normal condition did not hold"
     );
     wait_until(WAIT, "both messages consumed", || {
-        executions(&api, &fine).len() == 2
+        api.executions(&fine).len() == 2
     });
     api.get("/health").expect_ok("health after");
 

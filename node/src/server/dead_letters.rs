@@ -138,17 +138,19 @@ impl Inner {
     pub async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>> {
         let limit = limit.clamp(1, DEAD_LETTERS_MAX);
         through_failover(|| async {
-            let mut out = dead_letters_in(&self.hosted(), limit)?;
-            for (peer, partitions) in self.hosted_elsewhere().await? {
-                let ask = Forward::DeadLetters {
-                    partitions: partitions.clone(),
-                    limit,
-                };
-                match self.ask_leader_of(&partitions, peer, ask).await? {
-                    Reply::DeadLetters(d) => out.extend(d),
-                    other => return Err(Error::Internal(format!("unexpected answer {other:?}"))),
-                }
-            }
+            let mut out = self
+                .ask_every_partition(
+                    |hosted| dead_letters_in(hosted, limit),
+                    |partitions| Forward::DeadLetters { partitions, limit },
+                    |out, reply| match reply {
+                        Reply::DeadLetters(d) => {
+                            out.extend(d);
+                            Ok(())
+                        }
+                        other => Err(other),
+                    },
+                )
+                .await?;
             out.truncate(limit);
             Ok(out)
         })

@@ -405,18 +405,23 @@ impl Inner {
     ) -> Result<Vec<EventExecution>> {
         let limit = limit.clamp(1, EXECUTIONS_MAX);
         through_failover(|| async {
-            let mut out = executions_in(&self.hosted(), handler, limit)?;
-            for (peer, partitions) in self.hosted_elsewhere().await? {
-                let ask = Forward::Executions {
-                    partitions: partitions.clone(),
-                    handler: handler.map(str::to_owned),
-                    limit,
-                };
-                match self.ask_leader_of(&partitions, peer, ask).await? {
-                    Reply::Executions(e) => out.extend(e),
-                    other => return Err(Error::Internal(format!("unexpected answer {other:?}"))),
-                }
-            }
+            let mut out = self
+                .ask_every_partition(
+                    |hosted| executions_in(hosted, handler, limit),
+                    |partitions| Forward::Executions {
+                        partitions,
+                        handler: handler.map(str::to_owned),
+                        limit,
+                    },
+                    |out, reply| match reply {
+                        Reply::Executions(e) => {
+                            out.extend(e);
+                            Ok(())
+                        }
+                        other => Err(other),
+                    },
+                )
+                .await?;
             out.truncate(limit);
             Ok(out)
         })

@@ -197,19 +197,22 @@ impl Inner {
     }
 
     async fn running_once(&self, name: &str, version: Option<u32>) -> Result<Vec<String>> {
-        let mut out = running_in(&self.hosted(), name, version)?;
-        for (peer, partitions) in self.hosted_elsewhere().await? {
-            let ask = Forward::Running {
+        self.ask_every_partition(
+            |hosted| running_in(hosted, name, version),
+            |partitions| Forward::Running {
                 name: name.to_owned(),
                 version,
-                partitions: partitions.clone(),
-            };
-            match self.ask_leader_of(&partitions, peer, ask).await? {
-                Reply::Ids(ids) => out.extend(ids),
-                other => return Err(Error::Internal(format!("unexpected answer {other:?}"))),
-            }
-        }
-        Ok(out)
+                partitions,
+            },
+            |out, reply| match reply {
+                Reply::Ids(ids) => {
+                    out.extend(ids);
+                    Ok(())
+                }
+                other => Err(other),
+            },
+        )
+        .await
     }
 
     /// Every workflow matching `query`, newest first, from every partition (as [`Inner::running`]).
@@ -226,20 +229,23 @@ impl Inner {
     }
 
     async fn search_once(&self, query: &SearchQuery) -> Result<SearchResult<WorkflowSummary>> {
-        let (mut total, mut hits) = search_in(&self.hosted(), query)?;
-        for (peer, partitions) in self.hosted_elsewhere().await? {
-            let ask = Forward::Search {
-                query: query.clone(),
-                partitions: partitions.clone(),
-            };
-            match self.ask_leader_of(&partitions, peer, ask).await? {
-                Reply::Found { total: t, hits: h } => {
-                    total += t;
-                    hits.extend(h);
-                }
-                other => return Err(Error::Internal(format!("unexpected answer {other:?}"))),
-            }
-        }
+        let (total, mut hits) = self
+            .ask_every_partition(
+                |hosted| search_in(hosted, query),
+                |partitions| Forward::Search {
+                    query: query.clone(),
+                    partitions,
+                },
+                |(total, hits), reply| match reply {
+                    Reply::Found { total: t, hits: h } => {
+                        *total += t;
+                        hits.extend(h);
+                        Ok(())
+                    }
+                    other => Err(other),
+                },
+            )
+            .await?;
         sort_hits(&mut hits);
         let results = hits
             .into_iter()
@@ -251,6 +257,26 @@ impl Inner {
             total_hits: total,
             results,
         })
+    }
+
+    /// What every partition answers: `local` over the partitions hosted here, and the leader of
+    /// the others, asked `ask` for a group of them at a time, through `add` (which hands back a
+    /// reply it does not expect).
+    pub(super) async fn ask_every_partition<T>(
+        &self,
+        local: impl FnOnce(&[Arc<Partition>]) -> Result<T>,
+        ask: impl Fn(Vec<PartitionId>) -> Forward,
+        mut add: impl FnMut(&mut T, Reply) -> std::result::Result<(), Reply>,
+    ) -> Result<T> {
+        let mut out = local(&self.hosted())?;
+        for (peer, partitions) in self.hosted_elsewhere().await? {
+            let reply = self
+                .ask_leader_of(&partitions, peer, ask(partitions.clone()))
+                .await?;
+            add(&mut out, reply)
+                .map_err(|other| Error::Internal(format!("unexpected answer {other:?}")))?;
+        }
+        Ok(out)
     }
 
     /// Asks `peer`, the leader of `partitions` as located, to scan them; a failure forgets where
