@@ -43,18 +43,18 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// The Conductor test-harness fixtures (a copy of `shared/` sits beside the repository).
+/// The Conductor test-harness fixtures (tests/data/README.md says where they come from).
 pub const FIXTURES_DIR: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/conformance/conductor/test-harness"
+    "/data/conductor/test-harness"
 );
 
-/// Loads a fixture from `shared/conformance/conductor/test-harness` by file name.
+/// Loads a fixture from `tests/data/conductor/test-harness` by file name.
 pub fn fixture(file_name: &str) -> Value {
     let path = Path::new(FIXTURES_DIR).join(file_name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "cannot read fixture {}: {e} (the shared/ directory must sit beside the repository)",
+            "cannot read fixture {}: {e}",
             path.display()
         )
     });
@@ -881,7 +881,7 @@ pub fn merge(target: &mut Value, patch: Value) {
 /// checked in `t20_retry_timing`; everywhere else it does not matter, so it is 0 here.
 pub const SPEC_RETRY_DELAY_S: u64 = 0;
 
-/// The task definitions Conductor's test-harness specs assume (shared/conformance/README.md), with
+/// The task definitions Conductor's test-harness specs assume (tests/data/README.md), with
 /// the retry delay of `integration_task_*` shortened to [`SPEC_RETRY_DELAY_S`].
 ///
 /// Tests that need a different definition register an override after these (registering a task

@@ -256,7 +256,7 @@ mod tests {
     fn accepts_conformance_fixtures() {
         let dir = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/conformance/conductor/test-harness/"
+            "/../tests/data/conductor/test-harness/"
         );
         for f in [
             "simple_workflow_1_integration_test.json",

@@ -23,7 +23,7 @@ pub(crate) fn wf_id() -> WorkflowId {
     WorkflowId::new(PartitionId(3), 0xabcdef)
 }
 
-/// The task definitions Conductor's Spock specs register (shared/conformance/README.md).
+/// The task definitions Conductor's Spock specs register (tests/data/README.md).
 pub(crate) fn harness_task_def(name: &str) -> TaskDef {
     let mut d = TaskDef::named(name);
     if name.starts_with("integration_task_") {
@@ -63,7 +63,7 @@ pub(crate) fn inline_defs(def: &mut WorkflowDef, f: &dyn Fn(&str) -> TaskDef) {
 
 pub(crate) fn fixture(name: &str) -> WorkflowDef {
     let path = format!(
-        "{}/../../shared/conformance/conductor/test-harness/{name}",
+        "{}/../tests/data/conductor/test-harness/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
