@@ -103,3 +103,25 @@ fn seed_25_a_leader_that_left_the_membership_changes_it_no_more() {
     assert!(ok, "{out}");
     assert!(out.contains("violations 0"), "{out}");
 }
+
+/// Seed 10656 (5 nodes, 6 partitions, 150 workflows; the nightly sweep) found a partition with no
+/// leader for 5 s after the faults had healed, so nine task timeouts fired seconds late: the
+/// controller moved the leadership to a voter whose log lacked the last entries, the other voters
+/// held their elections for the transfer (5 s) and refused the target for its shorter log. A
+/// voter that refuses a candidate for its shorter log now starts its elections again at once
+/// (`cluster::network::router`), so a transfer that cannot complete costs one election timeout.
+#[test]
+fn seed_10656_a_transfer_to_a_voter_behind_does_not_leave_the_partition_leaderless() {
+    let (ok, out) = common::sim(&[
+        "--seed",
+        "10656",
+        "--nodes",
+        "5",
+        "--partitions",
+        "6",
+        "--workflows",
+        "150",
+    ]);
+    assert!(ok, "{out}");
+    assert!(out.contains("violations 0"), "{out}");
+}

@@ -130,7 +130,18 @@ impl Inner {
                 RaftRpc::AppendEntries(rpc) => {
                     RaftReply::AppendEntries(raft.append_entries(rpc).await)
                 }
-                RaftRpc::Vote(rpc) => RaftReply::Vote(raft.vote(rpc).await),
+                RaftRpc::Vote(rpc) => {
+                    let candidate_log = rpc.last_log_id;
+                    let reply = raft.vote(rpc).await;
+                    if reply
+                        .as_ref()
+                        .is_ok_and(|r| refused_as_behind(candidate_log, r))
+                    {
+                        // See `refused_as_behind`.
+                        raft.runtime_config().elect(true);
+                    }
+                    RaftReply::Vote(reply)
+                }
                 RaftRpc::InstallSnapshot(rpc) => {
                     RaftReply::InstallSnapshot(raft.install_snapshot(rpc).await)
                 }
@@ -138,6 +149,18 @@ impl Inner {
         };
         wire::encode(&reply).map_err(|e| e.to_string())
     }
+}
+
+/// Whether this voter refused a candidate because the candidate's log is behind its own; the
+/// voter then turns its elections back on. A leadership transfer turns off the elections of every
+/// voter but its target (see the node's `hold_elections`); a target that missed the last entries
+/// can never win, and without this the group would stay leaderless until the hold ran out.
+/// Elections are on by default, so for a voter that holds none this changes nothing.
+fn refused_as_behind(
+    candidate_log: Option<openraft::LogId<u64>>,
+    reply: &openraft::raft::VoteResponse<u64>,
+) -> bool {
+    !reply.vote_granted && candidate_log < reply.last_log_id
 }
 
 /// A group's place in the router; dropping it removes the group (if it is still this one).
@@ -155,5 +178,40 @@ impl Drop for Registration {
                 groups.remove(&self.name);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refused_as_behind;
+    use openraft::raft::VoteResponse;
+    use openraft::{CommittedLeaderId, LogId, Vote};
+
+    fn log(term: u64, index: u64) -> Option<LogId<u64>> {
+        Some(LogId::new(CommittedLeaderId::new(term, 4), index))
+    }
+
+    fn reply(granted: bool, last: Option<LogId<u64>>) -> VoteResponse<u64> {
+        VoteResponse::new(Vote::new(10, 4), last, granted)
+    }
+
+    #[test]
+    fn a_candidate_refused_for_its_shorter_log_is_behind() {
+        assert!(refused_as_behind(log(10, 266), &reply(false, log(10, 270))));
+        assert!(refused_as_behind(None, &reply(false, log(1, 1))));
+        assert!(refused_as_behind(log(9, 300), &reply(false, log(10, 270))));
+    }
+
+    #[test]
+    fn a_vote_granted_or_refused_for_another_reason_is_not() {
+        assert!(!refused_as_behind(log(10, 266), &reply(true, log(10, 266))));
+        assert!(!refused_as_behind(
+            log(10, 270),
+            &reply(false, log(10, 270))
+        ));
+        assert!(!refused_as_behind(
+            log(10, 271),
+            &reply(false, log(10, 270))
+        ));
     }
 }

@@ -359,7 +359,9 @@ impl Inner {
     }
 
     /// Starts no election for `partition` for `ms` (openraft's election timer is off meanwhile):
-    /// during a leadership transfer, the voters other than the chosen one hold theirs.
+    /// during a leadership transfer, the voters other than the chosen one hold theirs. A voter
+    /// that refuses the chosen one's vote because its log is behind starts its elections again
+    /// at once (`cluster`'s router), since that transfer cannot complete.
     pub(crate) fn hold_elections(&self, partition: PartitionId, ms: u64) -> Result<()> {
         let p = self
             .partition(partition)
