@@ -44,20 +44,13 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// The Conductor test-harness fixtures (tests/data/README.md says where they come from).
-pub const FIXTURES_DIR: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/data/conductor/test-harness"
-);
+pub const FIXTURES_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/conductor/test-harness");
 
 /// Loads a fixture from `tests/data/conductor/test-harness` by file name.
 pub fn fixture(file_name: &str) -> Value {
     let path = Path::new(FIXTURES_DIR).join(file_name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read fixture {}: {e}",
-            path.display()
-        )
-    });
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read fixture {}: {e}", path.display()));
     serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("fixture {} is not JSON: {e}", path.display()))
 }
