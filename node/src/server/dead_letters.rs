@@ -139,14 +139,11 @@ impl Inner {
         let limit = limit.clamp(1, DEAD_LETTERS_MAX);
         through_failover(|| async {
             let mut out = self
-                .ask_every_partition(
+                .list_every_partition(
                     |hosted| dead_letters_in(hosted, limit),
                     |partitions| Forward::DeadLetters { partitions, limit },
-                    |out, reply| match reply {
-                        Reply::DeadLetters(d) => {
-                            out.extend(d);
-                            Ok(())
-                        }
+                    |reply| match reply {
+                        Reply::DeadLetters(d) => Ok(d),
                         other => Err(other),
                     },
                 )

@@ -406,18 +406,15 @@ impl Inner {
         let limit = limit.clamp(1, EXECUTIONS_MAX);
         through_failover(|| async {
             let mut out = self
-                .ask_every_partition(
+                .list_every_partition(
                     |hosted| executions_in(hosted, handler, limit),
                     |partitions| Forward::Executions {
                         partitions,
                         handler: handler.map(str::to_owned),
                         limit,
                     },
-                    |out, reply| match reply {
-                        Reply::Executions(e) => {
-                            out.extend(e);
-                            Ok(())
-                        }
+                    |reply| match reply {
+                        Reply::Executions(e) => Ok(e),
                         other => Err(other),
                     },
                 )

@@ -197,18 +197,15 @@ impl Inner {
     }
 
     async fn running_once(&self, name: &str, version: Option<u32>) -> Result<Vec<String>> {
-        self.ask_every_partition(
+        self.list_every_partition(
             |hosted| running_in(hosted, name, version),
             |partitions| Forward::Running {
                 name: name.to_owned(),
                 version,
                 partitions,
             },
-            |out, reply| match reply {
-                Reply::Ids(ids) => {
-                    out.extend(ids);
-                    Ok(())
-                }
+            |reply| match reply {
+                Reply::Ids(ids) => Ok(ids),
                 other => Err(other),
             },
         )
@@ -277,6 +274,21 @@ impl Inner {
                 .map_err(|other| Error::Internal(format!("unexpected answer {other:?}")))?;
         }
         Ok(out)
+    }
+
+    /// [`Inner::ask_every_partition`] for answers that are lists: the lists of every partition,
+    /// one after another.
+    pub(super) async fn list_every_partition<I>(
+        &self,
+        local: impl FnOnce(&[Arc<Partition>]) -> Result<Vec<I>>,
+        ask: impl Fn(Vec<PartitionId>) -> Forward,
+        unpack: impl Fn(Reply) -> std::result::Result<Vec<I>, Reply>,
+    ) -> Result<Vec<I>> {
+        self.ask_every_partition(local, ask, |out, reply| {
+            out.extend(unpack(reply)?);
+            Ok(())
+        })
+        .await
     }
 
     /// Asks `peer`, the leader of `partitions` as located, to scan them; a failure forgets where
