@@ -125,3 +125,15 @@ fn seed_10656_a_transfer_to_a_voter_behind_does_not_leave_the_partition_leaderle
     assert!(ok, "{out}");
     assert!(out.contains("violations 0"), "{out}");
 }
+
+/// Seed 10094 (the nightly sweep) has actors of an ended spell of leadership propose after their
+/// spell ended (six of them, as the node lost partition 0): the fence refuses every one, so none
+/// lands after the recovery that would have had to publish it (`partition/fence.rs`).
+#[test]
+fn seed_10094_proposals_of_an_ended_leadership_are_refused() {
+    let (ok, out) = common::sim(&["--seed", "10094"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("violations 0"), "{out}");
+    let fenced = count(&out, "proposal of an ended leadership refused or awaited");
+    assert!(!fenced.is_empty(), "{out}");
+}
