@@ -14,9 +14,10 @@ pub const QUARANTINED_WORKFLOWS: &str = "baton_quarantined_workflows";
 /// Partitions led here whose actors cannot start (label `partition`, value 1); see `/health`.
 pub const PARTITION_STOPPED: &str = "baton_partition_stopped";
 
-/// Proposals of a spell of leadership that had ended (label `outcome`): `refused` when made after
-/// it ended, `awaited` when the next spell waited for them before recovering. Either keeps an old
-/// actor's write from landing unpublished; a steady rise means leadership flaps.
+/// Proposals of a spell of leadership that had ended (labels `partition`, `outcome`): `refused`,
+/// one for each made after its spell ended; `awaited`, one each time a new spell had to wait for
+/// the last spell's proposals in flight before recovering. Either keeps an old actor's write from
+/// landing unpublished; a steady rise means leadership flaps.
 pub const STALE_PROPOSALS: &str = "baton_stale_proposals_total";
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
