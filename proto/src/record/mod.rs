@@ -414,4 +414,16 @@ mod tests {
             Err(CodecError::Version(99))
         ));
     }
+
+    /// A number keeps its exact value through storage: JSON's shortest form of a float must
+    /// parse back to the same float (serde_json's `float_roundtrip`), or a stored input drifts
+    /// by one unit in the last place on every write.
+    #[test]
+    fn floats_survive_storage_exactly() {
+        let text = r#"{"a":111111.1111111111111111111111111111111160,"b":0.1,"c":1e308}"#;
+        let value: serde_json::Value = serde_json::from_str(text).expect("parses");
+        assert_eq!(value["a"].as_f64(), Some(111_111.111_111_111_11));
+        let back: serde_json::Value = decode(&encode(&value)).expect("decodes");
+        assert_eq!(back, value);
+    }
 }
