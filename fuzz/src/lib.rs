@@ -40,7 +40,7 @@ pub fn http_bodies(data: &[u8]) {
     }
     if let Some(def) = body::<WorkflowDef>(data) {
         if proto::check::workflow_def(&def).is_ok()
-            && node::engine::validate_workflow_def(&def).is_ok()
+            && engine::validate_workflow_def(&def).is_ok()
         {
             round_trips(&MetaCommand::PutWorkflowDef(Box::new(def)));
         }
@@ -117,7 +117,7 @@ pub fn events(data: &[u8]) {
     let payload = node::events::eval::payload_of(rest);
     let expanded = node::events::eval::expand_inline_json(&payload);
     let template = serde_json::Value::String(String::from_utf8_lossy(template).into_owned());
-    let _ = node::engine::resolve_in(&template, &expanded);
+    let _ = engine::resolve_in(&template, &expanded);
     let request = StartWorkflowRequest {
         name: "w".into(),
         correlation_id: Some(String::from_utf8_lossy(data).into_owned()),

@@ -1,7 +1,7 @@
 //! Time at the edge. The engine never reads a clock: the runtime reads this one and passes `now` in,
 //! so the simulator can substitute its own.
 
-use crate::engine::NowMs;
+use engine::NowMs;
 
 /// A source of wall-clock time in milliseconds since the Unix epoch.
 pub trait Clock: Send + Sync + 'static {

@@ -28,9 +28,9 @@ pub enum Error {
     Internal(String),
 }
 
-impl From<crate::engine::Error> for Error {
-    fn from(e: crate::engine::Error) -> Self {
-        use crate::engine::Error as E;
+impl From<engine::Error> for Error {
+    fn from(e: engine::Error) -> Self {
+        use engine::Error as E;
         match e {
             E::NotFound(m) => Error::NotFound(m),
             E::Conflict(m) => Error::Conflict(m),

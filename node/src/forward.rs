@@ -5,9 +5,9 @@
 //! A forwarded request carries a hop count and is never forwarded more than once more, so a
 //! leadership change in flight cannot bounce a request around the cluster.
 
-use crate::engine::Effect;
 use crate::error::{Error, Result};
 use crate::partition::WorkflowOp;
+use engine::Effect;
 use proto::model::{EventExecution, Task};
 use proto::record::{
     self, MetaCommand, MetaOutcome, NodeEntry, PartitionCommand, PartitionOutcome, WorkflowRecord,

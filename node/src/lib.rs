@@ -1,13 +1,12 @@
-//! The Baton node: the engine (pure decider), the partitions' state machines and actors, the
-//! Conductor-compatible HTTP API, and the `baton` binary that runs them.
+//! The Baton node: the partitions' state machines and actors that run the engine (`baton-engine`),
+//! the Conductor-compatible HTTP API, and the `baton` binary that runs them.
 //!
-//! Layout: `engine` decides (pure); `partition` replicates and acts (state machine, actors, timers);
-//! `meta` holds definitions; `queue` hands ready tasks to pollers; `server` wires a node together and
-//! implements the operations; `service::Node` is the handle the `api` (HTTP) calls.
+//! Layout: `partition` replicates and acts (state machine, actors, timers); `meta` holds
+//! definitions; `queue` hands ready tasks to pollers; `server` wires a node together and implements
+//! the operations; `service::Node` is the handle the `api` (HTTP) calls.
 
 pub mod api;
 pub mod clock;
-pub mod engine;
 pub mod error;
 pub mod events;
 pub mod failpoint;

@@ -1,7 +1,7 @@
 //! `TaskQueues`: the tasks workers may poll, per task type, on this node's led partitions.
 //!
 //! The queue is derived state: after every decision a workflow actor publishes its workflow's
-//! [`engine::ready_tasks`](crate::engine::ready_tasks), which replaces whatever the queue held for that
+//! [`engine::ready_tasks`](engine::ready_tasks), which replaces whatever the queue held for that
 //! workflow. Nothing here is stored; after a restart the partitions publish again from their state.
 //! Taking a task out of the queue is only a claim: the poller then asks the workflow actor to lease it,
 //! and the lease is the committed decision (a stale claim is refused there).
@@ -11,7 +11,7 @@
 //! and leases the tasks to them in the same write, so a task that has a poller waiting costs no
 //! Raft round of its own; the actor answers the poll after the commit.
 
-use crate::engine::{NowMs, Ready};
+use engine::{NowMs, Ready};
 use proto::model::Task;
 use proto::{TaskId, WorkflowId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

@@ -213,21 +213,21 @@ impl Node {
         self.inner.workflow(id, include_tasks).await
     }
     pub async fn pause(&self, id: &str) -> Result<()> {
-        self.inner.command(id, crate::engine::Input::Pause).await
+        self.inner.command(id, engine::Input::Pause).await
     }
     pub async fn resume(&self, id: &str) -> Result<()> {
-        self.inner.command(id, crate::engine::Input::Resume).await
+        self.inner.command(id, engine::Input::Resume).await
     }
     pub async fn terminate(&self, id: &str, reason: Option<String>) -> Result<()> {
         if let Some(r) = &reason {
             proto::check::text("reason", r, proto::limits::REASON_LEN_MAX)?;
         }
         self.inner
-            .command(id, crate::engine::Input::Terminate { reason })
+            .command(id, engine::Input::Terminate { reason })
             .await
     }
     pub async fn retry(&self, id: &str) -> Result<()> {
-        self.inner.command(id, crate::engine::Input::Retry).await
+        self.inner.command(id, engine::Input::Retry).await
     }
     pub async fn restart(&self, id: &str, use_latest_definition: bool) -> Result<()> {
         self.inner.restart(id, use_latest_definition).await
@@ -235,7 +235,7 @@ impl Node {
     /// Reruns in place; answers the workflow id.
     pub async fn rerun(&self, id: &str, request: RerunWorkflowRequest) -> Result<String> {
         self.inner
-            .command(id, crate::engine::Input::Rerun(request))
+            .command(id, engine::Input::Rerun(request))
             .await?;
         Ok(id.to_owned())
     }
@@ -245,14 +245,14 @@ impl Node {
         reference: &str,
         request: SkipTaskRequest,
     ) -> Result<()> {
-        let input = crate::engine::Input::SkipTask {
+        let input = engine::Input::SkipTask {
             reference: reference.to_owned(),
             request,
         };
         self.inner.command(id, input).await
     }
     pub async fn decide(&self, id: &str) -> Result<()> {
-        self.inner.command(id, crate::engine::Input::Decide).await
+        self.inner.command(id, engine::Input::Decide).await
     }
     /// Removes a workflow and its history (`DELETE /api/workflow/{id}/remove`).
     pub async fn remove(&self, id: &str) -> Result<()> {

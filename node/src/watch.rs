@@ -159,7 +159,7 @@ impl Drop for Watch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::tests::{def_of, simple, H};
+    use engine::testing::{def_of, simple, H};
     use futures::FutureExt;
     use proto::model::WorkflowStatus;
     use serde_json::json;

@@ -10,6 +10,7 @@ pub mod hash;
 pub mod ids;
 pub mod limits;
 pub mod model;
+pub mod mutation;
 pub mod record;
 pub mod worker;
 

@@ -19,11 +19,11 @@ pub struct SimClock {
 }
 
 impl Clock for SimClock {
-    fn now_ms(&self) -> node::engine::NowMs {
+    fn now_ms(&self) -> engine::NowMs {
         let elapsed = turmoil::sim_elapsed().unwrap_or_default().as_millis();
         let base = i128::from(crate::EPOCH_MS) + i128::try_from(elapsed).unwrap_or(0);
         let now = base + i128::from(self.skew_ms.load(Ordering::Relaxed));
-        node::engine::NowMs::try_from(now.max(0)).unwrap_or(0)
+        engine::NowMs::try_from(now.max(0)).unwrap_or(0)
     }
 }
 

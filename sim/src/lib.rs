@@ -18,6 +18,7 @@ pub mod disk;
 pub mod faults;
 pub mod host;
 pub mod invariants;
+pub mod mutation;
 pub mod net;
 pub mod node_metrics;
 mod run;

@@ -224,24 +224,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mutation = match args
-        .mutation
-        .as_deref()
-        .map(cluster::mutation::Mutation::from_name)
-    {
-        None => None,
-        Some(Some(m)) => Some(m),
-        Some(None) => {
-            let names: Vec<&str> = cluster::mutation::Mutation::ALL
-                .iter()
-                .map(|m| m.name())
-                .collect();
-            eprintln!("--mutation must be one of {}", names.join(", "));
-            return ExitCode::from(2);
-        }
-    };
-    if let Err(e) = cluster::mutation::activate(mutation) {
-        eprintln!("{e}: run the simulator through sim/run");
+    if let Err(e) = sim::mutation::activate(args.mutation.as_deref()) {
+        eprintln!("{e}");
         return ExitCode::from(2);
     }
     if let (Some(seed), None) = (args.seed, &args.seeds) {

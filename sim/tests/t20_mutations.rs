@@ -1,5 +1,5 @@
-//! The mutation check (issue 4): each deliberate bug, switched on in the simulator's build only
-//! (`cluster::mutation`), is caught by an invariant within the CI seeds. A simulator that misses a
+//! The mutation check: each deliberate bug, switched on in the simulator's build only
+//! (`cluster::mutation`, `engine::mutation`), is caught by an invariant within the CI seeds. A simulator that misses a
 //! known bug would pass anything.
 
 mod common;

@@ -40,7 +40,7 @@ pub async fn condition_holds(
     if evaluator == Some(VALUE_PARAM) {
         // Conductor's value-param: the condition names a payload path; its value decides.
         let placeholder = Value::String(format!("${{{}}}", c.trim()));
-        return Ok(script::is_truthy(&crate::engine::resolve_in(
+        return Ok(script::is_truthy(&engine::resolve_in(
             &placeholder,
             payload,
         )));
@@ -86,7 +86,7 @@ where
     T: serde::Serialize + serde::de::DeserializeOwned,
 {
     let template = serde_json::to_value(details).map_err(|e| e.to_string())?;
-    let resolved = crate::engine::resolve_in(&template, payload);
+    let resolved = engine::resolve_in(&template, payload);
     serde_json::from_value(resolved).map_err(|e| format!("after resolving placeholders: {e}"))
 }
 

@@ -479,8 +479,8 @@ impl WorkflowMachine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::tests::{def_of, simple, H};
     use cluster::StateMachine;
+    use engine::testing::{def_of, simple, H};
     use proto::record::{PartitionCommand, PartitionCommandRef, WorkflowRecord};
     use serde_json::json;
 

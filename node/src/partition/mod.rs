@@ -12,10 +12,10 @@ pub mod timer;
 pub mod workflow;
 
 use crate::clock::Clock;
-use crate::engine::{self, Effect};
 use crate::error::{Error, Result};
 use crate::queue::TaskQueues;
 use crate::watch::Watches;
+use engine::Effect;
 use proto::record::{self, PartitionCommand, PartitionOutcome, WorkflowRecord};
 use proto::{PartitionId, WorkflowId};
 use ractor::{Actor, ActorRef};

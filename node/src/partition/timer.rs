@@ -1,5 +1,5 @@
 //! `TimerActor`: one per partition. It holds the timers that the partition's workflows need armed
-//! (derived from their state by [`engine::timers`](crate::engine::timers) and re-published after every
+//! (derived from their state by [`engine::timers`](engine::timers) and re-published after every
 //! decision) and, when one comes due, sends the workflow a `Timer` input. A fired timer leaves the
 //! wheel; the workflow's next publication re-arms whatever it still needs. Nothing here is stored: after
 //! a restart the partition re-publishes every running workflow's timers from state.
@@ -7,7 +7,7 @@
 use super::supervisor::SupervisorMsg;
 use super::workflow::WorkflowMsg;
 use crate::clock::Clock;
-use crate::engine::{NowMs, Timer, TimerKey};
+use engine::{NowMs, Timer, TimerKey};
 use proto::WorkflowId;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,7 +33,7 @@ pub struct TimerActor;
 /// The smallest key, to start a range scan over one workflow's entries.
 fn first_key() -> TimerKey {
     TimerKey {
-        kind: crate::engine::TimerKind::PollTimeout,
+        kind: engine::TimerKind::PollTimeout,
         task_id: None,
     }
 }
@@ -119,7 +119,7 @@ impl Actor for TimerActor {
                 let mut mine = Vec::with_capacity(timers.len());
                 for t in timers {
                     let mut at = t.due_ms;
-                    if cluster::mutation::active(cluster::mutation::Mutation::LateTimers) {
+                    if engine::mutation::active(engine::mutation::Mutation::LateTimers) {
                         at += 1_500;
                     }
                     if fired_before

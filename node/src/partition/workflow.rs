@@ -6,9 +6,9 @@
 use super::machine::stored_version;
 use super::supervisor::SupervisorMsg;
 use super::PartitionCtx;
-use crate::engine::{self, Decision, Effect, Input, StartInput, TimerKey};
 use crate::error::{Error, Result};
 use crate::queue::Handoff;
+use engine::{Decision, Effect, Input, StartInput, TimerKey};
 use proto::check::json_len;
 use proto::limits::{RECORD_DEPTH_MAX, WORKFLOW_BYTES_MAX};
 use proto::model::{Task, TaskExecLog};

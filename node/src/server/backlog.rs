@@ -20,8 +20,8 @@
 //! marked legacy: polls ask it on every wake-up and every 100 ms, as before.
 
 use super::Inner;
-use crate::engine::NowMs;
 use crate::forward::{self, Forward, Reply, Wanted};
+use engine::NowMs;
 use proto::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, Weak};

@@ -2,7 +2,6 @@
 
 use super::routing::through_failover;
 use super::Inner;
-use crate::engine::{Input, PendingEvent};
 use crate::error::{Error, Result};
 use crate::events::eval::{self, condition_holds};
 use crate::events::pool::ScriptPool;
@@ -11,6 +10,7 @@ use crate::events::{GateEvent, Providers, CONDUCTOR};
 use crate::forward::{Forward, Reply};
 use crate::partition::WorkflowOp;
 use crate::partition::{keys, Partition};
+use engine::{Input, PendingEvent};
 use proto::limits::{EVENT_QUEUE_MAX, EXECUTIONS_MAX, NAME_LEN_MAX};
 use proto::model::split_event;
 use proto::model::{

@@ -32,7 +32,7 @@ impl Inner {
     /// the engine's rules, and that every EVENT task's sink is a provider this node has.
     pub(crate) fn check_workflow_def(&self, def: &WorkflowDef) -> Result<()> {
         proto::check::workflow_def(def)?;
-        crate::engine::validate_workflow_def(def)?;
+        engine::validate_workflow_def(def)?;
         for task in def.all_tasks() {
             let sink = task.sink.as_deref().map(str::trim);
             if task.task_type != task_type::EVENT || sink == Some("conductor") {

@@ -19,7 +19,6 @@ pub mod wait;
 mod workflows;
 
 use crate::clock::{Clock, SystemClock};
-use crate::engine::Effect;
 use crate::error::{Error, Result};
 use crate::meta::{Definitions, MetaMachine};
 use crate::partition::machine::WorkflowMachine;
@@ -28,6 +27,7 @@ use crate::placement;
 use crate::queue::TaskQueues;
 use crate::service::Health;
 use crate::Node;
+use engine::Effect;
 use proto::{NodeId, PartitionId, TaskId, WorkflowId};
 use rand::SeedableRng;
 use std::collections::BTreeMap;

@@ -5,10 +5,10 @@
 //! replica up with the leader's applied index.
 
 use super::Inner;
-use crate::engine::Effect;
 use crate::error::{Error, Result};
 use crate::forward::{self, Forward, Reply, FORWARD_TIMEOUT_MS, HOPS_MAX};
 use crate::partition::WorkflowOp;
+use engine::Effect;
 use proto::record::{
     self, MetaCommand, MetaOutcome, PartitionCommand, PartitionOutcome, WorkflowRecord,
 };

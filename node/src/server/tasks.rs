@@ -3,11 +3,11 @@
 
 use super::workflows::parse_workflow_id;
 use super::Inner;
-use crate::engine::{Effect, Input};
 use crate::error::{Error, Result};
 use crate::forward::{Forward, Reply, Wanted, POLL_PEER_TIMEOUT_MS};
 use crate::partition::WorkflowOp;
 use crate::service::PollRequest;
+use engine::{Effect, Input};
 use proto::limits::{POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
 use proto::model::{Json, Task, TaskExecLog, TaskResult, TaskResultStatus, TaskStatus};
 use proto::{NodeId, TaskId, WorkflowId};

@@ -3,12 +3,12 @@
 
 use super::routing::through_failover;
 use super::Inner;
-use crate::engine::{Input, StartInput};
 use crate::error::{Error, Result};
 use crate::forward::{Forward, Reply, HOPS_MAX};
 use crate::partition::Partition;
 use crate::partition::{keys, WorkflowOp};
 use crate::service::SearchQuery;
+use engine::{Input, StartInput};
 use proto::limits::SEARCH_RESULTS_MAX;
 use proto::model::{Json, SearchResult, StartWorkflowRequest, Workflow, WorkflowSummary};
 use proto::record::WorkflowRecord;

@@ -1,0 +1,46 @@
+//! The workflow engine's deliberate bugs for the simulator's mutation check (see
+//! [`proto::mutation`]); the Raft and storage layer's are in `cluster::mutation`.
+
+use proto::mutation::Switch;
+
+static SWITCH: Switch = Switch::new();
+
+/// A bug the simulator must catch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mutation {
+    /// The decider accepts a worker's result for an attempt that already ended (no fence).
+    AcceptWithoutFence = 1,
+    /// A JOIN completes as soon as one of its joinOn tasks ends.
+    JoinOnFirstBranch = 2,
+    /// Every timer (timeouts, retry backoffs) fires 1.5 s after it is due (read by the runtime
+    /// that arms them).
+    LateTimers = 3,
+}
+
+impl Mutation {
+    pub const ALL: [Mutation; 3] = [
+        Mutation::AcceptWithoutFence,
+        Mutation::JoinOnFirstBranch,
+        Mutation::LateTimers,
+    ];
+
+    /// The name used on the simulator's command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutation::AcceptWithoutFence => "accept-without-fence",
+            Mutation::JoinOnFirstBranch => "join-on-first-branch",
+            Mutation::LateTimers => "late-timers",
+        }
+    }
+}
+
+/// Turns `mutation` on for this process (or every one of the engine's off with `None`).
+pub fn activate(mutation: Option<Mutation>) -> Result<(), &'static str> {
+    SWITCH.set(mutation.map(|m| m as u8))
+}
+
+/// Whether `mutation` is on.
+#[inline]
+pub fn active(mutation: Mutation) -> bool {
+    SWITCH.is_on(mutation as u8)
+}

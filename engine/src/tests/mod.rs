@@ -1,0 +1,19 @@
+//! Engine tests: feed inputs to `start`/`decide` through the driver in [`crate::testing`] and
+//! assert exact states and effects.
+
+mod fork;
+mod ops;
+mod simple;
+mod stored;
+mod system;
+mod timeouts;
+
+pub(crate) use crate::testing::*;
+pub(crate) use crate::*;
+pub(crate) use proto::model::{
+    task_type, TaskDef, TaskResultStatus, TaskStatus, WorkflowStatus, WorkflowTask,
+};
+pub(crate) use proto::PartitionId;
+pub(crate) use rand::SeedableRng;
+pub(crate) use rand_chacha::ChaCha8Rng;
+pub(crate) use serde_json::{json, Value};
