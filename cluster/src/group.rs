@@ -213,13 +213,19 @@ async fn follow_leadership(
     raft: Raft<TypeConfig>,
     tx: Arc<watch::Sender<Option<u64>>>,
     confirm_wait: Duration,
+    name: String,
 ) {
     let mut metrics = raft.metrics();
     let mut confirmed_term: Option<u64> = None;
     let mut spell = Spell::default();
+    let mut known_leader = None;
     loop {
         let (caught_up, term) = {
             let m = metrics.borrow_and_update();
+            if m.current_leader.is_some() && m.current_leader != known_leader {
+                known_leader = m.current_leader;
+                crate::metrics::count(crate::metrics::LEADER_CHANGES, &name);
+            }
             (spell.caught_up(&m), m.current_term)
         };
         let mut leads = caught_up && confirmed_term == Some(term);
@@ -299,7 +305,8 @@ impl Group {
             let tx = leadership_tx.clone();
             let raft = raft.clone();
             let confirm_wait = Duration::from_millis(options.election_timeout_max_ms);
-            tokio::spawn(follow_leadership(raft, tx, confirm_wait)).abort_handle()
+            let name = options.name.clone();
+            tokio::spawn(follow_leadership(raft, tx, confirm_wait, name)).abort_handle()
         };
 
         let group = Group {
@@ -319,6 +326,7 @@ impl Group {
                         batch_bytes_max: options.batch_bytes_max,
                         batches_in_flight_max: options.batches_in_flight_max,
                     },
+                    options.name.clone(),
                 ),
                 closed: AtomicBool::new(false),
                 command_bytes_max: options.command_bytes_max,

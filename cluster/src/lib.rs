@@ -33,6 +33,7 @@ pub mod codec;
 pub mod error;
 pub mod group;
 pub mod log_store;
+pub mod metrics;
 pub mod mutation;
 pub mod network;
 pub mod options;

@@ -49,7 +49,11 @@ pub fn describe() {
         Unit::Seconds,
         "from proposing an entry to its commit and apply on the leader"
     );
-    describe_histogram!(FSYNC_SECONDS, Unit::Seconds, "one fdatasync of the Raft log");
+    describe_histogram!(
+        FSYNC_SECONDS,
+        Unit::Seconds,
+        "one fdatasync of the Raft log"
+    );
     describe_histogram!(
         APPLY_SECONDS,
         Unit::Seconds,
@@ -67,10 +71,10 @@ pub fn describe() {
 
 /// Records a proposed entry of `commands` commands.
 pub(crate) fn proposed(group: &str, commands: usize) {
-    let label = ("group", group.to_owned());
-    metrics::counter!(PROPOSALS, [label.clone()]).increment(commands as u64);
-    metrics::counter!(ENTRIES, [label.clone()]).increment(1);
-    metrics::histogram!(BATCH_COMMANDS, [label]).record(commands as f64);
+    let label = [metrics::Label::new("group", group.to_owned())];
+    metrics::counter!(PROPOSALS, label.iter()).increment(commands as u64);
+    metrics::counter!(ENTRIES, label.iter()).increment(1);
+    metrics::histogram!(BATCH_COMMANDS, label.iter()).record(commands as f64);
 }
 
 /// Records the time `took` of something of `group` measured by `histogram`.
@@ -92,8 +96,14 @@ pub fn observe(status: &GroupStatus) {
     };
     gauge(TERM, status.term);
     gauge(LEADER, u64::from(status.leader == Some(status.node)));
-    gauge(LOG_ENTRIES, last.saturating_sub(status.purged_index.unwrap_or(0)));
-    gauge(APPLY_LAG, last.saturating_sub(status.last_applied_index.unwrap_or(0)));
+    gauge(
+        LOG_ENTRIES,
+        last.saturating_sub(status.purged_index.unwrap_or(0)),
+    );
+    gauge(
+        APPLY_LAG,
+        last.saturating_sub(status.last_applied_index.unwrap_or(0)),
+    );
     for follower in status.matched.keys().filter(|n| **n != status.node) {
         let lag = status.lag(*follower).unwrap_or(0);
         metrics::gauge!(FOLLOWER_LAG, "group" => group.clone(), "follower" => follower.0.to_string())

@@ -49,9 +49,9 @@ pub struct Proposer {
 
 impl Proposer {
     /// Starts the proposer of `raft`.
-    pub fn spawn(raft: Raft<TypeConfig>, limits: Limits) -> Self {
+    pub fn spawn(raft: Raft<TypeConfig>, limits: Limits, group: String) -> Self {
         let (tx, rx) = mpsc::channel(limits.queue_max.max(1));
-        let task = tokio::spawn(run(raft, rx, limits)).abort_handle();
+        let task = tokio::spawn(run(raft, rx, limits, group)).abort_handle();
         Proposer { tx, task }
     }
 
@@ -71,7 +71,12 @@ impl Proposer {
     }
 }
 
-async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::Receiver<Proposal>, limits: Limits) {
+async fn run(
+    raft: Raft<TypeConfig>,
+    mut rx: mpsc::Receiver<Proposal>,
+    limits: Limits,
+    group: String,
+) {
     let in_flight = Arc::new(Semaphore::new(limits.batches_in_flight_max.max(1)));
     while let Some(first) = rx.recv().await {
         // Waiting here, not before `recv`, lets commands pile up in the queue while earlier
@@ -93,6 +98,8 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::Receiver<Proposal>, limits: L
         let (commands, replies): (Vec<_>, Vec<_>) =
             batch.into_iter().map(|p| (p.command, p.reply)).unzip();
         tracing::trace!(commands = commands.len(), bytes, "proposing batch");
+        crate::metrics::proposed(&group, commands.len());
+        let proposed_at = std::time::Instant::now();
         match raft
             .client_write_ff(Request(crate::pack::pack(commands)))
             .await
@@ -104,6 +111,7 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::Receiver<Proposal>, limits: L
                 }
             }
             Ok(written) => {
+                let group = group.clone();
                 tokio::spawn(async move {
                     let outcome = match written.await {
                         Ok(Ok(response)) => Ok((response.log_id.index, response.data.0)),
@@ -111,6 +119,10 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::Receiver<Proposal>, limits: L
                         Err(_) => Err(Error::ShuttingDown),
                     };
                     drop(permit);
+                    if outcome.is_ok() {
+                        let took = proposed_at.elapsed();
+                        crate::metrics::timed(crate::metrics::COMMIT_SECONDS, &group, took);
+                    }
                     answer(replies, outcome);
                 });
             }

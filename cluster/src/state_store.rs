@@ -13,6 +13,7 @@
 
 use crate::codec::{self, KEY_APPLIED, KEY_MEMBERSHIP, KEY_PARTIAL};
 use crate::log_store::io_error;
+use crate::metrics;
 use crate::snapshot::{self, SnapshotBuilder, SnapshotSlot};
 use crate::state_machine::StateMachine;
 use crate::storage::buffered::Buffered;
@@ -39,6 +40,8 @@ pub struct StateStore {
     slot: SnapshotSlot,
     /// The node's state machine.
     sm: Arc<dyn StateMachine>,
+    /// The group's name, the label of its metrics.
+    group: String,
 }
 
 impl StateStore {
@@ -59,6 +62,7 @@ impl StateStore {
             checkpoint_entries: checkpoint_entries.max(1),
             slot: SnapshotSlot::new(db, db.open_tree(format!("{name}/raft"))?),
             sm,
+            group: name.to_owned(),
         })
     }
 
@@ -175,6 +179,7 @@ impl RaftStateMachine<TypeConfig> for StateStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        let started = std::time::Instant::now();
         let mut responses = Vec::new();
         for entry in entries {
             let log_id = entry.log_id;
@@ -207,6 +212,7 @@ impl RaftStateMachine<TypeConfig> for StateStore {
         {
             self.checkpoint()?;
         }
+        metrics::timed(metrics::APPLY_SECONDS, &self.group, started.elapsed());
         Ok(responses)
     }
 
@@ -214,6 +220,7 @@ impl RaftStateMachine<TypeConfig> for StateStore {
         // Runs on openraft's state machine worker, between two applies. The log is purged up to
         // the point recorded: the state up to it must be in the backend first (the builder's
         // save flushes it). A failed checkpoint fails the build.
+        metrics::count(metrics::SNAPSHOT_BUILDS, &self.group);
         let meta = self.checkpoint().and_then(|()| self.read_applied());
         SnapshotBuilder {
             meta: meta.map(|(applied, membership)| self.slot.new_meta(applied, membership)),
@@ -230,6 +237,7 @@ impl RaftStateMachine<TypeConfig> for StateStore {
         meta: &SnapshotMeta,
         data: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
+        metrics::count(metrics::SNAPSHOT_INSTALLS, &self.group);
         let subject = || ErrorSubject::Snapshot(Some(meta.signature()));
         let bytes = data.into_inner();
         let pairs =

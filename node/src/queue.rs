@@ -165,6 +165,15 @@ impl TaskQueues {
         self.parking().by_type.values().map(VecDeque::len).sum()
     }
 
+    /// Polls parked now, per task type.
+    pub fn parked_by_type(&self) -> BTreeMap<String, u64> {
+        let p = self.parking();
+        p.by_type
+            .iter()
+            .map(|(t, polls)| (t.clone(), polls.len() as u64))
+            .collect()
+    }
+
     /// Takes the oldest parked poll that may lease a ready task of `task_type` and `domain`.
     pub fn hand_off(&self, task_type: &str, domain: Option<&str>) -> Option<Handoff> {
         let mut p = self.parking();

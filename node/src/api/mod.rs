@@ -29,6 +29,7 @@ pub(crate) mod testing;
 
 use crate::Node;
 use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{delete, get, post, put};
@@ -46,6 +47,7 @@ pub fn router(node: Node) -> axum::Router {
         .with_state(node)
         .layer(middleware::from_fn(error::errors_as_json))
         .layer(middleware::from_fn(trace_request))
+        .layer(middleware::from_fn(measure_request))
         .layer(DefaultBodyLimit::max(proto::limits::REQUEST_BYTES_MAX))
 }
 
@@ -224,6 +226,28 @@ async fn trace_request(request: Request, next: Next) -> Response {
     let response = next.run(request).instrument(span.clone()).await;
     span.record("status", response.status().as_u16());
     tracing::debug!(parent: &span, "answered");
+    response
+}
+
+/// Counts each request and times its answer, labelled by its route as declared (not its path,
+/// which holds ids) and its method (one of the standard ones, else `OTHER`).
+async fn measure_request(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("unmatched", |p| p.as_str())
+        .to_owned();
+    let method = request.method();
+    let method = match *method {
+        Method::GET | Method::POST | Method::PUT | Method::DELETE | Method::HEAD => method.as_str(),
+        Method::PATCH | Method::OPTIONS => method.as_str(),
+        _ => "OTHER",
+    };
+    let method = method.to_owned();
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    let status = response.status().as_u16();
+    crate::metrics::http_answered(method, route, status, started.elapsed());
     response
 }
 

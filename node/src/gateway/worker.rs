@@ -218,9 +218,11 @@ async fn serve_worker(
         }
         let _ = send.finish();
     });
+    metrics::gauge!(crate::metrics::QUIC_WORKERS).increment(1);
     let credits: Vec<Arc<Credit>> = subscriptions
         .into_iter()
         .map(|s| {
+            metrics::gauge!(crate::metrics::QUIC_CREDIT).increment(s.capacity);
             Arc::new(Credit {
                 available: AtomicU32::new(s.capacity),
                 subscription: s,
@@ -255,6 +257,11 @@ async fn serve_worker(
     }
     // Results already taken still commit; their answers go nowhere once the stream is gone.
     let _ = results.acquire_many(RESULTS_IN_FLIGHT as u32).await;
+    metrics::gauge!(crate::metrics::QUIC_WORKERS).decrement(1);
+    for c in &credits {
+        let unused = c.available.swap(0, Ordering::SeqCst);
+        metrics::gauge!(crate::metrics::QUIC_CREDIT).decrement(unused);
+    }
     drop(shared);
     let _ = writer.await;
     Err(outcome)
@@ -345,11 +352,15 @@ async fn handle_frame(
                 .find(|c| c.subscription.task_type == task_type && c.subscription.domain == domain);
             match found {
                 Some(c) => {
-                    let _ = c
+                    let before = c
                         .available
                         .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |a| {
                             Some(a.saturating_add(n).min(wire::CREDIT_MAX))
-                        });
+                        })
+                        .unwrap_or_else(|a| a);
+                    let added = before.saturating_add(n).min(wire::CREDIT_MAX)
+                        - before.min(wire::CREDIT_MAX);
+                    metrics::gauge!(crate::metrics::QUIC_CREDIT).increment(added);
                     c.more.notify_one();
                 }
                 None => {
@@ -415,7 +426,10 @@ async fn commit_result(
         Ok(()) => NodeFrame::Ack { seq },
         Err(e) => {
             let code = match &e {
-                Error::Conflict(_) => ErrorCode::Stale,
+                Error::Conflict(_) => {
+                    metrics::counter!(crate::metrics::QUIC_STALE_RESULTS).increment(1);
+                    ErrorCode::Stale
+                }
                 Error::NotFound(_) => ErrorCode::NotFound,
                 Error::Invalid(_) | Error::TooLarge(_) => ErrorCode::Invalid,
                 Error::Unauthorized(_) => ErrorCode::Forbidden,
@@ -461,6 +475,7 @@ async fn pump(shared: Arc<Conn>, credit: Arc<Credit>) {
             Ok(tasks) => {
                 for task in tasks {
                     credit.available.fetch_sub(1, Ordering::SeqCst);
+                    metrics::gauge!(crate::metrics::QUIC_CREDIT).decrement(1);
                     let frame = NodeFrame::Task {
                         lease: Lease::of(&task),
                         task: Box::new(task),

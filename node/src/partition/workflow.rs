@@ -143,6 +143,8 @@ impl WorkflowState {
         let outcome = self.ctx.propose_write(command).await?;
         match outcome {
             PartitionOutcome::Applied => {
+                let prev = self.record.as_ref().map(|r| &r.workflow);
+                crate::metrics::workflow_written(prev, &next.workflow);
                 self.record = Some(next);
                 self.patches = if patched { self.patches + 1 } else { 0 };
                 self.chain_bytes = chain_bytes;

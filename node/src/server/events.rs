@@ -369,6 +369,7 @@ impl Inner {
             Some(d) => self.key_partition(d.fingerprint),
             None => self.message_partition(&id),
         };
+        let source = event.source.name();
         let message = QueueMessage {
             trace_id: event
                 .trace_id
@@ -384,7 +385,12 @@ impl Inner {
             message: Box::new(message),
             dedup,
         };
-        match self.partition_command(partition, command).await? {
+        let outcome = self.partition_command(partition, command).await?;
+        if let PartitionOutcome::Published { .. } | PartitionOutcome::Duplicate = outcome {
+            let queued = matches!(outcome, PartitionOutcome::Published { .. });
+            crate::metrics::event_offered(source, queued);
+        }
+        match outcome {
             PartitionOutcome::Published { .. } => Ok((id, true)),
             PartitionOutcome::Duplicate => Ok((id, false)),
             PartitionOutcome::QueueFull => Err(Error::Unavailable(format!(
@@ -505,6 +511,11 @@ impl Inner {
             Err(e) => Some((ExecutionStatus::Failed, error_output(&e.to_string()))),
         };
         if let Some((status, output)) = skip {
+            let outcome = match status {
+                ExecutionStatus::Skipped => "skipped",
+                _ => "failed",
+            };
+            crate::metrics::event_action(first.name(), outcome);
             return match self
                 .record_execution(&h.name, record(0, status, first, output), true)
                 .await
@@ -534,17 +545,23 @@ impl Inner {
                 }
             }
             let key = format!("event:{}:{}", h.name, execution_id(&message.id, index));
+            let name = action.action.name();
             let (status, output) = match self.run_action(h, action, message, &key).await {
                 Ok(output) => {
                     crate::failpoint::hit("event-after-action");
+                    crate::metrics::event_action(name, "completed");
                     (ExecutionStatus::Completed, output)
                 }
                 Err(e) if transient(&e) => {
                     tracing::info!(handler = %h.name, message = %message.id, error = %e, "action failed for now; the message will be delivered again");
+                    crate::metrics::event_action(name, "retried");
                     verdict = Verdict::Retry(format!("action {index}: {e}"));
                     continue;
                 }
-                Err(e) => (ExecutionStatus::Failed, error_output(&e.to_string())),
+                Err(e) => {
+                    crate::metrics::event_action(name, "failed");
+                    (ExecutionStatus::Failed, error_output(&e.to_string()))
+                }
             };
             let done = record(index, status, action.action, output);
             if let Err(e) = self.record_execution(&h.name, done, false).await {

@@ -47,9 +47,19 @@ impl Inner {
 }
 
 impl Inner {
-    /// Sets the gauges of what needs an operator (`crate::metrics`): quarantined workflows and
-    /// stopped partitions, per partition hosted here, read from storage now.
+    /// Sets the gauges (`crate::metrics`, `cluster::metrics`) read when scraped: queues and
+    /// parked polls per task type, every Raft group hosted here, and what needs an operator.
     pub fn observe_gauges(&self) {
+        crate::metrics::observe_queues(&self.queues.sizes(), &self.queues.parked_by_type());
+        for status in self.group_statuses() {
+            cluster::metrics::observe(&status);
+        }
+        self.observe_partitions();
+    }
+
+    /// Quarantined workflows and stopped partitions, per partition hosted here, read from
+    /// storage now.
+    fn observe_partitions(&self) {
         for p in self.hosted() {
             let label = p.id.0.to_string();
             let quarantined = stored::quarantine_entries(p.state()).map_or(0, |q| q.len());

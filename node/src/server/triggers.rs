@@ -422,6 +422,8 @@ impl Inner {
             request.idempotency_key = Some(format!("schedule:{name}:{t}"));
             self.start_workflow_from(request, Some(&format!("schedule:{name}")))
                 .await?;
+            metrics::counter!(crate::metrics::SCHEDULES_FIRED, "schedule" => name.to_owned())
+                .increment(1);
             self.partition_command(
                 partition,
                 PartitionCommand::MarkSchedule {

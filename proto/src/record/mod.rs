@@ -175,6 +175,16 @@ pub enum EventSource {
 }
 
 impl EventSource {
+    /// Its name, as metrics label it.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventSource::Webhook => "webhook",
+            EventSource::Queue => "queue",
+            EventSource::Task => "task",
+            EventSource::Schedule => "schedule",
+        }
+    }
+
     /// The gate's priority: higher is consumed first.
     pub fn priority(self) -> u8 {
         match self {

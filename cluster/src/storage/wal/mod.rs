@@ -303,7 +303,10 @@ impl Wal {
         let dirty = std::mem::take(&mut self.lock().dirty);
         for segment in dirty {
             self.syncs.fetch_add(1, Ordering::Relaxed);
+            let started = std::time::Instant::now();
             self.dir.sync(segment).await?;
+            metrics::histogram!(crate::metrics::FSYNC_SECONDS)
+                .record(started.elapsed().as_secs_f64());
         }
         Ok(())
     }
