@@ -31,9 +31,6 @@ pub const KEY_COMMITTED: &[u8] = b"committed";
 pub const KEY_PURGED: &[u8] = b"purged";
 /// Key of the current snapshot's metadata in the raft tree.
 pub const KEY_SNAPSHOT_META: &[u8] = b"snapshot_meta";
-/// Key under which nodes before snapshots-as-metadata stored a snapshot's data in the raft
-/// tree; removed by the next snapshot save.
-pub const KEY_SNAPSHOT_DATA_LEGACY: &[u8] = b"snapshot_data";
 
 const ENTRY_VERSION: u8 = 1;
 const TAG_BLANK: u8 = 0;
@@ -55,19 +52,6 @@ fn decode_error(what: &'static str, why: impl Into<String>) -> DecodeError {
         what,
         why: why.into(),
     }
-}
-
-/// The key of the log entry at `index`: big-endian so that the stores' byte order is index order.
-pub fn log_key(index: u64) -> [u8; 8] {
-    index.to_be_bytes()
-}
-
-/// Reads a log key back into an index.
-pub fn log_index(key: &[u8]) -> Result<u64, DecodeError> {
-    let bytes: [u8; 8] = key
-        .try_into()
-        .map_err(|_| decode_error("log key", format!("{} bytes, expected 8", key.len())))?;
-    Ok(u64::from_be_bytes(bytes))
 }
 
 /// Encodes a log id as `[term u64 BE][leader node u64 BE][index u64 BE]`.
@@ -272,11 +256,5 @@ mod tests {
         assert!(decode_commands(&[0, 0, 0, 9]).is_err());
         let (id, n) = decode_partial(&encode_partial(&log_id(4, 9), 3)).expect("decodes");
         assert_eq!((id, n), (log_id(4, 9), 3));
-    }
-
-    #[test]
-    fn log_keys_sort_by_index() {
-        assert!(log_key(255) < log_key(256));
-        assert_eq!(log_index(&log_key(12345)).expect("decodes"), 12345);
     }
 }

@@ -11,16 +11,13 @@
 //! flushed: losing it in a crash only means re-applying committed entries (which the state
 //! machine's own applied log id makes idempotent). A purge records its marker in the trees and
 //! forgets the entries; their segment is deleted only after the trees are flushed.
-//!
-//! A data directory written before the shared log kept each group's entries in the tree
-//! `{name}/log`; opening the group moves them into the log (synced) and then empties the tree.
 
 // openraft's trait methods return its `StorageError` (224 bytes); helpers return the same type.
 #![allow(clippy::result_large_err)]
 
 use crate::codec::{self, KEY_COMMITTED, KEY_PURGED, KEY_VOTE};
 use crate::storage::wal::Wal;
-use crate::storage::{Batch, Db, StorageResult, Tree};
+use crate::storage::{Db, StorageResult, Tree};
 use crate::types::{Entry, LogId, StorageError, TypeConfig};
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{
@@ -45,8 +42,7 @@ pub struct LogStore {
 }
 
 impl LogStore {
-    /// Opens the log of group `name`: forgets what its purge marker covers, and moves entries
-    /// an earlier version kept in the tree `{name}/log` into the shared log.
+    /// Opens the log of group `name` and forgets what its purge marker covers.
     pub async fn open(db: &Db, name: &str) -> StorageResult<Self> {
         let store = LogStore {
             db: db.clone(),
@@ -54,35 +50,11 @@ impl LogStore {
             name: Arc::from(name),
             raft: db.open_tree(format!("{name}/raft"))?,
         };
-        store.migrate(&db.open_tree(format!("{name}/log"))?).await?;
         if let Some(purged) = store.raft.get(KEY_PURGED)? {
             let purged = codec::decode_log_id(&purged)?;
             store.wal.purge(name, purged.index);
         }
         Ok(store)
-    }
-
-    /// Moves the entries of the tree `{name}/log` (the layout before the shared log) into the
-    /// shared log, syncs it, then empties the tree.
-    async fn migrate(&self, old: &Tree) -> StorageResult<()> {
-        if old.first()?.is_none() {
-            return Ok(());
-        }
-        let mut entries = Vec::new();
-        let mut batch = Batch::default();
-        for item in old.iter() {
-            let (key, value) = item?;
-            let log_id = codec::decode_entry_log_id(&value)?;
-            entries.push((log_id, value.to_vec()));
-            batch.remove(key);
-        }
-        if self.wal.is_empty(&self.name) {
-            tracing::info!(group = %self.name, entries = entries.len(), "moving the raft log out of the tree");
-            self.wal.append(&self.name, entries)?;
-            self.wal.sync().await?;
-        }
-        old.apply_batch(batch)?;
-        self.db.flush().await
     }
 
     fn read_log_id(
@@ -276,55 +248,6 @@ mod tests {
             log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
             payload: EntryPayload::Normal(Request(vec![format!("c{index}").into_bytes()])),
         }
-    }
-
-    /// A data directory from before the shared log: the entries in `{name}/log` move into the
-    /// log, the tree empties, and the purge marker still applies.
-    #[tokio::test]
-    async fn entries_kept_in_the_old_log_tree_move_into_the_shared_log() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        {
-            let db = Db::open_sled(dir.path()).expect("opens");
-            let old = db.open_tree("p3/log").expect("tree");
-            for i in 1..=5 {
-                let bytes = codec::encode_entry(&entry(i)).expect("encodes");
-                old.insert(codec::log_key(i), bytes).expect("inserts");
-            }
-            db.open_tree("p3/raft")
-                .expect("tree")
-                .insert(KEY_PURGED, &codec::encode_log_id(&entry(2).log_id)[..])
-                .expect("inserts");
-            db.flush().await.expect("flushes");
-        }
-        let open = || {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            loop {
-                match Db::open_sled(dir.path()) {
-                    Ok(db) => break db,
-                    Err(_) if std::time::Instant::now() < deadline => std::thread::yield_now(),
-                    Err(e) => panic!("reopen: {e}"),
-                }
-            }
-        };
-        let db = open();
-        let mut store = LogStore::open(&db, "p3").await.expect("opens");
-        assert!(db
-            .open_tree("p3/log")
-            .expect("tree")
-            .first()
-            .expect("reads")
-            .is_none());
-        let state = store.get_log_state().await.expect("state");
-        assert_eq!(state.last_log_id, Some(entry(5).log_id));
-        assert_eq!(state.last_purged_log_id, Some(entry(2).log_id));
-        let got = store.try_get_log_entries(0..10).await.expect("reads");
-        assert_eq!(got, (3..=5).map(entry).collect::<Vec<_>>());
-        drop((store, db));
-        // Moved for good: the next open finds them in the log alone.
-        let db = open();
-        let mut store = LogStore::open(&db, "p3").await.expect("opens");
-        let got = store.try_get_log_entries(0..10).await.expect("reads");
-        assert_eq!(got.len(), 3);
     }
 
     #[tokio::test]

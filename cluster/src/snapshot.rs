@@ -16,15 +16,12 @@
 //! are not in the dump; the metadata carries the same information and install writes it back.
 //!
 //! Data layout, version 1: `[version=1][pairs u64 BE]` then per pair `[key len u32 BE][key][value
-//! len u32 BE][value]`, keys ascending. Nodes before this design sent the same bytes; they also
-//! stored them in the raft tree (`snapshot_data`), which the first save here removes.
+//! len u32 BE][value]`, keys ascending.
 
 // openraft's trait methods return its `StorageError` (224 bytes); helpers return the same type.
 #![allow(clippy::result_large_err)]
 
-use crate::codec::{
-    self, DecodeError, KEY_SNAPSHOT_DATA_LEGACY, KEY_SNAPSHOT_META, RESERVED_PREFIX,
-};
+use crate::codec::{self, DecodeError, KEY_SNAPSHOT_META, RESERVED_PREFIX};
 use crate::log_store::io_error;
 use crate::storage::{Batch, Db, IVec, StorageResult, Tree};
 use crate::types::{LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
@@ -104,11 +101,8 @@ impl SnapshotSlot {
             if newer {
                 let json = serde_json::to_vec(meta)
                     .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
-                let mut batch = Batch::default();
-                batch.insert(KEY_SNAPSHOT_META, json);
-                batch.remove(KEY_SNAPSHOT_DATA_LEGACY);
                 self.raft
-                    .apply_batch(batch)
+                    .insert(KEY_SNAPSHOT_META, json)
                     .map_err(|e| io_error(subject(), ErrorVerb::Write, &e))?;
             }
         }

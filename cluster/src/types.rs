@@ -63,8 +63,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn byte_strings_travel_as_before() {
-        // A peer of an earlier version encodes the commands as plain `Vec<Vec<u8>>`: same bytes.
+    fn byte_strings_encode_as_plain_byte_vectors() {
+        // The same bytes as bincode's encoding of a plain `Vec<Vec<u8>>`.
         let commands = vec![b"start".to_vec(), Vec::new(), vec![0, 255, 7]];
         let new = crate::network::wire::encode(&Request(commands.clone())).expect("encode");
         let old = crate::network::wire::encode(&commands).expect("encode");

@@ -61,7 +61,6 @@ pub fn records(data: &[u8]) {
     if let Ok(command) = record::decode::<PartitionCommand>(data) {
         round_trips(&command);
     }
-    let _ = record::decode_borrowed::<record::PartitionCommandView>(data);
     if let Ok(command) = record::decode::<MetaCommand>(data) {
         round_trips(&command);
     }

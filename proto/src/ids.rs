@@ -1,5 +1,5 @@
 //! Typed ids. Workflow and task ids are UUID-shaped strings whose last four hex digits carry the
-//! partition, so any node routes a request without a lookup (DESIGN §3). The other 112 bits come from
+//! partition, so any node routes a request without a lookup. The other 112 bits come from
 //! the caller's seeded randomness, never from the OS, so the engine stays deterministic.
 
 use serde::{Deserialize, Serialize};
@@ -129,7 +129,7 @@ impl TaskId {
     }
 
     /// The beginning this task's id shares with its workflow's id, if it was made by
-    /// [`TaskId::of_workflow`] (tasks made before that carry random bits there).
+    /// [`TaskId::of_workflow`].
     pub fn owner_prefix(&self) -> Option<&str> {
         self.0.get(..TASK_OWNER_PREFIX_LEN)
     }

@@ -285,7 +285,7 @@ fn seed_undecodable(data: &Path, p: usize) -> String {
     state
         .insert(
             format!("w/{id}"),
-            b"\x02\x00{\"version\": [[[ not json".to_vec(),
+            proto::record::patch::chain_start(1, b"{\"version\": [[[ not json"),
         )
         .expect("writes");
     state

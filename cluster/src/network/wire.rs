@@ -14,10 +14,8 @@ use openraft::raft::{
 };
 use serde::{Deserialize, Serialize};
 
-/// Format version of Raft payloads; the receiver reads this one and [`WIRE_VERSION_MIN`].
+/// Format version of Raft payloads, the only one the receiver reads.
 pub const WIRE_VERSION: u8 = 1;
-/// Oldest version still read.
-pub const WIRE_VERSION_MIN: u8 = 1;
 /// Most bytes a decoder will claim for one message (above any frame the transport accepts).
 pub const DECODE_BYTES_MAX: usize = 64 * 1024 * 1024;
 
@@ -139,7 +137,7 @@ pub fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, WireError
     let (&version, body) = bytes
         .split_first()
         .ok_or_else(|| WireError("empty".into()))?;
-    if !(WIRE_VERSION_MIN..=WIRE_VERSION).contains(&version) {
+    if version != WIRE_VERSION {
         return Err(WireError(format!("unsupported version {version}")));
     }
     let (message, used) =
@@ -243,6 +241,7 @@ mod tests {
     fn bad_payloads_are_errors() {
         assert!(decode::<RaftReply>(&[]).is_err());
         assert!(decode::<RaftReply>(&[WIRE_VERSION + 1, 0]).is_err());
+        assert!(decode::<RaftReply>(&[0, 0]).is_err());
         let mut bytes = encode(&RaftReply::NoGroup).expect("encode");
         bytes.push(0);
         assert!(decode::<RaftReply>(&bytes).is_err());

@@ -3,19 +3,17 @@
 //! request the code names the service ([`super::Service`], or the hello); in a response it is a
 //! status ([`STATUS_OK`] or [`STATUS_ERROR`], whose payload is a UTF-8 message).
 //!
-//! A reader accepts the current and the previous format version (DESIGN §9) and refuses a frame
-//! whose declared length exceeds its maximum before reading the payload, so a peer cannot make it
-//! allocate more than `frame_bytes_max`. Not here: what payloads mean (the services decide).
+//! A reader accepts only the format version [`FRAME_VERSION`] and refuses a frame whose declared
+//! length exceeds its maximum before reading the payload, so a peer cannot make it allocate more
+//! than `frame_bytes_max`. Not here: what payloads mean (the services decide).
 
-/// Format version written in every frame.
+/// Format version written in every frame, the only one read.
 pub const FRAME_VERSION: u16 = 1;
-/// Oldest format version still read (current and previous; 1 is the first).
-pub const FRAME_VERSION_MIN: u16 = 1;
 /// Bytes before the payload.
 pub const HEADER_LEN: usize = 7;
 
 /// Request code of the hello that opens every connection: payload = the dialing node's id (u64
-/// BE), checked against its certificate.
+/// BE), checked against its certificate, then its boot id (u64 BE).
 pub const CODE_HELLO: u8 = 0;
 /// Response status: the payload is the answer.
 pub const STATUS_OK: u8 = 0;
@@ -55,7 +53,7 @@ pub fn header(code: u8, payload_len: usize) -> Result<[u8; HEADER_LEN], FrameErr
 /// Decodes a frame header into (code, payload length), checking version and maximum.
 pub fn parse_header(bytes: &[u8; HEADER_LEN], max: usize) -> Result<(u8, usize), FrameError> {
     let version = u16::from_be_bytes([bytes[0], bytes[1]]);
-    if !(FRAME_VERSION_MIN..=FRAME_VERSION).contains(&version) {
+    if version != FRAME_VERSION {
         return Err(FrameError::Version(version));
     }
     let len = u32::from_be_bytes([bytes[3], bytes[4], bytes[5], bytes[6]]) as usize;

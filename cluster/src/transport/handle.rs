@@ -35,8 +35,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Largest hello payload (a node id); anything larger is not a hello.
-/// A hello carries the dialling node's id and its boot id (8 bytes each; older peers send only the id).
+/// Largest hello payload: a hello carries the dialling node's id and its boot id (8 bytes each).
 pub(crate) const HELLO_BYTES_MAX: usize = 16;
 /// Application close code: the transport shut down.
 pub(crate) const CLOSE_SHUTDOWN: u32 = 0;

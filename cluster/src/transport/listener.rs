@@ -91,17 +91,11 @@ async fn hello(shared: &Shared, conn: &quinn::Connection) -> Result<NodeId, Stri
     if code != CODE_HELLO {
         return Err(format!("expected a hello, got code {code}"));
     }
-    if payload.len() != 8 && payload.len() != 16 {
-        return Err("bad hello: not a node id (and boot id)".to_string());
-    }
-    let mut id = [0u8; 8];
-    id.copy_from_slice(&payload[..8]);
-    let claimed = NodeId(u64::from_be_bytes(id));
-    let boot = (payload.len() == 16).then(|| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&payload[8..16]);
-        u64::from_be_bytes(b)
-    });
+    let Ok(hello) = <[u8; 16]>::try_from(payload.as_slice()) else {
+        return Err("bad hello: not a node id and boot id".to_string());
+    };
+    let claimed = NodeId(u64::from_be_bytes(hello[..8].try_into().expect("8 bytes")));
+    let boot = u64::from_be_bytes(hello[8..].try_into().expect("8 bytes"));
     let certs = conn
         .peer_identity()
         .and_then(|identity| identity.downcast::<Vec<CertificateDer<'static>>>().ok())
@@ -114,9 +108,7 @@ async fn hello(shared: &Shared, conn: &quinn::Connection) -> Result<NodeId, Stri
     frame::write(&mut send, STATUS_OK, &shared.node.0.to_be_bytes())
         .await
         .map_err(|e| e.to_string())?;
-    if let Some(boot) = boot {
-        shared.peer_booted(claimed, boot);
-    }
+    shared.peer_booted(claimed, boot);
     Ok(claimed)
 }
 

@@ -3,7 +3,6 @@
 //! of every engine test through it.
 
 use super::*;
-use TaskStatus::*;
 
 fn encoded(h: &H) -> Value {
     let bytes = proto::record::encode(&h.rec);
@@ -82,26 +81,6 @@ fn a_task_whose_definition_differs_from_the_workflow_definition_keeps_its_own() 
     let back: WorkflowRecord =
         proto::record::decode(&proto::record::encode(&rec)).expect("decodes");
     assert_eq!(back, rec);
-}
-
-#[test]
-fn a_record_written_with_every_task_definition_reads_the_same() {
-    let mut h = fork_of_three();
-    h.poll("a");
-    h.complete("a", json!({}));
-    // Format version 1 wrote each task's definition in full.
-    let mut v1 = 1u16.to_le_bytes().to_vec();
-    v1.extend(
-        serde_json::to_vec(&json!({
-            "version": h.rec.version,
-            "workflow": serde_json::to_value(h.wf()).expect("serialises"),
-            "task_logs": {},
-        }))
-        .expect("serialises"),
-    );
-    let back: WorkflowRecord = proto::record::decode(&v1).expect("version 1 decodes");
-    assert_eq!(back, h.rec);
-    assert_eq!(h.st("join"), InProgress);
 }
 
 /// The patch from `prev` to `next`, encoded.

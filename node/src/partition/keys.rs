@@ -1,27 +1,14 @@
 //! The key layout of a workflow partition's state tree. Keys are ASCII prefixes followed by ids; the
 //! cluster layer reserves keys starting with byte 0x00 for its own bookkeeping.
 
-use proto::{TaskId, WorkflowId};
+use proto::WorkflowId;
 
-/// `w/{workflowId}` -> encoded [`proto::record::WorkflowRecord`], followed by the patches written
-/// after it (see [`proto::record::patch::decode_chain`]).
+/// `w/{workflowId}` -> a chain: the record's version, its JSON, and the patches written after it
+/// (see [`proto::record::patch::decode_chain`]).
 pub fn workflow(id: &WorkflowId) -> Vec<u8> {
     [b"w/".as_slice(), id.as_str().as_bytes()].concat()
 }
 pub const WORKFLOW_PREFIX: &[u8] = b"w/";
-
-/// `v/{workflowId}` -> the stored record's version, 8 bytes big-endian (checked without decoding).
-/// Written only by builds before a chain began with its version
-/// ([`proto::record::patch::CHAIN_TAG`]); read for such a chain, removed when it is next written.
-pub fn version(id: &WorkflowId) -> Vec<u8> {
-    [b"v/".as_slice(), id.as_str().as_bytes()].concat()
-}
-
-/// `t/{taskId}` -> the owning workflow id. Written only by builds before tasks ids began with
-/// their workflow's (see [`proto::TaskId::of_workflow`]); still read and removed.
-pub fn task(id: &TaskId) -> Vec<u8> {
-    [b"t/".as_slice(), id.as_str().as_bytes()].concat()
-}
 
 /// `r/{name}\0{workflowId}` -> workflow version (u32 BE) — present while the workflow is not terminal.
 pub fn running(name: &str, id: &WorkflowId) -> Vec<u8> {

@@ -10,11 +10,9 @@ use proto::record::dead_letter::Attempts;
 use proto::record::{
     self, patch,
     write::{WriteHead, WriteKind},
-    Dedup, PartitionCommandView, PartitionOutcome, PatchHeader, QueueMessage, RecordHeader,
-    WorkflowHeader,
+    Dedup, PartitionCommand, PartitionOutcome, QueueMessage,
 };
 use proto::WorkflowId;
-use serde_json::value::RawValue;
 
 /// The state machine of a workflow partition.
 #[derive(Debug, Default)]
@@ -31,118 +29,55 @@ impl WorkflowMachine {
             );
             return PartitionOutcome::Undecodable;
         };
-        let index = Index {
-            id: &id,
-            name: head.workflow_name,
-            version: head.workflow_version,
-            terminal: head.terminal,
-            correlation_id: head.correlation_id,
-        };
-        let expected = head.expected_version;
-        Self::store(
-            state,
-            batch,
-            head.kind,
-            expected,
-            head.version,
-            body,
-            &index,
-        )
+        Self::store(state, batch, &id, head, body)
     }
 
-    /// A put as an older build proposed it: `raw` is the record's JSON, of which only the header
-    /// is decoded.
-    fn put(state: &Tree, batch: &mut Batch, raw: &RawValue, expected: u64) -> PartitionOutcome {
-        let Some(header) = header::<RecordHeader>(raw, "workflow record in a put") else {
-            return PartitionOutcome::Undecodable;
-        };
-        let (version, index) = (header.version, Index::of(&header.workflow));
-        let body = raw.get().as_bytes();
-        Self::store(
-            state,
-            batch,
-            WriteKind::Put,
-            expected,
-            version,
-            body,
-            &index,
-        )
-    }
-
-    /// A patch as an older build proposed it, like [`Self::put`].
-    fn patch(state: &Tree, batch: &mut Batch, raw: &RawValue, expected: u64) -> PartitionOutcome {
-        let Some(header) = header::<PatchHeader>(raw, "workflow patch") else {
-            return PartitionOutcome::Undecodable;
-        };
-        let (version, index) = (header.version, Index::of(&header.workflow));
-        let body = raw.get().as_bytes();
-        Self::store(
-            state,
-            batch,
-            WriteKind::Patch,
-            expected,
-            version,
-            body,
-            &index,
-        )
-    }
-
-    /// Stores `body` (a record's JSON, or a patch's to append to the stored chain) at `version`
-    /// if the stored version is `expected`, with the index rows.
+    /// Stores `body` (a record's JSON, or a patch's to append to the stored chain) at the head's
+    /// version if the stored version is the head's expected one, with the index rows.
     fn store(
         state: &Tree,
         batch: &mut Batch,
-        kind: WriteKind,
-        expected: u64,
-        version: u64,
+        id: &WorkflowId,
+        head: &WriteHead,
         body: &[u8],
-        index: &Index,
     ) -> PartitionOutcome {
-        let key = keys::workflow(index.id);
+        let key = keys::workflow(id);
         let row = state.get(&key).ok().flatten();
-        let stored = version_of(state, index.id, row.as_deref());
-        if stored != expected || version <= stored {
+        let stored = row.as_deref().and_then(patch::chain_version).unwrap_or(0);
+        let version = head.version;
+        if stored != head.expected_version || version <= stored {
             return PartitionOutcome::VersionConflict { stored };
         }
-        let chain = match (kind, &row) {
+        let chain = match (head.kind, &row) {
             (WriteKind::Put, _) => patch::chain_start(version, body),
             (WriteKind::Patch, Some(row)) => match patch::chain_extend(row, version, body) {
                 Ok(chain) => chain,
                 Err(e) => {
-                    tracing::error!(id = %index.id, error = %e, "stored chain unreadable; patch skipped");
+                    tracing::error!(%id, error = %e, "stored chain unreadable; patch skipped");
                     return PartitionOutcome::VersionConflict { stored };
                 }
             },
             (WriteKind::Patch, None) => return PartitionOutcome::VersionConflict { stored },
         };
         batch.insert(key, chain);
-        if row
-            .as_ref()
-            .is_some_and(|r| patch::chain_version(r).is_none())
-        {
-            // The chain now carries its version; the row that held it before goes.
-            batch.remove(keys::version(index.id));
-        }
-        Self::index(batch, index, row.is_none());
+        Self::index(batch, id, head, row.is_none());
         PartitionOutcome::Applied
     }
 
     /// The index rows of a write (`new`: the workflow had no row before it).
-    fn index(batch: &mut Batch, wf: &Index, new: bool) {
-        let id = wf.id;
+    fn index(batch: &mut Batch, id: &WorkflowId, wf: &WriteHead, new: bool) {
         // No row per task: a task's id begins with its workflow's (`TaskId::of_workflow`), which
         // is how `stored::owner_of_task` finds it; nor for the version, which the chain begins
-        // with. Each was a key more for every checkpoint to write into sled (six of a W2
-        // workflow's eight).
-        let running_key = keys::running(wf.name, id);
+        // with.
+        let running_key = keys::running(wf.workflow_name, id);
         if wf.terminal {
             batch.remove(running_key);
         } else if new {
             // A workflow that ends before the next checkpoint then leaves no trace of this row
             // for sled to look up (see `Batch::insert_fresh`).
-            batch.insert_fresh(running_key, wf.version.to_be_bytes().to_vec());
+            batch.insert_fresh(running_key, wf.workflow_version.to_be_bytes().to_vec());
         } else {
-            batch.insert(running_key, wf.version.to_be_bytes().to_vec());
+            batch.insert(running_key, wf.workflow_version.to_be_bytes().to_vec());
         }
         if let Some(c) = wf.correlation_id {
             batch.insert(keys::correlated(c, id), Vec::new());
@@ -156,16 +91,12 @@ impl WorkflowMachine {
         // A record this build cannot read still goes; its index rows are left for a later sweep.
         if let Ok(Some(stored)) = super::stored::read(state, id) {
             let wf = stored.record.workflow;
-            for task in &wf.tasks {
-                batch.remove(keys::task(&task.task_id));
-            }
             batch.remove(keys::running(&wf.workflow_name, id));
             if let Some(c) = &wf.correlation_id {
                 batch.remove(keys::correlated(c, id));
             }
         }
         batch.remove(keys::workflow(id));
-        batch.remove(keys::version(id));
         PartitionOutcome::Applied
     }
 }
@@ -191,7 +122,6 @@ impl WorkflowMachine {
         };
         batch.insert(keys::quarantined(id), record::quarantine::encode(&entry));
         batch.remove(keys::workflow(id));
-        batch.remove(keys::version(id));
         if let Some(name) = name {
             batch.remove(keys::running(name, id));
         }
@@ -316,35 +246,6 @@ impl WorkflowMachine {
     }
 }
 
-/// What the index rows of a workflow's write are made of.
-struct Index<'a> {
-    id: &'a WorkflowId,
-    name: &'a str,
-    /// The workflow definition's version.
-    version: u32,
-    terminal: bool,
-    correlation_id: Option<&'a str>,
-}
-
-impl<'a> Index<'a> {
-    fn of(wf: &'a WorkflowHeader) -> Index<'a> {
-        Index {
-            id: &wf.workflow_id,
-            name: &wf.workflow_name,
-            version: wf.workflow_version,
-            terminal: wf.status.is_terminal(),
-            correlation_id: wf.correlation_id.as_deref(),
-        }
-    }
-}
-
-/// The header of a put's record or a patch; `None` (logged) when it does not decode.
-fn header<T: serde::de::DeserializeOwned>(raw: &RawValue, what: &str) -> Option<T> {
-    serde_json::from_str(raw.get())
-        .map_err(|e| tracing::error!(error = %e, "undecodable {what}; skipped"))
-        .ok()
-}
-
 /// How many expired fingerprints one publish removes (keeps the table bounded by the rate).
 const FINGERPRINTS_EXPIRED_PER_PUBLISH: usize = 8;
 
@@ -360,21 +261,10 @@ fn read_u64(state: &Tree, key: &[u8]) -> u64 {
     }
 }
 
-/// The version of the stored record of `id`, 0 when none: what its chain begins with, or the
-/// version row of a chain written before chains began so.
+/// The version of the stored record of `id` (what its chain begins with), 0 when none.
 pub fn stored_version(state: &Tree, id: &proto::WorkflowId) -> u64 {
     let row = state.get(keys::workflow(id)).ok().flatten();
-    version_of(state, id, row.as_deref())
-}
-
-/// [`stored_version`] of `id` whose row is `row`.
-fn version_of(state: &Tree, id: &proto::WorkflowId, row: Option<&[u8]>) -> u64 {
-    match row {
-        Some(row) => {
-            patch::chain_version(row).unwrap_or_else(|| read_u64(state, &keys::version(id)))
-        }
-        None => 0,
-    }
+    row.as_deref().and_then(patch::chain_version).unwrap_or(0)
 }
 
 impl cluster::StateMachine for WorkflowMachine {
@@ -392,27 +282,18 @@ impl cluster::StateMachine for WorkflowMachine {
 }
 
 impl WorkflowMachine {
-    /// Applies a command other than a workflow's write (and the JSON puts and patches an older
-    /// build's log may hold).
+    /// Applies a command other than a workflow's write.
     fn command(state: &Tree, batch: &mut Batch, command: &[u8]) -> PartitionOutcome {
-        match record::decode_borrowed::<PartitionCommandView>(command) {
-            Ok(PartitionCommandView::PutWorkflow {
-                record,
-                expected_version,
-            }) => Self::put(state, batch, record, expected_version),
-            Ok(PartitionCommandView::PatchWorkflow {
-                patch,
-                expected_version,
-            }) => Self::patch(state, batch, patch, expected_version),
-            Ok(PartitionCommandView::RemoveWorkflow { workflow_id }) => {
+        match record::decode::<PartitionCommand>(command) {
+            Ok(PartitionCommand::RemoveWorkflow { workflow_id }) => {
                 Self::remove(state, batch, &workflow_id)
             }
-            Ok(PartitionCommandView::PutExecution {
+            Ok(PartitionCommand::PutExecution {
                 handler,
                 execution,
                 create,
             }) => Self::put_execution(state, batch, &handler, *execution, create),
-            Ok(PartitionCommandView::Publish {
+            Ok(PartitionCommand::Publish {
                 queue,
                 message,
                 dedup,
@@ -420,21 +301,21 @@ impl WorkflowMachine {
                 Some(d) if Self::seen(state, batch, d) => PartitionOutcome::Duplicate,
                 _ => Self::publish(state, batch, &queue, &message),
             },
-            Ok(PartitionCommandView::MarkSchedule { name, time }) => {
+            Ok(PartitionCommand::MarkSchedule { name, time }) => {
                 let key = keys::schedule_mark(&name);
                 if time > read_u64(state, &key) as i64 {
                     batch.insert(key, time.to_be_bytes().to_vec());
                 }
                 PartitionOutcome::Applied
             }
-            Ok(PartitionCommandView::Ack { queue, seq }) => Self::ack(state, batch, &queue, seq),
-            Ok(PartitionCommandView::Quarantine {
+            Ok(PartitionCommand::Ack { queue, seq }) => Self::ack(state, batch, &queue, seq),
+            Ok(PartitionCommand::Quarantine {
                 workflow_id,
                 name,
                 reason,
                 time,
             }) => Self::quarantine(state, batch, &workflow_id, name.as_deref(), reason, time),
-            Ok(PartitionCommandView::DropQuarantined { workflow_id }) => {
+            Ok(PartitionCommand::DropQuarantined { workflow_id }) => {
                 let key = keys::quarantined(&workflow_id);
                 if !matches!(state.contains_key(&key), Ok(true)) {
                     return PartitionOutcome::NotFound;
@@ -442,23 +323,23 @@ impl WorkflowMachine {
                 batch.remove(key);
                 PartitionOutcome::Applied
             }
-            Ok(PartitionCommandView::BeginAttempt {
+            Ok(PartitionCommand::BeginAttempt {
                 event,
                 message_id,
                 now,
                 last_error,
             }) => Self::begin_attempt(state, batch, &event, &message_id, now, last_error),
-            Ok(PartitionCommandView::EndAttempts { event, message_id }) => {
+            Ok(PartitionCommand::EndAttempts { event, message_id }) => {
                 batch.remove(keys::attempts(&event, &message_id));
                 PartitionOutcome::Applied
             }
-            Ok(PartitionCommandView::PutDeadLetter { letter }) => {
+            Ok(PartitionCommand::PutDeadLetter { letter }) => {
                 batch.remove(keys::attempts(&letter.event, &letter.message_id));
                 let key = keys::dead_letter(&letter.event, &letter.message_id);
                 batch.insert(key, record::encode(&letter));
                 PartitionOutcome::Applied
             }
-            Ok(PartitionCommandView::RemoveDeadLetter { event, message_id }) => {
+            Ok(PartitionCommand::RemoveDeadLetter { event, message_id }) => {
                 let key = keys::dead_letter(&event, &message_id);
                 if !matches!(state.contains_key(&key), Ok(true)) {
                     return PartitionOutcome::NotFound;
@@ -481,7 +362,9 @@ mod tests {
     use super::*;
     use cluster::StateMachine;
     use engine::testing::{def_of, simple, H};
-    use proto::record::{PartitionCommand, PartitionCommandRef, WorkflowRecord};
+    use proto::record::patch::diff;
+    use proto::record::write::encode_json;
+    use proto::record::WorkflowRecord;
     use serde_json::json;
 
     fn outcome(bytes: &[u8]) -> PartitionOutcome {
@@ -491,26 +374,12 @@ mod tests {
     #[test]
     fn a_put_stores_the_proposers_bytes_with_its_index_rows_and_only_once() {
         let h = H::start(def_of(vec![simple("a")]), json!({}));
-        let borrowed = record::encode(&PartitionCommandRef::PutWorkflow {
-            record: &h.rec,
-            expected_version: 0,
-        });
-        let owned = record::encode(&PartitionCommand::PutWorkflow {
-            record: Box::new(h.rec.clone()),
-            expected_version: 0,
-        });
-        assert_eq!(
-            borrowed, owned,
-            "the borrowed command encodes as the owned one"
-        );
+        let put = write_of(None, &h.rec, 0);
 
         let dir = tempfile::tempdir().expect("a temporary directory");
         let db = cluster::storage::Db::open_sled(dir.path()).expect("sled opens");
         let state = db.open_tree("state").expect("a tree");
-        let mut batch = Batch::default();
-        let out = WorkflowMachine.apply(&state, &mut batch, &borrowed);
-        assert_eq!(outcome(&out), PartitionOutcome::Applied);
-        state.apply_batch(batch).expect("the batch applies");
+        assert_eq!(apply_bytes(&state, &put), PartitionOutcome::Applied);
 
         let id = &h.rec.workflow.workflow_id;
         let stored = state
@@ -530,18 +399,12 @@ mod tests {
                 crate::partition::stored::owner_of_task(&state, &task.task_id).expect("reads"),
                 Some(id.clone())
             );
-            assert!(
-                !state
-                    .contains_key(keys::task(&task.task_id))
-                    .expect("reads"),
-                "no index row per task"
-            );
         }
         let running = keys::running(&h.rec.workflow.workflow_name, id);
         assert!(state.contains_key(running).expect("reads"));
 
         let mut again = Batch::default();
-        let out = WorkflowMachine.apply(&state, &mut again, &borrowed);
+        let out = WorkflowMachine.apply(&state, &mut again, &put);
         assert_eq!(
             outcome(&out),
             PartitionOutcome::VersionConflict { stored: 1 }
@@ -571,11 +434,8 @@ mod tests {
             task.task_id = TaskId::of_workflow(&twin.workflow.workflow_id, 7 << 16);
         }
         for rec in [&twin, &h.rec] {
-            let put = PartitionCommandRef::PutWorkflow {
-                record: rec,
-                expected_version: 0,
-            };
-            assert_eq!(apply_ref(&state, &put), PartitionOutcome::Applied);
+            let put = write_of(None, rec, 0);
+            assert_eq!(apply_bytes(&state, &put), PartitionOutcome::Applied);
         }
         for rec in [&twin, &h.rec] {
             let task = &rec.workflow.tasks[0].task_id;
@@ -586,53 +446,31 @@ mod tests {
         }
         let unknown = TaskId::of_workflow(&first, 9 << 16);
         assert_eq!(owner_of_task(&state, &unknown).expect("reads"), None);
-        // A task from before task ids began with their workflow's: its index row names it.
-        let old = TaskId::new(proto::PartitionId(0), 0xabcd << 64);
-        state
-            .insert(keys::task(&old), first.as_str().as_bytes())
-            .expect("writes");
-        assert_eq!(owner_of_task(&state, &old).expect("reads"), Some(first));
     }
 
-    /// Applies a borrowed command (a put or a patch).
-    fn apply_ref(state: &Tree, command: &PartitionCommandRef) -> PartitionOutcome {
+    /// Applies `bytes` (a workflow's write or an encoded command).
+    fn apply_bytes(state: &Tree, bytes: &[u8]) -> PartitionOutcome {
         let mut batch = Batch::default();
-        let out = WorkflowMachine.apply(state, &mut batch, &record::encode(command));
+        let out = WorkflowMachine.apply(state, &mut batch, bytes);
         state.apply_batch(batch).expect("the batch applies");
         outcome(&out)
     }
 
-    /// A workflow's write of `next` after `prev` (a patch when `patch`), as the actor makes it.
-    fn write_of(prev: Option<&WorkflowRecord>, next: &WorkflowRecord, patch: bool) -> Vec<u8> {
-        use proto::record::write::{encode_json, WriteHead, WriteKind};
-        let head = |kind| WriteHead::of(kind, prev.map_or(0, |p| p.version), next);
-        match prev.filter(|_| patch) {
-            Some(prev) => {
-                let p = proto::record::patch::diff(prev, next).expect("a patch");
-                encode_json(&head(WriteKind::Patch), &p)
-            }
+    /// A workflow's write of `next` following the stored version `expected`, as the actor makes
+    /// it: the patch from `prev` when given, else the whole record.
+    fn write_of(prev: Option<&WorkflowRecord>, next: &WorkflowRecord, expected: u64) -> Vec<u8> {
+        let head = |kind| WriteHead::of(kind, expected, next);
+        match prev {
+            Some(prev) => encode_json(&head(WriteKind::Patch), &diff(prev, next).expect("a patch")),
             None => encode_json(&head(WriteKind::Put), next),
         }
     }
 
-    fn pairs(state: &Tree) -> Vec<(Vec<u8>, Vec<u8>)> {
-        state
-            .iter()
-            .map(|kv| {
-                let (k, v) = kv.expect("reads");
-                (k.to_vec(), v.to_vec())
-            })
-            .collect()
-    }
-
     #[test]
-    fn writes_store_what_the_json_commands_of_older_builds_store() {
+    fn writes_store_chains_and_index_rows_and_apply_once() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let db = cluster::storage::Db::open_sled(dir.path()).expect("sled opens");
-        let (by_write, by_json) = (
-            db.open_tree("writes").expect("a tree"),
-            db.open_tree("json").expect("a tree"),
-        );
+        let by_write = db.open_tree("writes").expect("a tree");
         let mut def = def_of(vec![simple("a"), simple("b")]);
         def.name = "ordered".into();
         let mut h = H::start(def, json!({}));
@@ -651,31 +489,23 @@ mod tests {
         for (step, next) in history.iter().enumerate() {
             // Puts first and last, patches between, as the actor writes them.
             let patch = step > 0 && step + 1 < history.len();
-            let write = write_of(prev, next, patch);
-            let mut batch = Batch::default();
-            let out = WorkflowMachine.apply(&by_write, &mut batch, &write);
-            assert_eq!(outcome(&out), PartitionOutcome::Applied, "step {step}");
-            by_write.apply_batch(batch).expect("the batch applies");
-            let expected_version = prev.map_or(0, |p| p.version);
-            let json = match prev.filter(|_| patch) {
-                Some(p) => PartitionCommandRef::PatchWorkflow {
-                    patch: proto::record::patch::diff(p, next).expect("a patch"),
-                    expected_version,
-                },
-                None => PartitionCommandRef::PutWorkflow {
-                    record: next,
-                    expected_version,
-                },
-            };
-            assert_eq!(apply_ref(&by_json, &json), PartitionOutcome::Applied);
-            assert_eq!(pairs(&by_write), pairs(&by_json), "step {step}");
+            let expected = prev.map_or(0, |p| p.version);
+            let write = write_of(prev.filter(|_| patch), next, expected);
+            assert_eq!(
+                apply_bytes(&by_write, &write),
+                PartitionOutcome::Applied,
+                "step {step}"
+            );
+            let read = crate::partition::stored::read(&by_write, &h.rec.workflow.workflow_id)
+                .expect("reads")
+                .expect("stored");
+            assert_eq!(&read.record, next, "step {step}");
             if step == 2 {
-                let read = crate::partition::stored::read(&by_write, &h.rec.workflow.workflow_id)
-                    .expect("reads")
-                    .expect("stored");
-                assert_eq!((&read.record, read.patches), (next, 2));
+                assert_eq!(read.patches, 2);
                 let running = keys::running("ordered", &h.rec.workflow.workflow_id);
                 assert!(by_write.contains_key(running).expect("reads"));
+                let correlated = keys::correlated("order-7", &h.rec.workflow.workflow_id);
+                assert!(by_write.contains_key(correlated).expect("reads"));
             }
             // The same write again, or one that skips ahead, conflicts and writes nothing.
             let mut again = Batch::default();
@@ -693,70 +523,30 @@ mod tests {
         assert!(!by_write.contains_key(running).expect("reads"));
         // A damaged head is refused without a write.
         let mut batch = Batch::default();
-        let damaged = &write_of(None, &history[0], false)[..5];
+        let damaged = &write_of(None, &history[0], 0)[..5];
         let out = WorkflowMachine.apply(&by_write, &mut batch, damaged);
         assert_eq!(outcome(&out), PartitionOutcome::Undecodable);
         assert!(batch.is_empty());
     }
 
     #[test]
-    fn a_chain_written_with_a_version_row_is_carried_over_by_its_next_write() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let db = cluster::storage::Db::open_sled(dir.path()).expect("sled opens");
-        let state = db.open_tree("state").expect("a tree");
-        let mut h = H::start(def_of(vec![simple("a")]), json!({}));
-        let first = h.rec.clone();
-        let id = first.workflow.workflow_id.clone();
-        // As builds before chains began with their version stored it.
-        state
-            .insert(keys::workflow(&id), record::encode(&first))
-            .expect("writes");
-        state
-            .insert(keys::version(&id), first.version.to_be_bytes().to_vec())
-            .expect("writes");
-        assert_eq!(stored_version(&state, &id), first.version);
-        h.poll("a");
-        let mut batch = Batch::default();
-        let write = write_of(Some(&first), &h.rec, true);
-        let out = WorkflowMachine.apply(&state, &mut batch, &write);
-        assert_eq!(outcome(&out), PartitionOutcome::Applied);
-        state.apply_batch(batch).expect("the batch applies");
-        assert!(!state.contains_key(keys::version(&id)).expect("reads"));
-        assert_eq!(stored_version(&state, &id), h.rec.version);
-        let read = crate::partition::stored::read(&state, &id)
-            .expect("reads")
-            .expect("stored");
-        assert_eq!((read.record, read.patches), (h.rec.clone(), 1));
-    }
-
-    #[test]
     fn patches_follow_the_record_until_a_full_write_replaces_them() {
         use crate::partition::stored;
-        use proto::record::patch::diff;
         let dir = tempfile::tempdir().expect("a temporary directory");
         let db = cluster::storage::Db::open_sled(dir.path()).expect("sled opens");
         let state = db.open_tree("state").expect("a tree");
         let mut h = H::start(def_of(vec![simple("a"), simple("b")]), json!({}));
         let id = h.rec.workflow.workflow_id.clone();
         let first = h.rec.clone();
-        fn put(rec: &WorkflowRecord, expected_version: u64) -> PartitionCommandRef<'_> {
-            PartitionCommandRef::PutWorkflow {
-                record: rec,
-                expected_version,
-            }
-        }
         // A patch needs a record to follow.
         h.poll("a");
-        let early = PartitionCommandRef::PatchWorkflow {
-            patch: diff(&first, &h.rec).expect("a patch"),
-            expected_version: 0,
-        };
+        let early = write_of(Some(&first), &h.rec, 0);
         assert_eq!(
-            apply_ref(&state, &early),
+            apply_bytes(&state, &early),
             PartitionOutcome::VersionConflict { stored: 0 }
         );
         assert_eq!(
-            apply_ref(&state, &put(&first, 0)),
+            apply_bytes(&state, &write_of(None, &first, 0)),
             PartitionOutcome::Applied
         );
 
@@ -765,20 +555,10 @@ mod tests {
             if step == 1 {
                 h.complete("a", json!({"done": true}));
             }
-            let cmd = PartitionCommandRef::PatchWorkflow {
-                patch: diff(&prev, &h.rec).expect("a patch"),
-                expected_version: expected,
-            };
-            let bytes = record::encode(&cmd);
-            let owned: PartitionCommand = record::decode(&bytes).expect("decodes");
+            let write = write_of(Some(&prev), &h.rec, expected);
+            assert_eq!(apply_bytes(&state, &write), PartitionOutcome::Applied);
             assert_eq!(
-                record::encode(&owned),
-                bytes,
-                "the owned patch encodes alike"
-            );
-            assert_eq!(apply_ref(&state, &cmd), PartitionOutcome::Applied);
-            assert_eq!(
-                apply_ref(&state, &cmd),
+                apply_bytes(&state, &write),
                 PartitionOutcome::VersionConflict {
                     stored: expected + 1
                 },
@@ -802,7 +582,7 @@ mod tests {
 
         h.poll("b");
         assert_eq!(
-            apply_ref(&state, &put(&h.rec, 3)),
+            apply_bytes(&state, &write_of(None, &h.rec, 3)),
             PartitionOutcome::Applied
         );
         let read = stored::read(&state, &id).expect("reads").expect("stored");
@@ -819,11 +599,8 @@ mod tests {
         );
 
         h.complete("b", json!({}));
-        let cmd = PartitionCommandRef::PatchWorkflow {
-            patch: diff(&read_back(&state, &id), &h.rec).expect("a patch"),
-            expected_version: 4,
-        };
-        assert_eq!(apply_ref(&state, &cmd), PartitionOutcome::Applied);
+        let write = write_of(Some(&read_back(&state, &id)), &h.rec, 4);
+        assert_eq!(apply_bytes(&state, &write), PartitionOutcome::Applied);
         let remove = PartitionCommand::RemoveWorkflow {
             workflow_id: id.clone(),
         };
@@ -841,10 +618,7 @@ mod tests {
     }
 
     fn apply(state: &Tree, command: &PartitionCommand) -> PartitionOutcome {
-        let mut batch = Batch::default();
-        let out = WorkflowMachine.apply(state, &mut batch, &record::encode(command));
-        state.apply_batch(batch).expect("the batch applies");
-        outcome(&out)
+        apply_bytes(state, &record::encode(command))
     }
 
     #[test]

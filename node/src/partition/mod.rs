@@ -47,8 +47,7 @@ pub struct PartitionCtx {
     fence: fence::Fence,
 }
 
-/// Proposes a [`PartitionCommand`] (or its borrowed form, which encodes to the same bytes) to a
-/// partition's group.
+/// Proposes an encoded [`PartitionCommand`] or workflow write to a partition's group.
 async fn propose(
     id: PartitionId,
     group: &cluster::Group,
@@ -69,8 +68,8 @@ async fn propose(
 }
 
 impl PartitionCtx {
-    /// Proposes a [`PartitionCommand`] (or its borrowed form, which encodes to the same bytes).
-    pub async fn propose(&self, cmd: &impl serde::Serialize) -> Result<PartitionOutcome> {
+    /// Proposes a [`PartitionCommand`].
+    pub async fn propose(&self, cmd: &PartitionCommand) -> Result<PartitionOutcome> {
         self.propose_write(record::encode(cmd)).await
     }
 

@@ -97,17 +97,9 @@ pub fn quarantine_entries(state: &Tree) -> Result<Vec<(WorkflowId, Quarantined)>
 }
 
 /// The workflow that owns `task`: the one among those whose id begins as the task's does that
-/// holds it (see [`TaskId::of_workflow`]), or, for a task made before task ids began so, the one
-/// its index row names. `None` when no workflow here holds it.
+/// holds it (see [`TaskId::of_workflow`]). `None` when no workflow here holds it.
 pub fn owner_of_task(state: &Tree, task: &TaskId) -> Result<Option<WorkflowId>> {
     let failed = |e: &dyn std::fmt::Display| Error::Internal(format!("finding task {task}: {e}"));
-    if let Some(row) = state.get(keys::task(task)).map_err(|e| failed(&e))? {
-        let id = std::str::from_utf8(&row)
-            .ok()
-            .and_then(|s| WorkflowId::parse(s).ok())
-            .ok_or_else(|| failed(&"its index row is not a workflow id"))?;
-        return Ok(Some(id));
-    }
     let Some(prefix) = task.owner_prefix() else {
         return Ok(None);
     };

@@ -15,9 +15,6 @@
 //! - watched (the watcher's long poll names it): polls do not ask;
 //! - ready (the peer said it has tasks left waiting): polls ask, and an answer short of what
 //!   they asked for means drained, which is unknown again and makes the watcher ask anew.
-//!
-//! A peer that does not know [`Forward::Backlog`] (an older version during a rolling upgrade) is
-//! marked legacy: polls ask it on every wake-up and every 100 ms, as before.
 
 use super::Inner;
 use crate::forward::{self, Forward, Reply, Wanted};
@@ -46,8 +43,6 @@ const IDLE_RECHECK_MS: u64 = 30_000;
 const RECONCILE_MS: u64 = 500;
 /// Pause after a failed backlog poll (peer unreachable) before the next.
 const RETRY_MS: u64 = 1_000;
-/// Pause before asking a legacy peer again whether it now knows backlog polls.
-const LEGACY_RETRY_MS: u64 = 10_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Hint {
@@ -60,7 +55,6 @@ enum Hint {
 struct Peer {
     /// Each wanted (type, domain), when a poll last wanted it, and what is known of it.
     wanted: BTreeMap<Wanted, (NowMs, Hint)>,
-    legacy: bool,
     /// Woken when the watcher should ask anew (a new want, or one drained).
     changed: Arc<Notify>,
 }
@@ -95,7 +89,7 @@ impl Backlogs {
                 Hint::Unknown
             }
         };
-        p.legacy || hint != Hint::Watched
+        hint != Hint::Watched
     }
 
     /// A poll asked `peer` for `want` and got less than it asked for: nothing is left waiting there.
@@ -109,11 +103,6 @@ impl Backlogs {
                 }
             }
         }
-    }
-
-    /// Whether polls must ask `peer` on every wake-up (it does not answer backlog polls).
-    pub(crate) fn is_legacy(&self, peer: NodeId) -> bool {
-        self.lock().get(&peer).is_some_and(|p| p.legacy)
     }
 
     /// What `peer`'s watcher asks about now (at most [`WANTED_MAX`]): every want renewed within
@@ -138,7 +127,6 @@ impl Backlogs {
     fn hinted(&self, peer: NodeId, ready: &[Wanted]) {
         let mut peers = self.lock();
         let p = peers.entry(peer).or_default();
-        p.legacy = false;
         for want in ready {
             if let Some(entry) = p.wanted.get_mut(want) {
                 entry.1 = Hint::Ready;
@@ -148,10 +136,9 @@ impl Backlogs {
 
     /// The watcher's question is no longer open (it failed or is re-asked): what it named is
     /// unknown again, so polls ask directly meanwhile.
-    fn unwatch(&self, peer: NodeId, legacy: bool) {
+    fn unwatch(&self, peer: NodeId) {
         let mut peers = self.lock();
         let p = peers.entry(peer).or_default();
-        p.legacy = legacy;
         for (_, hint) in p.wanted.values_mut() {
             if *hint == Hint::Watched {
                 *hint = Hint::Unknown;
@@ -224,32 +211,22 @@ async fn watch(inner: Weak<Inner>, peer: NodeId) {
             answer = transport.call(peer, cluster::Service::Forward, request, within) => answer,
             _ = &mut renewed => {
                 if let Some(node) = inner.upgrade() {
-                    node.backlogs.unwatch(peer, false);
+                    node.backlogs.unwatch(peer);
                 }
                 continue;
             }
         };
         let Some(node) = inner.upgrade() else { return };
+        node.backlogs.unwatch(peer);
         match answer.map(|bytes| forward::decode_reply(&bytes)) {
             Ok(Ok(Reply::Backlog(ready))) => {
-                node.backlogs.unwatch(peer, false);
                 node.backlogs.hinted(peer, &ready);
                 for want in &ready {
                     node.queues.notifier(&want.task_type).notify_waiters();
                 }
             }
-            Ok(answer) => {
-                // The peer cannot answer backlog polls (an older version): ask it as before.
-                if let Err(e) = answer {
-                    tracing::debug!(%peer, error = %e, "peer does not answer backlog polls");
-                }
-                node.backlogs.unwatch(peer, true);
-                drop(node);
-                tokio::time::sleep(Duration::from_millis(LEGACY_RETRY_MS)).await;
-            }
-            Err(e) => {
-                tracing::debug!(%peer, error = %e, "backlog poll failed");
-                node.backlogs.unwatch(peer, false);
+            failed => {
+                tracing::debug!(%peer, answer = ?failed, "backlog poll failed");
                 drop(node);
                 tokio::time::sleep(Duration::from_millis(RETRY_MS)).await;
             }
@@ -334,7 +311,7 @@ mod tests {
         let (ask, _) = b.to_ask(PEER, 11);
         assert_eq!(ask, vec![want("a")]);
         assert!(!b.worth_asking(PEER, &want("a"), 12), "watched: do not ask");
-        b.unwatch(PEER, false);
+        b.unwatch(PEER);
         b.hinted(PEER, &[want("a")]);
         assert!(b.worth_asking(PEER, &want("a"), 13), "ready: ask");
         let (ask, _) = b.to_ask(PEER, 14);
@@ -360,7 +337,7 @@ mod tests {
             .await
             .expect("a new want wakes the watcher");
         b.to_ask(PEER, 2);
-        b.unwatch(PEER, false);
+        b.unwatch(PEER);
         b.hinted(PEER, &[want("a")]);
         let woken = changed.notified();
         tokio::pin!(woken);
@@ -372,17 +349,11 @@ mod tests {
     }
 
     #[test]
-    fn legacy_peers_and_stale_wants() {
+    fn stale_wants_are_forgotten() {
         let b = Backlogs::default();
         b.worth_asking(PEER, &want("a"), 0);
         b.to_ask(PEER, 0);
-        b.unwatch(PEER, true);
-        assert!(b.is_legacy(PEER));
-        b.to_ask(PEER, 1);
-        assert!(b.worth_asking(PEER, &want("a"), 2), "legacy: always ask");
         let (ask, _) = b.to_ask(PEER, 2 + WANT_TTL_MS + 1);
         assert!(ask.is_empty(), "a want no poll renewed is forgotten");
-        b.hinted(PEER, &[]);
-        assert!(!b.is_legacy(PEER), "an answer ends legacy");
     }
 }

@@ -11,10 +11,6 @@ use engine::{Effect, Input};
 use proto::limits::{POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
 use proto::model::{Json, Task, TaskExecLog, TaskResult, TaskResultStatus, TaskStatus};
 use proto::{NodeId, TaskId, WorkflowId};
-
-/// How often a waiting poll in a cluster asks a peer of an older version (one that cannot say
-/// when it has tasks waiting, see `backlog`) again.
-const REMOTE_POLL_INTERVAL_MS: u64 = 100;
 use std::time::Duration;
 
 fn parse_task_id(id: &str) -> Result<TaskId> {
@@ -110,10 +106,6 @@ impl Inner {
             if let Some(next) = self.queues.next_visible(&request.task_type, domain) {
                 let in_ms = u64::try_from(next.saturating_sub(self.clock.now_ms())).unwrap_or(0);
                 until = until.min(now_i + Duration::from_millis(in_ms.max(1)));
-            }
-            if peers.iter().any(|p| self.backlogs.is_legacy(*p)) {
-                // A peer too old for backlog polls cannot wake this poller: look again soon.
-                until = until.min(now_i + Duration::from_millis(REMOTE_POLL_INTERVAL_MS));
             }
             // Parked, a workflow actor that makes a task ready leases it to this poll in its own
             // write (see `queue`).

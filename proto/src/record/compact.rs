@@ -60,15 +60,6 @@ pub(super) fn restore(def: &WorkflowDef, tasks: &mut [Task]) {
 pub(super) struct Omitting(Option<HashSet<usize>>);
 
 impl Omitting {
-    /// Leaves out the `workflowTask` of each of `tasks` that has none (one a decoding left out).
-    pub(super) fn install_empty<'a>(tasks: impl Iterator<Item = &'a Task>) -> Omitting {
-        let set = tasks
-            .filter(|t| t.workflow_task.task_reference_name.is_empty())
-            .map(|t| &t.workflow_task as *const WorkflowTask as usize)
-            .collect();
-        Omitting(OMITTED.with(|o| o.borrow_mut().replace(set)))
-    }
-
     pub(super) fn install(workflow: &Workflow) -> Omitting {
         let defs = by_reference(&workflow.workflow_definition);
         let set = workflow
@@ -114,8 +105,7 @@ impl Serialize for WorkflowRecord {
     }
 }
 
-/// The fields of a record as stored (owned for reading); a record without omissions (format
-/// version 1) reads the same way.
+/// The fields of a record as stored (owned for reading).
 #[derive(Deserialize)]
 pub(super) struct Stored {
     version: u64,

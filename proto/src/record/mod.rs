@@ -1,14 +1,13 @@
 //! Versioned records: what partitions replicate and store. Every encoded record starts with a two-byte
-//! little-endian format version; a node decodes the current version and the previous one (DESIGN §9).
+//! little-endian format version, [`FORMAT_VERSION`]; a node decodes that version only.
 //!
 //! The body is JSON for now: workflow inputs and outputs are arbitrary JSON (`serde_json::Value`), which
 //! non-self-describing formats such as bincode cannot carry through serde. A denser body is a later
 //! format version, not a silent change.
 
 use crate::ids::{NodeId, WorkflowId};
-use crate::model::{EventExecution, TaskDef, TaskExecLog, Workflow, WorkflowDef, WorkflowStatus};
+use crate::model::{EventExecution, TaskDef, TaskExecLog, Workflow, WorkflowDef};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
-use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 
 pub mod compact;
@@ -17,17 +16,15 @@ pub mod patch;
 pub mod quarantine;
 pub mod write;
 
-/// The format version this build writes. 2: a workflow record leaves out each task's
-/// `workflowTask` that its workflow definition holds (see [`compact`]).
-pub const FORMAT_VERSION: u16 = 2;
-/// The oldest format version this build still reads.
-pub const FORMAT_VERSION_MIN: u16 = 1;
+/// The format version of every record, the only one read. A workflow record leaves out each
+/// task's `workflowTask` that its workflow definition holds (see [`compact`]).
+pub const FORMAT_VERSION: u16 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
     #[error("record too short to carry a format version")]
     Truncated,
-    #[error("record format version {0} is not readable by this build (reads {FORMAT_VERSION_MIN}..={FORMAT_VERSION})")]
+    #[error("record format version {0} is not readable by this build (reads {FORMAT_VERSION})")]
     Version(u16),
     #[error("record body is malformed: {0}")]
     Body(#[from] serde_json::Error),
@@ -43,23 +40,18 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     out
 }
 
-/// Decodes a record written by this or the previous format version.
+/// Decodes a record written with [`FORMAT_VERSION`].
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     Ok(serde_json::from_slice(body(bytes)?)?)
 }
 
-/// Decodes a record that borrows from `bytes` (see [`PartitionCommandView`]).
-pub fn decode_borrowed<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, CodecError> {
-    Ok(serde_json::from_slice(body(bytes)?)?)
-}
-
 /// A record's body after checking its format version.
-pub(crate) fn body(bytes: &[u8]) -> Result<&[u8], CodecError> {
+fn body(bytes: &[u8]) -> Result<&[u8], CodecError> {
     if bytes.len() < 2 {
         return Err(CodecError::Truncated);
     }
     let version = u16::from_le_bytes([bytes[0], bytes[1]]);
-    if !(FORMAT_VERSION_MIN..=FORMAT_VERSION).contains(&version) {
+    if version != FORMAT_VERSION {
         return Err(CodecError::Version(version));
     }
     Ok(&bytes[2..])
@@ -70,7 +62,7 @@ pub(crate) fn body(bytes: &[u8]) -> Result<&[u8], CodecError> {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(from = "compact::Stored")]
 pub struct WorkflowRecord {
-    /// Strictly increases with every write of this workflow (INVARIANTS I13); 1 for the first.
+    /// Strictly increases with every write of this workflow; 1 for the first.
     pub version: u64,
     pub workflow: Workflow,
     /// Worker log lines per task id.
@@ -83,21 +75,11 @@ pub struct WorkflowRecord {
 /// How many applied keys a workflow record remembers.
 pub const APPLIED_KEYS_MAX: usize = 64;
 
-/// A command in a workflow partition's Raft log. Applying one never reads a clock or runs the
-/// decider: it checks versions and writes what it carries.
+/// A command in a workflow partition's Raft log, other than a workflow's write (see [`write`]).
+/// Applying one never reads a clock or runs the decider: it checks versions and writes what it
+/// carries.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum PartitionCommand {
-    /// Writes `record` if the stored version equals `expected_version` (0: none may be stored).
-    PutWorkflow {
-        record: Box<WorkflowRecord>,
-        expected_version: u64,
-    },
-    /// Writes what changed since the stored version, which must equal `expected_version` (at
-    /// least 1: a patch follows a record); appended to the stored row (see [`patch`]).
-    PatchWorkflow {
-        patch: Box<patch::RecordPatch>,
-        expected_version: u64,
-    },
     /// Removes a workflow and its index rows.
     RemoveWorkflow { workflow_id: WorkflowId },
     /// Writes the execution record of one event-handler action. `create`: only if none is
@@ -211,112 +193,6 @@ pub struct QueueMessage {
     /// Higher is consumed first.
     #[serde(default)]
     pub priority: u8,
-}
-
-/// A [`PartitionCommand::PutWorkflow`] or [`PartitionCommand::PatchWorkflow`] that borrows its
-/// record, for proposing without copying it. Encodes to the very bytes of the owned command.
-#[derive(Serialize)]
-pub enum PartitionCommandRef<'a> {
-    PutWorkflow {
-        record: &'a WorkflowRecord,
-        expected_version: u64,
-    },
-    PatchWorkflow {
-        patch: patch::PatchRef<'a>,
-        expected_version: u64,
-    },
-}
-
-/// A [`PartitionCommand`] decoded for applying: a put's record stays raw JSON, so a replica
-/// stores the proposer's bytes without decoding and re-encoding the whole workflow; only
-/// [`RecordHeader`] is read from it.
-#[derive(Debug, Deserialize)]
-pub enum PartitionCommandView<'a> {
-    PutWorkflow {
-        #[serde(borrow)]
-        record: &'a RawValue,
-        expected_version: u64,
-    },
-    PatchWorkflow {
-        #[serde(borrow)]
-        patch: &'a RawValue,
-        expected_version: u64,
-    },
-    RemoveWorkflow {
-        workflow_id: WorkflowId,
-    },
-    PutExecution {
-        handler: String,
-        execution: Box<EventExecution>,
-        create: bool,
-    },
-    Publish {
-        queue: String,
-        message: Box<QueueMessage>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        dedup: Option<Dedup>,
-    },
-    Ack {
-        queue: String,
-        seq: u64,
-    },
-    MarkSchedule {
-        name: String,
-        time: i64,
-    },
-    Quarantine {
-        workflow_id: WorkflowId,
-        name: Option<String>,
-        reason: String,
-        time: crate::model::EpochMs,
-    },
-    DropQuarantined {
-        workflow_id: WorkflowId,
-    },
-    BeginAttempt {
-        event: String,
-        message_id: String,
-        now: crate::model::EpochMs,
-        last_error: Option<String>,
-    },
-    EndAttempts {
-        event: String,
-        message_id: String,
-    },
-    PutDeadLetter {
-        letter: Box<dead_letter::DeadLetter>,
-    },
-    RemoveDeadLetter {
-        event: String,
-        message_id: String,
-    },
-}
-
-/// The fields of a [`WorkflowRecord`] that applying a put needs (version and index rows); the
-/// rest of the record is skipped, not decoded.
-#[derive(Debug, Deserialize)]
-pub struct RecordHeader {
-    pub version: u64,
-    pub workflow: WorkflowHeader,
-}
-
-/// See [`RecordHeader`].
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkflowHeader {
-    pub workflow_id: WorkflowId,
-    pub workflow_name: String,
-    pub workflow_version: u32,
-    pub status: WorkflowStatus,
-    #[serde(default)]
-    pub correlation_id: Option<String>,
-}
-
-/// The fields of a [`patch::RecordPatch`] that applying it needs, like [`RecordHeader`].
-#[derive(Debug, Deserialize)]
-pub struct PatchHeader {
-    pub version: u64,
-    pub workflow: WorkflowHeader,
 }
 
 /// The result of applying a [`PartitionCommand`].

@@ -10,15 +10,15 @@
 //! then writes the full record. Applying a patch to the record it was taken from gives back the
 //! newer record exactly (the engine tests check this for every step they take).
 //!
-//! A partition stores a workflow as a *chain*: the encoded full record with the JSON of every
-//! patch written since appended to it (one row, so a step rewrites one value and a read is one
-//! lookup); [`decode_chain`] reads it back. A chain without patches is a plain encoded record.
+//! A partition stores a workflow as a *chain*: the full record's JSON with the JSON of every
+//! patch written since appended to it, behind [`CHAIN_TAG`] and the version it reads as (one row,
+//! so a step rewrites one value and a read is one lookup); [`decode_chain`] reads it back.
 //!
 //! While a head serialises, a thread-local flag makes [`head_only`] leave out `tasks` and
 //! `workflowDefinition`, as [`super::compact`] leaves out task definitions.
 
 use super::compact::{restore, Omitting};
-use super::{body, CodecError, WorkflowRecord};
+use super::{CodecError, WorkflowRecord};
 use crate::model::{Task, TaskExecLog, Workflow};
 use serde::{Deserialize, Serialize, Serializer};
 use std::cell::Cell;
@@ -122,7 +122,7 @@ pub fn diff<'a>(prev: &WorkflowRecord, next: &'a WorkflowRecord) -> Option<Patch
 }
 
 /// A stored or replicated patch, decoded.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Deserialize)]
 pub struct RecordPatch {
     pub version: u64,
     /// The workflow's head: its `tasks` and `workflowDefinition` are empty.
@@ -164,36 +164,13 @@ impl RecordPatch {
     }
 }
 
-impl Serialize for RecordPatch {
-    /// The bytes of the [`PatchRef`] it was decoded from: the task definitions that one left
-    /// out are still out (empty) here.
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let _omitting = Omitting::install_empty(self.tasks.iter());
-        let tasks: Vec<&Task> = self.tasks.iter().collect();
-        let task_logs = self
-            .task_logs
-            .iter()
-            .map(|(k, v)| (k.as_str(), v))
-            .collect();
-        PatchFields {
-            version: self.version,
-            workflow: Head(&self.workflow),
-            tasks: &tasks,
-            task_logs: &task_logs,
-            applied: self.applied.as_ref(),
-        }
-        .serialize(serializer)
-    }
-}
-
-/// The first two bytes (little-endian) of a chain that begins with its version: the tag, then
-/// the version of the record it reads as (8 bytes, big-endian), then the record's JSON and its
-/// patches'. A replica checks a write against that version without a row of its own for it.
-/// Chains written before (a record's format version, then the JSON) still read.
+/// The first two bytes (little-endian) of a chain: the tag, then the version of the record it
+/// reads as (8 bytes, big-endian), then the record's JSON and its patches'. A replica checks a
+/// write against that version without a row of its own for it.
 pub const CHAIN_TAG: u16 = 0x5702;
 const CHAIN_HEAD: usize = 10;
 
-/// The version a chain reads as, if it begins with it (see [`CHAIN_TAG`]).
+/// The version a chain reads as; `None` if `row` is not a chain (see [`CHAIN_TAG`]).
 pub fn chain_version(row: &[u8]) -> Option<u64> {
     match row {
         [a, b, v @ ..] if u16::from_le_bytes([*a, *b]) == CHAIN_TAG && v.len() >= 8 => {
@@ -214,8 +191,7 @@ pub fn chain_start(version: u64, record: &[u8]) -> Vec<u8> {
     row
 }
 
-/// `row` with `patch` (a patch's JSON, making it `version`) appended; a chain written before
-/// chains began with their version is carried over.
+/// `row` with `patch` (a patch's JSON, making it `version`) appended.
 pub fn chain_extend(row: &[u8], version: u64, patch: &[u8]) -> Result<Vec<u8>, CodecError> {
     let json = chain_json(row)?;
     let mut longer = Vec::with_capacity(CHAIN_HEAD + json.len() + patch.len());
@@ -228,13 +204,15 @@ pub fn chain_extend(row: &[u8], version: u64, patch: &[u8]) -> Result<Vec<u8>, C
 
 /// The JSON of a chain: the record's, then its patches'.
 fn chain_json(row: &[u8]) -> Result<&[u8], CodecError> {
-    match chain_version(row) {
-        Some(_) => Ok(&row[CHAIN_HEAD..]),
-        None => body(row),
+    match row {
+        [a, b, ..] if u16::from_le_bytes([*a, *b]) != CHAIN_TAG => {
+            Err(CodecError::Version(u16::from_le_bytes([*a, *b])))
+        }
+        _ => row.get(CHAIN_HEAD..).ok_or(CodecError::Truncated),
     }
 }
 
-/// Reads a chain (an encoded record, then the JSON of each patch appended to it): the record
+/// Reads a chain (the record's JSON, then the JSON of each patch appended to it): the record
 /// with every patch applied, and how many patches there were.
 pub fn decode_chain(bytes: &[u8]) -> Result<(WorkflowRecord, u32), CodecError> {
     let json = chain_json(bytes)?;

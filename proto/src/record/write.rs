@@ -4,9 +4,7 @@
 //! encoded it. Every replica applies every write, so applying one decodes no JSON: the head
 //! says what to check and which index rows to write, and the JSON goes into the row as it is.
 //!
-//! It replaces `PartitionCommand::PutWorkflow` / `PatchWorkflow` in what this build proposes;
-//! those (JSON, the record inside) are still applied when a log from an older build holds them.
-//! An older build cannot apply a write (it refuses it as an unknown format version).
+//! Every other command of a partition's log is a [`super::PartitionCommand`] record.
 //!
 //! Layout: the two-byte tag [`WRITE_TAG`] (little-endian, like a record's format version), the
 //! [`WriteHead`] in bincode's standard encoding, then the JSON body to the end.
@@ -14,7 +12,7 @@
 use super::{CodecError, WorkflowRecord};
 use serde::{Deserialize, Serialize};
 
-/// The first two bytes of a write: read as a record's format version, one no build uses.
+/// The first two bytes of a write: read as a record's format version, one no record uses.
 pub const WRITE_TAG: u16 = 0x5701;
 
 /// What a write replaces or extends.
