@@ -8,7 +8,7 @@
 //! returns the state machine's answer once it is committed (flushed) and applied.
 //!
 //! Concurrent proposals are packed into one log entry ([`proposer`]): one Raft round and one disk
-//! flush for many commands (group commit, DESIGN §11).
+//! flush for many commands (group commit).
 //!
 //! By default a group has a single voter, the local node, and no network: the whole product runs
 //! that way on one machine. With [`ClusterOptions`] a group has peers: its Raft messages travel
@@ -22,9 +22,9 @@
 //! open every group with [`GroupOptions::with_cluster`] (the router and the initial voters);
 //! register a [`Service::Forward`] handler for requests other nodes forward to this one.
 //!
-//! Storage layout per group `name` (DESIGN §3, §8):
-//! - `{name}/log`: log entries keyed by big-endian index ([`codec`]),
-//! - `{name}/raft`: vote, committed log id, last purged log id, current snapshot (meta and data),
+//! Storage layout per group `name`:
+//! - log entries: in the node's shared Raft log ([`storage::wal`], entries encoded by [`codec`]),
+//! - `{name}/raft`: vote, committed log id, last purged log id, current snapshot's metadata,
 //! - `{name}/state`: the state machine's keys (ASCII, written by the node) plus the cluster's own
 //!   bookkeeping keys, which start with byte `0x00` and are written in the same atomic batch as the
 //!   command's writes.

@@ -2,7 +2,7 @@
 //! difference: the randomness openraft draws (election timeouts) comes from a per-thread ChaCha
 //! generator that [`seed_thread`] can fix. Production seeds it from the OS once per thread; the
 //! simulator, which runs the whole cluster on one thread, seeds it from the run's seed so a run
-//! replays exactly (DESIGN §7).
+//! replays exactly.
 
 use openraft::async_runtime::TokioOneShotSender;
 use openraft::{AsyncRuntime, OptionalSend, TokioInstant};

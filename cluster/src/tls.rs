@@ -11,7 +11,7 @@
 //! address: it checks the chain but not the server name, and its caller checks the certificate
 //! against the id the member then states.
 //!
-//! Workers (DESIGN §6) have their own authority, the workers CA ([`CaKind::Workers`]): it signs
+//! Workers have their own authority, the workers CA ([`CaKind::Workers`]): it signs
 //! worker certificates ([`generate_worker_cert`]: client-only, naming the worker and the task types
 //! it may work as URI SANs, read back by [`worker_grant`]), and nodes trust it for worker
 //! connections only ([`worker_server_config`]). A worker certificate therefore cannot act as a
@@ -56,7 +56,7 @@ pub const WORKERS_CA_KEY_FILE: &str = "workers-ca.key";
 pub const WORKER_CERT_TASK_TYPES_MAX: usize = 256;
 
 /// Installs `ring` as the process-wide rustls crypto provider. Idempotent. Two providers (ring
-/// and aws-lc-rs) end up linked in Baton's binaries (DESIGN §10), and rustls panics when asked
+/// and aws-lc-rs) end up linked in Baton's binaries, and rustls panics when asked
 /// for "the" default with both present and none installed: call this first thing in every binary
 /// and test that touches TLS. The transport's own configurations name `ring` explicitly and do
 /// not depend on it.

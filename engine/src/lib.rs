@@ -2,7 +2,7 @@
 //!
 //! `start` and `decide` take the state, one input, the time and seeded randomness, and return the
 //! next state and the effects to perform after it commits. They read no clock, no RNG of their own,
-//! no socket and no file (DESIGN §3, §7): the runtime (`crate::partition`) supplies all of that and
+//! no socket and no file: the runtime (`crate::partition`) supplies all of that and
 //! performs the effects. `timers` and `ready_tasks` derive, from a state, the timers that must be armed
 //! and the tasks that workers may poll, so nothing about them is stored twice.
 //!
@@ -85,8 +85,8 @@ pub enum Input {
         worker_id: Option<String>,
     },
     /// `update-v2`: a worker's update, and if the workflow now has a task of the same type and
-    /// domain ready, that task leased to the same worker in the same decision (DESIGN §11: one
-    /// delta per step; a chain's next step costs no second Raft round).
+    /// domain ready, that task leased to the same worker in the same decision (one
+    /// Raft write per step; a chain's next step costs no second Raft round).
     TaskResultThenLease(TaskResult),
     /// An event handler's `update_workflow_variables`: merges `variables` into the workflow's
     /// (appending to arrays with `append_array`). `key` names the change: a repeat is a no-op.

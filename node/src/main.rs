@@ -155,6 +155,10 @@ fn parse_members(s: &str) -> Result<BTreeMap<NodeId, SocketAddr>, String> {
     Ok(out)
 }
 
+/// Set to `off`, the node records no metrics and `GET /metrics` answers 404 (to measure what
+/// recording costs).
+const METRICS_ENV: &str = "BATON_METRICS";
+
 fn main() -> anyhow::Result<()> {
     keep_freed_memory();
     let cli = Cli::parse();
@@ -169,7 +173,9 @@ fn main() -> anyhow::Result<()> {
         )
         .init();
     cluster::tls::install_crypto_provider();
-    node::metrics::install();
+    if std::env::var_os(METRICS_ENV).is_none_or(|v| v != "off") {
+        node::metrics::install();
+    }
     match cli.command {
         Command::Server {
             data_dir,

@@ -1,4 +1,4 @@
-//! Named maximums for everything that enters Baton (CONVENTIONS: put a limit on everything).
+//! Named maximums for everything that enters Baton: everything gets a limit.
 
 /// Largest HTTP request body accepted, in bytes.
 pub const REQUEST_BYTES_MAX: usize = 4 * 1024 * 1024;

@@ -1,4 +1,4 @@
-//! The worker protocol over QUIC (DESIGN §6): what a worker and a node say to each other on the one
+//! The worker protocol over QUIC: what a worker and a node say to each other on the one
 //! bidirectional stream a worker opens per connection.
 //!
 //! - The worker opens the stream with [`WorkerFrame::Hello`]: its id, the task types it works (each

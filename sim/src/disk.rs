@@ -1,8 +1,8 @@
 //! The simulated disk: a [`cluster::storage::Backend`] that keeps, per node, what is durable apart
 //! from what was written but not yet flushed. A crash ([`Disk::crash`]) keeps the durable state and
 //! a seeded prefix of the unflushed writes (sled recovers a prefix of its log; writes are never
-//! reordered), so any acknowledgement given before a flush can be caught losing data (INVARIANTS
-//! I2). A flush takes a seeded amount of simulated time and covers the writes made before it
+//! reordered), so any acknowledgement given before a flush can be caught losing data.
+//! A flush takes a seeded amount of simulated time and covers the writes made before it
 //! started.
 //!
 //! The node's Raft log files ([`cluster::storage::wal`]) are on the same disk but apart from the

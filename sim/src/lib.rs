@@ -1,4 +1,4 @@
-//! Deterministic simulation of a whole Baton cluster (DESIGN §7, CONVENTIONS "Tests").
+//! Deterministic simulation of a whole Baton cluster.
 //!
 //! One seed drives one run: several real Baton nodes (`node::server::open_with`, the same code the
 //! `baton` binary runs) on turmoil hosts in one thread, each over a simulated disk ([`disk`]) that

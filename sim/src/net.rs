@@ -409,8 +409,9 @@ fn appended_entries(payload: &[u8]) -> Option<(String, u64)> {
     }
 }
 
-/// INVARIANTS I2 at the moment of acknowledgement: a replica that answers an AppendEntries with
-/// success has flushed those entries (Raft's AppendEntries receiver persists before it replies).
+/// Nothing acknowledged is lost, checked at the moment of acknowledgement: a replica that answers
+/// an AppendEntries with success has flushed those entries (Raft's AppendEntries receiver persists
+/// before it replies).
 fn check_durable_ack(
     net: &Net,
     disk: &crate::disk::Disk,

@@ -98,7 +98,7 @@ pub fn event_child_key(workflow_id: &str) -> String {
 }
 
 /// Starts a sim_sequential for every message of EVENT_WORKFLOW's EVENT task, correlated to the
-/// run that sent it (INVARIANTS I11: once per message, across redelivery, crashes, failover).
+/// run that sent it (once per message, across redelivery, crashes, failover).
 /// No condition: scripts run on a real thread (`spawn_blocking`), outside simulated time.
 pub fn event_handler() -> EventHandler {
     serde_json::from_value(json!({

@@ -1,4 +1,4 @@
-//! The simulator's gate (issue 4): 100 seeds of a 3-node cluster with faults, each run twice in
+//! The simulator's gate: 100 seeds of a 3-node cluster with faults, each run twice in
 //! fresh processes with equal trace hashes, no invariant broken, and every "sometimes" counter
 //! non-zero over the seeds (each fault path was exercised); and a few seeds of a 5-node shape
 //! with more partitions and workflows, where other interleavings happen (more replicas per

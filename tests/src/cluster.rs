@@ -102,7 +102,7 @@ pub fn write_worker_cert(dir: &Path, id: &str, task_types: &str) {
 }
 
 /// The partition of a workflow or task id: ids are UUID-shaped and carry their partition in the
-/// last 16 bits (DESIGN §3), taken modulo the partition count.
+/// last 16 bits, taken modulo the partition count.
 pub fn partition_of(id: &str, partitions: usize) -> usize {
     let hex: String = id.chars().filter(|c| *c != '-').collect();
     assert!(

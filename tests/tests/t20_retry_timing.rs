@@ -159,7 +159,8 @@ fn total_timeout_ends_the_workflow_before_retries_run_out() {
     worker.join().expect("worker thread");
 
     // FAILED when the last failure finds the budget spent; TIMED_OUT when the budget runs out while a
-    // retry waits (the DESIGN allows both: "exhausted -> workflow FAILED, or TIMED_OUT if the task timed out").
+    // retry waits (both are correct: an exhausted budget fails the workflow, or times it out if the
+    // task timed out).
     let status = wf["status"].as_str().unwrap_or_default();
     assert!(
         status == "FAILED" || status == "TIMED_OUT",

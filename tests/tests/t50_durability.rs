@@ -1,8 +1,8 @@
 //! Crash durability: 1,000 fork/join workflows, `kill -9` of the server while workers complete tasks,
 //! restart on the same data directory, and then every acknowledged write must be there exactly once.
 //!
-//! What an acknowledgement promises (DESIGN §3: nothing is acknowledged before it is committed and
-//! flushed): a start answered 200 with an id exists after the crash; a task update answered 200 is
+//! What an acknowledgement promises (nothing is acknowledged before it is committed and flushed):
+//! a start answered 200 with an id exists after the crash; a task update answered 200 is
 //! reflected; no task attempt is handed out or completed twice.
 
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Cluster mode end to end: three `baton server` processes with mutual-TLS QUIC between them, 8
 //! partitions and the meta group replicated on every node.
 //!
-//! What is promised (DESIGN §3, INVARIANTS I1-I4, I13): any node accepts any request and forwards it
+//! What is promised: any node accepts any request and forwards it
 //! to the partition's leader; nothing is acknowledged before a quorum committed it, so killing or
 //! freezing a leader loses no acknowledged start or update; a stale leader's late writes never
 //! survive; terminal states absorb late results; replicas at the same applied index have the same
@@ -37,7 +37,7 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 // Shared pieces
 // ---------------------------------------------------------------------------------------------
 
-/// Definitions live in the meta group and every node reads them locally (DESIGN §3): a node may
+/// Definitions live in the meta group and every node reads them locally: a node may
 /// learn a registration a heartbeat after the registering node acknowledged it. Waits until every
 /// running node knows workflow `name`.
 fn wait_defs_everywhere(c: &Cluster, name: &str) {

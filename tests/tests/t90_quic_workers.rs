@@ -1,4 +1,4 @@
-//! Workers over QUIC (issue 5): workers built on the Rust SDK (`worker` crate) connect with mutual
+//! Workers over QUIC: workers built on the Rust SDK (`worker` crate) connect with mutual
 //! TLS, get tasks pushed against their credit, and have their results acknowledged after commit.
 //! The certificates come from `baton certs` and `baton worker-cert`; the refusals (no client
 //! certificate, another CA, a task type the certificate does not grant) are checked against the
@@ -305,7 +305,7 @@ fn a_connection_without_a_client_certificate_is_refused() {
     );
 }
 
-/// Issue 5's acceptance test: 1,000 workflows through QUIC workers built on the SDK, on three
+/// The QUIC workers' acceptance test: 1,000 workflows through workers built on the SDK, on three
 /// nodes, while the node leading the most partitions is killed. Every workflow completes, no step
 /// completes twice, and results that come after their attempt timed out (a 20th of the first
 /// attempts overrun their response timeout across the failover) are refused as stale.

@@ -1,4 +1,4 @@
-//! The Raft network of Baton groups (DESIGN §6): openraft's `RaftNetworkFactory`/`RaftNetwork`
+//! The Raft network of Baton groups: openraft's `RaftNetworkFactory`/`RaftNetwork`
 //! over the peer [`crate::transport`], for every group of the node multiplexed over one
 //! connection per peer, plus the [`RaftRouter`] that delivers incoming RPCs to the right group.
 //!

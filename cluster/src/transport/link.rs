@@ -1,4 +1,4 @@
-//! `Link`: the seam between a node and its peer network (DESIGN §7). Everything above it (Raft
+//! `Link`: the seam between a node and its peer network. Everything above it (Raft
 //! RPC of every group, forwarded requests, joining) talks to a [`Transport`], the cheap cloneable
 //! handle around one `Link`. Production links are QUIC ([`super::QuicTransport`]); the simulator
 //! plugs in its own link with seeded loss, delay, duplication, reordering and cuts.

@@ -1,4 +1,4 @@
-//! The peer transport (DESIGN §6): one QUIC endpoint per node, mutual TLS with the cluster CA
+//! The peer transport: one QUIC endpoint per node, mutual TLS with the cluster CA
 //! ([`crate::tls`]), one cached connection per peer, and a request/response call per
 //! bidirectional stream, routed on the receiving node to the handler registered for its
 //! [`Service`]. Raft RPC of every group ([`crate::network`]) and the node crate's forwarded

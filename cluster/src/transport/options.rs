@@ -1,6 +1,6 @@
 //! `TransportOptions`: who the node is (its TLS identity), where it listens, where its peers are,
 //! and the limits and timings of the peer transport. Every queue and payload has a named maximum
-//! here (DESIGN §8). Not here: group membership (Raft's membership is the source of truth for
+//! here. Not here: group membership (Raft's membership is the source of truth for
 //! peer addresses once a group runs; this map seeds the transport before that).
 
 use crate::error::Error;

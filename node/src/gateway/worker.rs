@@ -1,4 +1,4 @@
-//! The QUIC worker gateway (DESIGN §6; frames in [`proto::worker`]): workers connect with mutual
+//! The QUIC worker gateway (frames in [`proto::worker`]): workers connect with mutual
 //! TLS, say hello with the task types they work, and the node pushes them tasks as their credit
 //! allows. Results are acknowledged once committed, under the lease each task was pushed with.
 //!

@@ -1,7 +1,7 @@
 //! `PartitionSupervisor`: one per led partition. It routes every message for a workflow to that
 //! workflow's actor, spawning the actor on first use (it loads its state from sled), and passivates
 //! actors that report themselves idle — but only when no message was forwarded since, so a message is
-//! never sent to an actor that is stopping. No names, no global registry (DESIGN §4).
+//! never sent to an actor that is stopping. No names, no global registry.
 
 use super::workflow::{queued, Inbox, Reply, WorkflowActor, WorkflowArgs, WorkflowMsg};
 use super::PartitionCtx;

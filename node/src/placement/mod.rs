@@ -7,7 +7,7 @@ pub mod plan;
 
 use proto::{NodeId, PartitionId};
 
-/// Replicas per partition when the cluster has enough nodes (DESIGN §3).
+/// Replicas per partition when the cluster has enough nodes.
 pub const REPLICATION_FACTOR: usize = 3;
 /// Voters of the meta group at most; further nodes would be learners.
 pub const META_VOTERS_MAX: usize = 5;

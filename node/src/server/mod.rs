@@ -342,7 +342,7 @@ async fn open_group(
         .map_err(|e| Error::Internal(format!("group {name}: {e}")))
 }
 
-/// What a node runs over (DESIGN §7). `Seams::default()` is production: sled in the data
+/// What a node runs over. `Seams::default()` is production: sled in the data
 /// directory, QUIC with the certificates, the system clock, OS randomness. The simulator supplies
 /// its own disk, network, clock and seed.
 #[derive(Default)]

@@ -213,8 +213,8 @@ impl Inner {
     }
 
     /// Every workflow matching `query`, newest first, from every partition (as [`Inner::running`]).
-    /// Scans committed state: indexes for search are deliberately kept off the commit path
-    /// (DESIGN §11).
+    /// Scans committed state: indexes for search are deliberately kept off the commit path,
+    /// so searching costs the writes nothing.
     pub async fn search(&self, query: SearchQuery) -> Result<SearchResult<WorkflowSummary>> {
         let size = if query.size == 0 {
             100

@@ -1,6 +1,6 @@
 //! The machine's own yardsticks, printed with every run: how long a small durable append and a
 //! loopback round trip take here and now, so numbers from different runs and machines can be
-//! read side by side (BENCHMARKS.md: "always print your own").
+//! read side by side.
 
 use super::stats::Latency;
 use anyhow::Context;

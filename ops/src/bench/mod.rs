@@ -1,4 +1,4 @@
-//! `batonctl bench`: measure Baton honestly (see BENCHMARKS.md).
+//! `batonctl bench`: measure Baton honestly.
 //!
 //! It starts its own target (one local `baton server`, or with `--nodes 3` a cluster on loopback
 //! with RF 3, see [`target`]), prints the machine's calibration, runs in-process HTTP workers

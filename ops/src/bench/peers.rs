@@ -1,4 +1,4 @@
-//! Peer systems run beside Baton in the same bench run (BENCHMARKS.md, "Peers that install here").
+//! Peer systems that install on this machine run beside Baton in the same bench run.
 //!
 //! Each peer is a folder `bench/peers/<name>/` with an executable `run` that installs the system
 //! into a cache directory outside the repository, starts it, runs one workload and prints one JSON

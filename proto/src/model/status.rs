@@ -1,4 +1,4 @@
-//! Task and workflow statuses with Conductor's flags (DESIGN §5).
+//! Task and workflow statuses with Conductor's flags.
 
 use serde::{Deserialize, Serialize};
 

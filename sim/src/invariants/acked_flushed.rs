@@ -1,4 +1,4 @@
-//! Nothing acknowledged is lost (INVARIANTS I2): a replica acknowledges log entries to its leader
+//! Nothing acknowledged is lost: a replica acknowledges log entries to its leader
 //! only once they are flushed, so whatever a leader counted as replicated on a node (`matched`)
 //! survives that node's crash, unflushed writes lost included. Jepsen's NATS JetStream 2.12.1
 //! report is the field example (acknowledged before fsync, lost on crash).

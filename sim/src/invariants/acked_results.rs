@@ -1,4 +1,4 @@
-//! An acknowledged task result is never lost (INVARIANTS I2, I4): when a worker's result was
+//! An acknowledged task result is never lost: when a worker's result was
 //! acknowledged, the task is terminal in the final state, and either with that result or because
 //! it had already ended before the result arrived (a late or duplicate result is absorbed, as in
 //! Conductor). A task that ended *after* the acknowledgement with another outcome means the

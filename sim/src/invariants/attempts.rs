@@ -1,4 +1,4 @@
-//! Attempts (INVARIANTS I4, I8): for every task reference at most one attempt is not terminal; an
+//! Attempts: for every task reference at most one attempt is not terminal; an
 //! attempt that was retried ended unsuccessfully and never comes back to life (a timed-out or
 //! failed attempt that later completes is the fencing failure Kleppmann describes for leases,
 //! "How to do distributed locking", 2016); a reference has at most retryCount + 1 attempts; and

@@ -1,4 +1,4 @@
-//! Votes are durable (INVARIANTS I3 "one vote per node per term"; Raft §5.2 and Figure 2: currentTerm
+//! Votes are durable (one vote per node per term; Raft §5.2 and Figure 2: currentTerm
 //! and votedFor are persisted before answering). A replica's term never goes back, across its
 //! crashes and restarts included; a term that went back means a vote was acknowledged but lost, and
 //! the node could vote twice in one term. A replica that a running node stops hosting (moved away,

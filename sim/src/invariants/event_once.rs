@@ -1,4 +1,4 @@
-//! Event actions happen once (INVARIANTS I11): every `sim_event` run that was acknowledged sends
+//! Event actions happen once: every `sim_event` run that was acknowledged sends
 //! one message from its EVENT task, and the event handler starts exactly one `sim_sequential`
 //! for it, correlated to the run, across redelivery, crashes and failover. (More than one is
 //! also caught by "one run per idempotency key"; this checks that there is one at all, and that

@@ -1,4 +1,4 @@
-//! Fork (INVARIANTS I7): each reference of a workflow (each fork branch's tasks included) is
+//! Fork: each reference of a workflow (each fork branch's tasks included) is
 //! scheduled once per iteration; every further task of that reference is a retry of the previous
 //! attempt, never a second copy created by a replay or a failover.
 

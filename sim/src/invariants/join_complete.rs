@@ -1,4 +1,4 @@
-//! Join (INVARIANTS I6; Conductor's JOIN semantics, conformance fixtures): a JOIN completes only
+//! Join (Conductor's JOIN semantics, conformance fixtures): a JOIN completes only
 //! after every task in its joinOn is terminal, its output holds each joinOn task's output, and a
 //! JOIN reference completes once. End times come from the clocks of possibly different leaders, so
 //! comparing them allows twice the run's clock skew; the output and status checks need no clock.

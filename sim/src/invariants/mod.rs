@@ -1,5 +1,5 @@
 //! The invariants a run must keep, one per file, each citing where it comes from
-//! (../shared/INVARIANTS.md numbers, and the paper or report behind it). Some are checked during
+//! (the paper, report or Conductor semantics behind it). Some are checked during
 //! the run on samples of every replica ([`Checker::observe_groups`], [`Checker::observe_records`],
 //! [`Checker::at_crash`]), the rest on the final state ([`Checker::finish`]).
 

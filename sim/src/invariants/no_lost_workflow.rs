@@ -1,4 +1,4 @@
-//! No lost workflow (INVARIANTS I1): every workflow whose start was acknowledged exists once the
+//! No lost workflow: every workflow whose start was acknowledged exists once the
 //! faults heal, under the id it was acknowledged with, and has reached a terminal state (the
 //! liveness phase gives it the time to).
 
@@ -36,7 +36,7 @@ pub fn check(end: &Ending<'_>) -> Vec<(&'static str, String)> {
             Some(_) => {}
         }
     }
-    // At most one run per idempotency key (INVARIANTS I12): retried starts never start twice.
+    // At most one run per idempotency key: retried starts never start twice.
     let mut per_key = std::collections::BTreeMap::<&str, usize>::new();
     for r in end.records.values() {
         if let Some(c) = r.workflow.correlation_id.as_deref() {

@@ -1,4 +1,4 @@
-//! Replicas at the same applied index have identical state (INVARIANTS I3 and I14; Raft §5.3
+//! Replicas at the same applied index have identical state (Raft §5.3
 //! "State Machine Safety"; the determinism of apply: the same log gives the same state). Digests
 //! are taken from every replica at each sample and remembered per (group, applied index).
 

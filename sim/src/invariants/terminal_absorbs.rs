@@ -1,4 +1,4 @@
-//! Terminal states absorb and versions only grow (INVARIANTS I13): across samples taken from
+//! Terminal states absorb and versions only grow: across samples taken from
 //! whichever replica leads, a workflow's record version never goes back, a terminal workflow keeps
 //! its status, and a terminal task attempt keeps its status.
 

@@ -1,4 +1,4 @@
-//! Timers never fire early (INVARIANTS I9, I10): a TIMED_OUT attempt had been running for at least
+//! Timers never fire early: a TIMED_OUT attempt had been running for at least
 //! its response timeout or its per-attempt timeout, whichever is shorter, minus the clock skew the
 //! run allows between two leaders (the attempt may start on one leader and time out on another).
 

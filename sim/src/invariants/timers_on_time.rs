@@ -1,5 +1,5 @@
-//! Timers fire on time once the faults heal (INVARIANTS I9, I10; DESIGN §7 "timers never early,
-//! late by at most a bound after healing"): an attempt that started after the cluster settled ends
+//! Timers fire on time once the faults heal (timers are never early, and late by at
+//! most a bound after healing): an attempt that started after the cluster settled ends
 //! by its response timeout or its per-attempt timeout, whichever is shorter, plus a bound. The
 //! bound covers the timer actor's commit of the timeout, not an election: no fault happens any
 //! more. A worker that answers after the deadline must find the attempt already TIMED_OUT, so an

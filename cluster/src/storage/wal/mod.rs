@@ -1,4 +1,4 @@
-//! The Raft log of every group of a node, in one append-only file (DESIGN §11): every group
+//! The Raft log of every group of a node, in one append-only file: every group
 //! appends its entries to the same segment, and one `fdatasync` makes the appends of all groups
 //! durable (group commit across partitions). Entries stay in memory for a while after they are
 //! written, because followers and the state machine read them right away; older ones are read
