@@ -12,7 +12,7 @@
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use proto::model::{TaskStatus, Workflow};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -54,6 +54,13 @@ pub const PARTITION_STOPPED: &str = "baton_partition_stopped";
 /// the last spell's proposals in flight before recovering. Either keeps an old actor's write from
 /// landing unpublished; a steady rise means leadership flaps.
 pub const STALE_PROPOSALS: &str = "baton_stale_proposals_total";
+
+/// Most distinct names one kind of label (workflow, task type, schedule) takes: names come from
+/// definitions and, for task types, from polls and dynamic tasks, so nothing else bounds them.
+/// Names past the limit are counted under [`OTHER`].
+pub const LABEL_NAMES_MAX: usize = 500;
+/// The label value of every name past [`LABEL_NAMES_MAX`].
+pub const OTHER: &str = "_other";
 
 /// Histogram buckets of durations, in seconds: 0.5 ms to 5 minutes.
 const SECONDS_BUCKETS: [f64; 16] = [
@@ -135,10 +142,37 @@ pub fn render() -> Option<String> {
     HANDLE.get().map(PrometheusHandle::render)
 }
 
+/// The kinds of name a label may hold, each with its own [`LABEL_NAMES_MAX`].
+#[derive(Clone, Copy)]
+pub enum Names {
+    Workflow = 0,
+    TaskType = 1,
+    Schedule = 2,
+}
+
+/// `name` as a label value: itself while fewer than [`LABEL_NAMES_MAX`] names of its kind have
+/// been seen (or it is one of them), else [`OTHER`].
+pub fn label(kind: Names, name: &str) -> String {
+    static SEEN: Mutex<[BTreeSet<String>; 3]> =
+        Mutex::new([BTreeSet::new(), BTreeSet::new(), BTreeSet::new()]);
+    let mut seen = SEEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let names = &mut seen[kind as usize];
+    if names.contains(name) {
+        return name.to_owned();
+    }
+    if names.len() < LABEL_NAMES_MAX {
+        names.insert(name.to_owned());
+        return name.to_owned();
+    }
+    OTHER.to_owned()
+}
+
 /// Records what a committed write did to a workflow: its start, its end, and the tasks that
 /// started or ended in it (tasks are only appended, so a task keeps its place in the list).
 pub fn workflow_written(prev: Option<&Workflow>, next: &Workflow) {
-    let name = || next.workflow_name.clone();
+    let name = || label(Names::Workflow, &next.workflow_name);
     if prev.is_none() {
         metrics::counter!(WORKFLOWS_STARTED, "workflow" => name()).increment(1);
     }
@@ -156,7 +190,7 @@ pub fn workflow_written(prev: Option<&Workflow>, next: &Workflow) {
             continue;
         }
         let since = |from: i64, to: i64| Duration::from_millis((to - from).max(0) as u64);
-        let kind = || task.task_type.clone();
+        let kind = || label(Names::TaskType, &task.task_type);
         if task.status == TaskStatus::InProgress && task.start_time > 0 {
             let waited = since(task.scheduled_time, task.start_time);
             metrics::histogram!(TASK_QUEUE_SECONDS, "task_type" => kind()).record(waited);
@@ -169,19 +203,23 @@ pub fn workflow_written(prev: Option<&Workflow>, next: &Workflow) {
 
 /// Sets the queue gauges per task type: `depth` and `parked` now. A type seen before and absent
 /// now is set to 0, so an emptied queue does not keep its last value.
-pub fn observe_queues(
-    depth: &std::collections::BTreeMap<String, u64>,
-    parked: &std::collections::BTreeMap<String, u64>,
-) {
+pub fn observe_queues(depth: &BTreeMap<String, u64>, parked: &BTreeMap<String, u64>) {
     static SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let mut now: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for (task_type, n) in depth {
+        now.entry(label(Names::TaskType, task_type)).or_default().0 += n;
+    }
+    for (task_type, n) in parked {
+        now.entry(label(Names::TaskType, task_type)).or_default().1 += n;
+    }
     let mut seen = SEEN
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    seen.extend(depth.keys().chain(parked.keys()).cloned());
+    seen.extend(now.keys().cloned());
     for task_type in seen.iter() {
-        let value = |m: &std::collections::BTreeMap<String, u64>| *m.get(task_type).unwrap_or(&0);
-        metrics::gauge!(QUEUE_DEPTH, "task_type" => task_type.clone()).set(value(depth) as f64);
-        metrics::gauge!(PARKED_POLLS, "task_type" => task_type.clone()).set(value(parked) as f64);
+        let (queued, polls) = now.get(task_type).copied().unwrap_or_default();
+        metrics::gauge!(QUEUE_DEPTH, "task_type" => task_type.clone()).set(queued as f64);
+        metrics::gauge!(PARKED_POLLS, "task_type" => task_type.clone()).set(polls as f64);
     }
 }
 
@@ -203,4 +241,27 @@ pub fn http_answered(method: String, route: String, status: u16, took: Duration)
     let status = status.to_string();
     metrics::counter!(HTTP_REQUESTS, "method" => method, "route" => route, "status" => status)
         .increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_past_the_limit_share_one_label() {
+        for n in 0..LABEL_NAMES_MAX {
+            assert_eq!(label(Names::Schedule, &format!("s{n}")), format!("s{n}"));
+        }
+        assert_eq!(label(Names::Schedule, "one more"), OTHER);
+        assert_eq!(
+            label(Names::Schedule, "s7"),
+            "s7",
+            "a name seen keeps its label"
+        );
+        assert_eq!(
+            label(Names::Workflow, "w"),
+            "w",
+            "each kind has its own limit"
+        );
+    }
 }

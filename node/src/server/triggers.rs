@@ -422,8 +422,8 @@ impl Inner {
             request.idempotency_key = Some(format!("schedule:{name}:{t}"));
             self.start_workflow_from(request, Some(&format!("schedule:{name}")))
                 .await?;
-            metrics::counter!(crate::metrics::SCHEDULES_FIRED, "schedule" => name.to_owned())
-                .increment(1);
+            let label = crate::metrics::label(crate::metrics::Names::Schedule, name);
+            metrics::counter!(crate::metrics::SCHEDULES_FIRED, "schedule" => label).increment(1);
             self.partition_command(
                 partition,
                 PartitionCommand::MarkSchedule {
