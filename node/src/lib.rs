@@ -10,7 +10,6 @@ pub mod clock;
 pub mod error;
 pub mod events;
 pub mod failpoint;
-pub mod forward;
 pub mod gateway;
 pub mod meta;
 pub mod metrics;

@@ -6,21 +6,11 @@ use crate::error::Result;
 use proto::model::Json;
 use proto::model::{
     RerunWorkflowRequest, SearchResult, SkipTaskRequest, StartWorkflowRequest, Task, TaskDef,
-    TaskExecLog, TaskResult, TaskStatus, Workflow, WorkflowDef, WorkflowStatus, WorkflowSummary,
+    TaskExecLog, TaskResult, TaskStatus, Workflow, WorkflowDef, WorkflowSummary,
 };
 use std::collections::BTreeMap;
 
-/// Filters of a workflow search (`GET /api/workflow/search`).
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct SearchQuery {
-    pub workflow_name: Option<String>,
-    pub correlation_id: Option<String>,
-    pub status: Option<WorkflowStatus>,
-    /// Free text matched against workflow id, name and correlation id.
-    pub free_text: Option<String>,
-    pub start: usize,
-    pub size: usize,
-}
+pub use proto::peer::SearchQuery;
 
 /// A batch poll.
 #[derive(Debug, Clone, PartialEq)]

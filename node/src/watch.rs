@@ -7,7 +7,7 @@
 //! ([`Watch::latest`]) and wakes the watchers, so a waiter answers without reading storage (a
 //! finished W2 workflow's chain decoded per answer was 8% of a loaded node's CPU). Only the
 //! partition's leader publishes, so a waiter on another node asks the leader to wait for it
-//! ([`crate::forward::Forward::Wait`]), and a waiter reads the stored record whenever it cannot
+//! ([`proto::peer::Request::Wait`]), and a waiter reads the stored record whenever it cannot
 //! be sure the watch saw every change (see `server::wait`).
 //!
 //! Nothing here is stored or replicated: it is an edge of the node, not part of any decision.

@@ -6,12 +6,17 @@
 //! Conductor OSS exactly (camelCase JSON) so that Conductor's own clients read Baton's answers.
 
 pub mod check;
+pub mod code;
 pub mod hash;
 pub mod ids;
+pub mod input;
 pub mod limits;
 pub mod model;
 pub mod mutation;
+pub mod peer;
 pub mod record;
+pub mod status;
 pub mod worker;
 
+pub use code::ErrorCode;
 pub use ids::{NodeId, PartitionId, TaskId, WorkflowId};

@@ -1,8 +1,8 @@
 //! Every error the HTTP API answers, as Conductor's `ErrorResponse` JSON:
 //! `{"status":404,"code":"NOT_FOUND","message":"...","instance":"<host>","retryable":false}`.
 //!
-//! This is the one place where [`crate::Error`] variants become HTTP statuses (NotFound 404,
-//! Conflict 409, Invalid 400, Unavailable 503, Internal 500) and where anything axum itself rejects
+//! This is the one place where [`crate::Error`]s become answers (each variant's stable
+//! [`proto::ErrorCode`] gives the status and the `code`) and where anything axum itself rejects
 //! (unknown path, wrong method, over-size body) is turned into the same JSON shape, so a client never
 //! sees a plain-text error.
 
@@ -44,6 +44,8 @@ fn host_name() -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     pub status: StatusCode,
+    /// `ErrorResponse.code`: the error's stable code, or its status's reason phrase.
+    pub code: String,
     pub message: String,
 }
 
@@ -51,6 +53,7 @@ impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
         Self {
             status,
+            code: code(status),
             message: message.into(),
         }
     }
@@ -71,7 +74,7 @@ impl ApiError {
     pub fn body(&self) -> ErrorResponse {
         ErrorResponse {
             status: self.status.as_u16(),
-            code: code(self.status),
+            code: self.code.clone(),
             message: self.message.clone(),
             instance: instance().to_owned(),
             // Only "try again later" is worth a retry; everything else fails the same way twice.
@@ -91,17 +94,14 @@ pub fn code(status: StatusCode) -> String {
 
 impl From<crate::Error> for ApiError {
     fn from(e: crate::Error) -> Self {
-        use crate::Error as E;
-        let status = match &e {
-            E::NotFound(_) => StatusCode::NOT_FOUND,
-            E::Conflict(_) => StatusCode::CONFLICT,
-            E::Invalid(_) => StatusCode::BAD_REQUEST,
-            E::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            E::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            E::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            E::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        Self::new(status, e.to_string())
+        let code = e.code();
+        let status =
+            StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        Self {
+            status,
+            code: code.name().to_owned(),
+            message: e.to_string(),
+        }
     }
 }
 

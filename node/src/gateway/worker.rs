@@ -433,7 +433,9 @@ async fn commit_result(
                 Error::NotFound(_) => ErrorCode::NotFound,
                 Error::Invalid(_) | Error::TooLarge(_) => ErrorCode::Invalid,
                 Error::Unauthorized(_) => ErrorCode::Forbidden,
-                Error::Unavailable(_) | Error::Internal(_) => ErrorCode::Unavailable,
+                Error::Unavailable(_) | Error::Undecodable(_) | Error::Internal(_) => {
+                    ErrorCode::Unavailable
+                }
             };
             refuse(code, e.to_string())
         }

@@ -144,7 +144,7 @@ impl cluster::StateMachine for MetaMachine {
             }
             Err(e) => {
                 tracing::error!(error = %e, "undecodable meta command; skipped");
-                MetaOutcome::NotFound
+                MetaOutcome::Undecodable
             }
         };
         record::encode(&outcome)

@@ -63,8 +63,14 @@ async fn propose(
         }
         other => Error::Unavailable(format!("partition {id}: {other}")),
     })?;
-    record::decode(&bytes)
-        .map_err(|e| Error::Internal(format!("partition {id}: bad apply outcome: {e}")))
+    let outcome = record::decode(&bytes)
+        .map_err(|e| Error::Internal(format!("partition {id}: bad apply outcome: {e}")))?;
+    match outcome {
+        PartitionOutcome::Undecodable => Err(Error::Undecodable(format!(
+            "partition {id}: the replicas could not decode the command; nothing was written"
+        ))),
+        outcome => Ok(outcome),
+    }
 }
 
 impl PartitionCtx {
@@ -170,15 +176,7 @@ impl PartitionCtx {
     }
 }
 
-/// One operation on one workflow, carried to the workflow's actor on the partition's leader (locally
-/// or, from another node, through [`crate::forward`]).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub enum WorkflowOp {
-    Start(Box<engine::StartInput>),
-    Input(Box<engine::Input>),
-    AddLog(proto::TaskId, String),
-    Remove,
-}
+pub use proto::input::WorkflowOp;
 
 /// Spells of leadership started in this process, so that no two `Actors` share an epoch, not even
 /// those of a partition whose replica left this node and came back (a new `Partition`).

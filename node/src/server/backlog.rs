@@ -5,7 +5,7 @@
 //! leads; a poll on another node must ask the leader for them. Asking every peer on every wake-up
 //! of every waiting poll costs a round trip each, and nearly all of them come back empty (the
 //! leader's own workers took the tasks first). Instead, one watcher per peer keeps a single long
-//! poll open there ([`Forward::Backlog`]) naming the task types this node's polls want; the peer
+//! poll open there ([`Request::Backlog`]) naming the task types this node's polls want; the peer
 //! answers when tasks of one of them stayed unclaimed for [`BACKLOG_GRACE_MS`], and the watcher
 //! wakes the local polls of those types, which then ask that peer.
 //!
@@ -17,8 +17,8 @@
 //!   they asked for means drained, which is unknown again and makes the watcher ask anew.
 
 use super::Inner;
-use crate::forward::{self, Forward, Reply, Wanted};
 use engine::NowMs;
+use proto::peer::{self, Reply, Request, Wanted};
 use proto::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, Weak};
@@ -199,14 +199,14 @@ async fn watch(inner: Weak<Inner>, peer: NodeId) {
             }
             continue;
         }
-        let request = forward::encode_request(
+        let request = super::routing::encode_request(
             1,
-            Forward::Backlog {
+            Request::Backlog {
                 wanted: ask,
                 wait_ms: BACKLOG_WAIT_MS,
             },
         );
-        let within = Duration::from_millis(BACKLOG_WAIT_MS + forward::POLL_PEER_TIMEOUT_MS);
+        let within = Duration::from_millis(BACKLOG_WAIT_MS + peer::POLL_PEER_TIMEOUT_MS);
         let answer = tokio::select! {
             answer = transport.call(peer, cluster::Service::Forward, request, within) => answer,
             _ = &mut renewed => {
@@ -218,7 +218,7 @@ async fn watch(inner: Weak<Inner>, peer: NodeId) {
         };
         let Some(node) = inner.upgrade() else { return };
         node.backlogs.unwatch(peer);
-        match answer.map(|bytes| forward::decode_reply(&bytes)) {
+        match answer.map(|bytes| super::routing::decode_reply(&bytes)) {
             Ok(Ok(Reply::Backlog(ready))) => {
                 node.backlogs.hinted(peer, &ready);
                 for want in &ready {

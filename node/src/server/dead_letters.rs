@@ -14,10 +14,10 @@ use super::routing::through_failover;
 use super::Inner;
 use crate::error::{Error, Result};
 use crate::events::GateEvent;
-use crate::forward::{Forward, Reply};
 use crate::partition::{keys, Partition};
 use proto::limits::{DEAD_LETTERS_MAX, EVENT_ATTEMPTS_MAX, EVENT_HANDLING_MS_MAX};
 use proto::model::split_event;
+use proto::peer::{Reply, Request};
 use proto::record::dead_letter::{Attempts, DeadLetter};
 use proto::record::{self, EventSource, PartitionCommand, PartitionOutcome};
 use std::sync::Arc;
@@ -141,7 +141,7 @@ impl Inner {
             let mut out = self
                 .list_every_partition(
                     |hosted| dead_letters_in(hosted, limit),
-                    |partitions| Forward::DeadLetters { partitions, limit },
+                    |partitions| Request::DeadLetters { partitions, limit },
                     |reply| match reply {
                         Reply::DeadLetters(d) => Ok(d),
                         other => Err(other),

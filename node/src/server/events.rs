@@ -7,7 +7,6 @@ use crate::events::eval::{self, condition_holds};
 use crate::events::pool::ScriptPool;
 use crate::events::script::ScriptError;
 use crate::events::{GateEvent, Providers, CONDUCTOR};
-use crate::forward::{Forward, Reply};
 use crate::partition::WorkflowOp;
 use crate::partition::{keys, Partition};
 use engine::{Input, PendingEvent};
@@ -17,6 +16,7 @@ use proto::model::{
     execution_id, Action, ActionType, EventExecution, EventHandler, ExecutionStatus, Json,
     StartWorkflowRequest, TaskDetails, TaskResult, TaskResultStatus,
 };
+use proto::peer::{Reply, Request};
 use proto::record::{
     self, Dedup, EventSource, MetaCommand, MetaOutcome, PartitionCommand, PartitionOutcome,
     QueueMessage,
@@ -152,7 +152,8 @@ impl Inner {
             MetaOutcome::Exists => Err(Error::Conflict(format!(
                 "EventHandler with name {name} already exists!"
             ))),
-            MetaOutcome::NotFound => Err(Error::NotFound(format!(
+            // `propose_meta` answers an undecodable command as an error.
+            _ => Err(Error::NotFound(format!(
                 "EventHandler with name {name} not found!"
             ))),
         }
@@ -414,7 +415,7 @@ impl Inner {
             let mut out = self
                 .list_every_partition(
                     |hosted| executions_in(hosted, handler, limit),
-                    |partitions| Forward::Executions {
+                    |partitions| Request::Executions {
                         partitions,
                         handler: handler.map(str::to_owned),
                         limit,

@@ -11,10 +11,10 @@
 
 use super::{read, storage, write, Inner, GROUP_TREES};
 use crate::error::{Error, Result};
-use crate::forward::{self, Forward, Reply};
 use crate::partition::machine::WorkflowMachine;
 use crate::partition::Partition;
 use crate::placement::plan::{self, Action, GroupView, Member, View};
+use proto::peer::{self, Reply, Request};
 use proto::record::{MetaCommand, MetaOutcome, NodeEntry};
 use proto::{NodeId, PartitionId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,13 +51,13 @@ pub(super) async fn join(
     };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(JOIN_DEADLINE_MS);
     loop {
-        let request = forward::encode_request(0, Forward::Join(entry.clone()));
-        let timeout = Duration::from_millis(forward::FORWARD_TIMEOUT_MS);
+        let request = super::routing::encode_request(0, Request::Join(entry.clone()));
+        let timeout = Duration::from_millis(peer::FORWARD_TIMEOUT_MS);
         let error = match transport
             .introduce(seed, cluster::Service::Forward, request, timeout)
             .await
         {
-            Ok((seed_id, bytes)) => match forward::decode_reply(&bytes) {
+            Ok((seed_id, bytes)) => match super::routing::decode_reply(&bytes) {
                 Ok(Reply::Joined {
                     partitions,
                     members,
@@ -391,15 +391,15 @@ impl Inner {
                 to.0
             )));
         }
-        let short = Duration::from_millis(forward::FORWARD_TIMEOUT_MS);
+        let short = Duration::from_millis(peer::FORWARD_TIMEOUT_MS);
         for v in g.voters.iter().filter(|v| **v != leader && **v != to) {
-            let hold = Forward::HoldElections {
+            let hold = Request::HoldElections {
                 partition,
                 ms: HOLD_ELECTIONS_MS,
             };
             self.on(*v, hold, short).await?;
         }
-        self.on(leader, Forward::StepDown { partition }, short)
+        self.on(leader, Request::StepDown { partition }, short)
             .await
             .map(drop)
     }
@@ -410,14 +410,14 @@ impl Inner {
     }
 
     /// Runs a request on `node`: here, or forwarded.
-    async fn on(&self, node: NodeId, request: Forward, within: Duration) -> Result<Reply> {
+    async fn on(&self, node: NodeId, request: Request, within: Duration) -> Result<Reply> {
         if node == self.node {
             // The same deadline as a forwarded request: a step this node performs itself can
             // wait forever (a leader that removed itself never learns that the change
             // committed), and the controller must go on to its next round.
             return match tokio::time::timeout(
                 within,
-                Box::pin(self.answer(forward::HOPS_MAX, request)),
+                Box::pin(self.answer(peer::HOPS_MAX, request)),
             )
             .await
             {
@@ -428,7 +428,7 @@ impl Inner {
                 ))),
             };
         }
-        self.forward_within(node, forward::HOPS_MAX - 1, request, within)
+        self.forward_within(node, peer::HOPS_MAX - 1, request, within)
             .await
     }
 
@@ -439,7 +439,7 @@ impl Inner {
         let within = Duration::from_millis(GROUPS_TIMEOUT_MS);
         let asks = nodes
             .into_iter()
-            .map(|n| async move { (n, self.on(n, Forward::Groups, within).await) });
+            .map(|n| async move { (n, self.on(n, Request::Groups, within).await) });
         futures::future::join_all(asks)
             .await
             .into_iter()
@@ -520,7 +520,7 @@ impl Inner {
     }
 
     async fn perform(&self, view: &View, action: &Action) -> Result<()> {
-        let short = Duration::from_millis(forward::FORWARD_TIMEOUT_MS);
+        let short = Duration::from_millis(peer::FORWARD_TIMEOUT_MS);
         let leader_of = |p: &PartitionId| {
             view.partitions
                 .get(p)
@@ -547,13 +547,13 @@ impl Inner {
                 let addr = self.member_addr(*node)?.to_string();
                 self.on(
                     *node,
-                    Forward::Host {
+                    Request::Host {
                         partition: *partition,
                     },
                     short,
                 )
                 .await?;
-                let request = Forward::AddReplica {
+                let request = Request::AddReplica {
                     partition: *partition,
                     node: *node,
                     addr,
@@ -563,7 +563,7 @@ impl Inner {
                     .map(drop)
             }
             Action::Promote { partition, node } => {
-                let request = Forward::Promote {
+                let request = Request::Promote {
                     partition: *partition,
                     node: *node,
                 };
@@ -572,7 +572,7 @@ impl Inner {
                     .map(drop)
             }
             Action::RemoveReplica { partition, node } => {
-                let request = Forward::RemoveReplica {
+                let request = Request::RemoveReplica {
                     partition: *partition,
                     node: *node,
                 };
@@ -584,7 +584,7 @@ impl Inner {
             Action::Unhost { partition, node } => self
                 .on(
                     *node,
-                    Forward::Unhost {
+                    Request::Unhost {
                         partition: *partition,
                     },
                     short,
@@ -625,7 +625,7 @@ impl Inner {
         }
         match self.meta.leader() {
             Some(l) if l != self.node => {
-                self.forward(l, forward::HOPS_MAX - 1, Forward::Join(entry))
+                self.forward(l, peer::HOPS_MAX - 1, Request::Join(entry))
                     .await
             }
             _ => Err(Error::Unavailable(
@@ -642,9 +642,7 @@ impl Inner {
             .await?
         {
             MetaOutcome::Applied => Ok(()),
-            MetaOutcome::NotFound | MetaOutcome::Exists => {
-                Err(Error::NotFound(format!("node {} is not a member", id.0)))
-            }
+            _ => Err(Error::NotFound(format!("node {} is not a member", id.0))),
         }
     }
 

@@ -84,7 +84,7 @@ impl Inner {
             .await?
         {
             MetaOutcome::Applied => Ok(()),
-            MetaOutcome::NotFound | MetaOutcome::Exists => Err(Error::NotFound(format!(
+            _ => Err(Error::NotFound(format!(
                 "No such taskType found by name: {name}"
             ))),
         }
@@ -131,7 +131,7 @@ impl Inner {
             .await?
         {
             MetaOutcome::Applied => Ok(()),
-            MetaOutcome::NotFound | MetaOutcome::Exists => Err(Error::NotFound(format!(
+            _ => Err(Error::NotFound(format!(
                 "No such workflow found by name: {name}, version: {version}"
             ))),
         }

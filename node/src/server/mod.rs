@@ -9,7 +9,6 @@ mod dead_letters;
 mod events;
 mod membership;
 pub use membership::{ClusterStatus, GroupSummary, NodeStatus, ReplicaStatus};
-pub(crate) use workflows::Hit;
 mod metadata;
 mod quarantine;
 mod routing;
@@ -221,10 +220,10 @@ impl Inner {
                 let ask = self.forward_within(
                     n,
                     0,
-                    crate::forward::Forward::MetaReadIndex,
+                    proto::peer::Request::MetaReadIndex,
                     HEALTH_PROBE_TIMEOUT,
                 );
-                matches!(ask.await, Ok(crate::forward::Reply::Index(_)))
+                matches!(ask.await, Ok(proto::peer::Reply::Index(_)))
             }
             None => false,
         };

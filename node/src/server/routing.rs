@@ -6,9 +6,10 @@
 
 use super::Inner;
 use crate::error::{Error, Result};
-use crate::forward::{self, Forward, Reply, FORWARD_TIMEOUT_MS, HOPS_MAX};
 use crate::partition::WorkflowOp;
 use engine::Effect;
+use proto::model::Task;
+use proto::peer::{self, Reply, Request, FORWARD_TIMEOUT_MS, HOPS_MAX};
 use proto::record::{
     self, MetaCommand, MetaOutcome, PartitionCommand, PartitionOutcome, WorkflowRecord,
 };
@@ -75,7 +76,7 @@ impl Inner {
         let within = Duration::from_millis(LOCATE_TIMEOUT_MS);
         let asks = self.peers().into_iter().map(|peer| async move {
             match self
-                .forward_within(peer, HOPS_MAX - 1, Forward::Locate { partition }, within)
+                .forward_within(peer, HOPS_MAX - 1, Request::Locate { partition }, within)
                 .await
             {
                 Ok(Reply::Leader(l)) => l,
@@ -106,7 +107,7 @@ impl Inner {
         partition: PartitionId,
         peer: NodeId,
         hops: u8,
-        request: Forward,
+        request: Request,
         within: Duration,
     ) -> Result<Reply> {
         let answer = match self.partition(partition) {
@@ -130,7 +131,7 @@ impl Inner {
         group: &cluster::Group,
         peer: NodeId,
         hops: u8,
-        request: Forward,
+        request: Request,
         within: Duration,
     ) -> Result<Reply> {
         let mut metrics = group.raft().metrics();
@@ -145,7 +146,7 @@ impl Inner {
     }
 
     /// Sends a request to a peer and decodes its answer.
-    pub(crate) async fn forward(&self, peer: NodeId, hops: u8, request: Forward) -> Result<Reply> {
+    pub(crate) async fn forward(&self, peer: NodeId, hops: u8, request: Request) -> Result<Reply> {
         self.forward_within(
             peer,
             hops,
@@ -161,7 +162,7 @@ impl Inner {
         &self,
         peer: NodeId,
         hops: u8,
-        request: Forward,
+        request: Request,
         within: Duration,
     ) -> Result<Reply> {
         let Some(transport) = &self.transport else {
@@ -169,7 +170,7 @@ impl Inner {
                 "a single node has no peers to forward to".into(),
             ));
         };
-        let bytes = forward::encode_request(hops + 1, request);
+        let bytes = encode_request(hops + 1, request);
         match transport
             .call(peer, cluster::Service::Forward, bytes, within)
             .await
@@ -179,7 +180,7 @@ impl Inner {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(&peer);
-                forward::decode_reply(&answer)
+                decode_reply(&answer)
             }
             Err(e) => {
                 if matches!(
@@ -206,17 +207,13 @@ impl Inner {
             .is_some_and(|until| *until > tokio::time::Instant::now())
     }
 
-    /// Runs an operation on a workflow's actor, wherever its partition is led.
-    pub(crate) async fn route_op(&self, id: &WorkflowId, op: WorkflowOp) -> Result<Vec<Effect>> {
+    /// Runs an operation on a workflow's actor, wherever its partition is led. Answers the tasks
+    /// it leased to the caller (a lease, or an update that takes the next task in the same step).
+    pub(crate) async fn route_op(&self, id: &WorkflowId, op: WorkflowOp) -> Result<Vec<Task>> {
         self.route_op_hops(id, op, 0).await
     }
 
-    async fn route_op_hops(
-        &self,
-        id: &WorkflowId,
-        op: WorkflowOp,
-        hops: u8,
-    ) -> Result<Vec<Effect>> {
+    async fn route_op_hops(&self, id: &WorkflowId, op: WorkflowOp, hops: u8) -> Result<Vec<Task>> {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(ROUTE_DEADLINE_MS);
         let mut forwarded = false;
         loop {
@@ -230,7 +227,7 @@ impl Inner {
                         {
                             Ok(Vec::new())
                         }
-                        other => other,
+                        other => other.map(delivered),
                     };
                 }
             }
@@ -253,7 +250,7 @@ impl Inner {
                     let within = deadline
                         .saturating_duration_since(now)
                         .min(Duration::from_millis(FORWARD_TIMEOUT_MS));
-                    let request = Forward::Workflow {
+                    let request = Request::Workflow {
                         id: id.clone(),
                         op: op.clone(),
                     };
@@ -262,7 +259,7 @@ impl Inner {
                         .forward_for(partition, peer, hops, request, within)
                         .await
                     {
-                        Ok(Reply::Effects(e)) => return Ok(e),
+                        Ok(Reply::Tasks(tasks)) => return Ok(tasks),
                         Ok(other) => return Err(unexpected(&other)),
                         // A repeated start finds the workflow its first attempt created.
                         Err(Error::Conflict(_))
@@ -306,7 +303,7 @@ impl Inner {
                     self.partition_id_of(id),
                     peer,
                     hops,
-                    Forward::Read { id: id.clone() },
+                    Request::Read { id: id.clone() },
                     Duration::from_millis(FORWARD_TIMEOUT_MS),
                 )
                 .await?
@@ -342,7 +339,7 @@ impl Inner {
                     partition,
                     peer,
                     hops,
-                    Forward::TaskOwner { task: task.clone() },
+                    Request::TaskOwner { task: task.clone() },
                     Duration::from_millis(FORWARD_TIMEOUT_MS),
                 )
                 .await?
@@ -388,7 +385,7 @@ impl Inner {
                     partition,
                     peer,
                     hops,
-                    Forward::Partition { partition, command },
+                    Request::Partition { partition, command },
                     Duration::from_millis(FORWARD_TIMEOUT_MS),
                 )
                 .await?
@@ -409,13 +406,19 @@ impl Inner {
         loop {
             match self.meta.propose(record::encode(&cmd)).await {
                 Ok(bytes) => {
-                    return record::decode(&bytes)
-                        .map_err(|e| Error::Internal(format!("bad meta outcome: {e}")))
+                    return match record::decode(&bytes) {
+                        Ok(MetaOutcome::Undecodable) => Err(Error::Undecodable(
+                            "the meta group could not decode the command; nothing was written"
+                                .into(),
+                        )),
+                        Ok(outcome) => Ok(outcome),
+                        Err(e) => Err(Error::Internal(format!("bad meta outcome: {e}"))),
+                    }
                 }
                 Err(cluster::Error::NotLeader { leader: Some(peer) })
                     if peer != self.node && hops < HOPS_MAX =>
                 {
-                    return match self.forward(peer, hops, Forward::Meta(cmd)).await? {
+                    return match self.forward(peer, hops, Request::Meta(cmd)).await? {
                         Reply::Meta(o) => Ok(o),
                         other => Err(unexpected(&other)),
                     };
@@ -466,7 +469,7 @@ impl Inner {
                             &self.meta,
                             leader,
                             HOPS_MAX - 1,
-                            Forward::MetaReadIndex,
+                            Request::MetaReadIndex,
                             within,
                         )
                         .await
@@ -501,26 +504,26 @@ impl Inner {
 
     /// Answers a request forwarded by a peer.
     pub(crate) async fn serve_forward(&self, peer: NodeId, bytes: Vec<u8>) -> Vec<u8> {
-        let reply = match forward::decode_request(&bytes) {
-            Err(e) => Err(e),
-            Ok((hops, request)) => {
+        let reply = match peer::decode_request(&bytes) {
+            Err(e) => Err(Error::from(e)),
+            Ok(peer::Envelope { hops, request }) => {
                 tracing::trace!(%peer, hops, "forwarded request");
                 self.answer(hops, request).await
             }
         };
-        forward::encode_reply(&reply)
+        peer::encode_reply(&reply.map_err(|e| e.failure()))
     }
 
-    pub(super) async fn answer(&self, hops: u8, request: Forward) -> Result<Reply> {
+    pub(super) async fn answer(&self, hops: u8, request: Request) -> Result<Reply> {
         match request {
-            Forward::Workflow { id, op } => {
-                self.route_op_hops(&id, op, hops).await.map(Reply::Effects)
+            Request::Workflow { id, op } => {
+                self.route_op_hops(&id, op, hops).await.map(Reply::Tasks)
             }
-            Forward::Read { id } => self
+            Request::Read { id } => self
                 .record_hops(&id, hops)
                 .await
                 .map(|r| Reply::Record(r.map(Box::new))),
-            Forward::Wait {
+            Request::Wait {
                 id,
                 task_refs,
                 wait_ms,
@@ -532,10 +535,10 @@ impl Inner {
                     .await
                     .map(|r| Reply::Record(Some(Box::new(r))))
             }
-            Forward::TaskOwner { task } => {
+            Request::TaskOwner { task } => {
                 self.task_owner_hops(&task, hops).await.map(Reply::Owner)
             }
-            Forward::Poll {
+            Request::Poll {
                 task_type,
                 worker_id,
                 domain,
@@ -544,7 +547,7 @@ impl Inner {
                 .lease_local(&task_type, worker_id, domain.as_deref(), count)
                 .await
                 .map(Reply::Tasks),
-            Forward::Backlog { wanted, wait_ms } => {
+            Request::Backlog { wanted, wait_ms } => {
                 if wanted.len() > super::backlog::WANTED_MAX {
                     return Err(Error::Invalid(format!(
                         "a backlog poll names {} task types, more than {}",
@@ -554,13 +557,13 @@ impl Inner {
                 }
                 Ok(Reply::Backlog(self.backlog(wanted, wait_ms).await))
             }
-            Forward::Meta(cmd) => self.propose_meta_hops(cmd, hops).await.map(Reply::Meta),
-            Forward::Join(entry) => self.route_join(entry).await,
-            Forward::Groups => Ok(Reply::Groups(self.group_statuses())),
-            Forward::Locate { partition } => Ok(Reply::Leader(self.local_leader(partition))),
-            Forward::Host { partition } => self.host(partition).await.map(|()| Reply::Done),
-            Forward::Unhost { partition } => self.unhost(partition).await.map(|()| Reply::Done),
-            Forward::AddReplica {
+            Request::Meta(cmd) => self.propose_meta_hops(cmd, hops).await.map(Reply::Meta),
+            Request::Join(entry) => self.route_join(entry).await,
+            Request::Groups => Ok(Reply::Groups(self.group_statuses())),
+            Request::Locate { partition } => Ok(Reply::Leader(self.local_leader(partition))),
+            Request::Host { partition } => self.host(partition).await.map(|()| Reply::Done),
+            Request::Unhost { partition } => self.unhost(partition).await.map(|()| Reply::Done),
+            Request::AddReplica {
                 partition,
                 node,
                 addr,
@@ -568,22 +571,22 @@ impl Inner {
                 .add_replica(partition, node, &addr)
                 .await
                 .map(|()| Reply::Done),
-            Forward::Promote { partition, node } => {
+            Request::Promote { partition, node } => {
                 self.promote(partition, node).await.map(|()| Reply::Done)
             }
-            Forward::RemoveReplica { partition, node } => self
+            Request::RemoveReplica { partition, node } => self
                 .remove_replica(partition, node)
                 .await
                 .map(|()| Reply::Done),
-            Forward::StepDown { partition } => {
+            Request::StepDown { partition } => {
                 self.step_down(partition).await.map(|()| Reply::Done)
             }
-            Forward::Search { query, partitions } => {
+            Request::Search { query, partitions } => {
                 let replicas = self.replicas_of(&partitions)?;
                 let (total, hits) = super::workflows::search_in(&replicas, &query)?;
                 Ok(Reply::Found { total, hits })
             }
-            Forward::Running {
+            Request::Running {
                 name,
                 version,
                 partitions,
@@ -591,11 +594,11 @@ impl Inner {
                 let replicas = self.replicas_of(&partitions)?;
                 super::workflows::running_in(&replicas, &name, version).map(Reply::Ids)
             }
-            Forward::Partition { partition, command } => self
+            Request::Partition { partition, command } => self
                 .partition_command_hops(partition, command, hops)
                 .await
                 .map(Reply::Outcome),
-            Forward::Executions {
+            Request::Executions {
                 partitions,
                 handler,
                 limit,
@@ -604,14 +607,14 @@ impl Inner {
                 super::events::executions_in(&replicas, handler.as_deref(), limit)
                     .map(Reply::Executions)
             }
-            Forward::DeadLetters { partitions, limit } => {
+            Request::DeadLetters { partitions, limit } => {
                 let replicas = self.replicas_of(&partitions)?;
                 super::dead_letters::dead_letters_in(&replicas, limit).map(Reply::DeadLetters)
             }
-            Forward::HoldElections { partition, ms } => {
+            Request::HoldElections { partition, ms } => {
                 self.hold_elections(partition, ms).map(|()| Reply::Done)
             }
-            Forward::MetaReadIndex => {
+            Request::MetaReadIndex => {
                 // The leader's committed index covers every acknowledged definition write.
                 let read = self.meta.raft().ensure_linearizable().await.map_err(|e| {
                     Error::Unavailable(format!("not the meta leader any more ({e}); retry"))
@@ -637,6 +640,27 @@ pub(super) async fn through_failover<T, F: std::future::Future<Output = Result<T
             other => return other,
         }
     }
+}
+
+/// A request as it travels to a peer, `hops` being the hops it will have made on arrival.
+pub(super) fn encode_request(hops: u8, request: Request) -> Vec<u8> {
+    peer::encode_request(&peer::Envelope { hops, request })
+}
+
+/// A peer's answer: its reply, or the error it failed with.
+pub(super) fn decode_reply(bytes: &[u8]) -> Result<Reply> {
+    peer::decode_reply(bytes)?.map_err(Error::from)
+}
+
+/// The tasks among a decision's effects that were leased to the caller.
+fn delivered(effects: Vec<Effect>) -> Vec<Task> {
+    effects
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Deliver(task) => Some(*task),
+            _ => None,
+        })
+        .collect()
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

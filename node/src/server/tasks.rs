@@ -4,12 +4,12 @@
 use super::workflows::parse_workflow_id;
 use super::Inner;
 use crate::error::{Error, Result};
-use crate::forward::{Forward, Reply, Wanted, POLL_PEER_TIMEOUT_MS};
 use crate::partition::WorkflowOp;
 use crate::service::PollRequest;
-use engine::{Effect, Input};
+use engine::Input;
 use proto::limits::{POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
 use proto::model::{Json, Task, TaskExecLog, TaskResult, TaskResultStatus, TaskStatus};
+use proto::peer::{Reply, Request, Wanted, POLL_PEER_TIMEOUT_MS};
 use proto::{NodeId, TaskId, WorkflowId};
 use std::time::Duration;
 
@@ -69,7 +69,7 @@ impl Inner {
                     let n = live.len();
                     let share = missing / n + usize::from((i + turn) % n < missing % n);
                     (share > 0).then(|| {
-                        let ask = Forward::Poll {
+                        let ask = Request::Poll {
                             task_type: request.task_type.clone(),
                             worker_id: request.worker_id.clone(),
                             domain: domain.map(str::to_owned),
@@ -172,10 +172,7 @@ impl Inner {
         let mut out = Vec::new();
         for result in futures::future::join_all(leases).await {
             match result {
-                Ok(effects) => out.extend(effects.into_iter().filter_map(|e| match e {
-                    Effect::Deliver(task) => Some(*task),
-                    _ => None,
-                })),
+                Ok(delivered) => out.extend(delivered),
                 // A stale claim (already leased, or no longer ready): not an error for the poller.
                 Err(Error::Conflict(_) | Error::NotFound(_)) => {}
                 Err(e) => tracing::warn!(error = %e, "lease failed"),
@@ -232,14 +229,11 @@ impl Inner {
             .await?;
         proto::check::task_result(&result)?;
         let input = Input::TaskResultThenLease(result);
-        let effects = self
+        let delivered = self
             .route_op(&wf, WorkflowOp::Input(Box::new(input)))
             .await?;
         // The workflow's own next task of this type, leased in the same decision.
-        if let Some(task) = effects.into_iter().find_map(|e| match e {
-            Effect::Deliver(task) => Some(*task),
-            _ => None,
-        }) {
+        if let Some(task) = delivered.into_iter().next() {
             return Ok(Some(task));
         }
         let record = self.record(&wf).await?;

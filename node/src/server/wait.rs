@@ -8,7 +8,7 @@
 //! have missed a change: when it begins (unless the watch began before the workflow existed, as
 //! an unkeyed execute's does) and after this node lost and regained the leadership, which it
 //! looks for every second. A node that does not lead the partition forwards the wait there
-//! ([`Forward::Wait`]); if that fails (the leader moved or died, or is a build that does not know
+//! ([`Request::Wait`]); if that fails (the leader moved or died, or is a build that does not know
 //! the request) it reads the record through the usual routing and tries again after a pause that
 //! grows.
 //!
@@ -19,10 +19,10 @@
 use super::routing::Target;
 use super::Inner;
 use crate::error::{Error, Result};
-use crate::forward::{Forward, Reply, FORWARD_TIMEOUT_MS, HOPS_MAX};
 pub use crate::watch::Until;
 use crate::watch::{Seen, Watch};
 use proto::model::{StartWorkflowRequest, Workflow};
+use proto::peer::{Reply, Request, FORWARD_TIMEOUT_MS, HOPS_MAX};
 use proto::record::WorkflowRecord;
 use proto::WorkflowId;
 use std::sync::Arc;
@@ -136,7 +136,7 @@ impl Inner {
                 }
                 Ok(Target::Peer(peer)) if hops < HOPS_MAX => {
                     let left = deadline.saturating_duration_since(now);
-                    let request = Forward::Wait {
+                    let request = Request::Wait {
                         id: id.clone(),
                         task_refs: until.task_refs.clone(),
                         wait_ms: left.as_millis() as u64,

@@ -4,13 +4,13 @@
 use super::routing::through_failover;
 use super::Inner;
 use crate::error::{Error, Result};
-use crate::forward::{Forward, Reply, HOPS_MAX};
 use crate::partition::Partition;
 use crate::partition::{keys, WorkflowOp};
 use crate::service::SearchQuery;
 use engine::{Input, StartInput};
 use proto::limits::SEARCH_RESULTS_MAX;
 use proto::model::{Json, SearchResult, StartWorkflowRequest, Workflow, WorkflowSummary};
+use proto::peer::{Hit, Reply, Request, HOPS_MAX};
 use proto::record::WorkflowRecord;
 use proto::{NodeId, PartitionId, WorkflowId};
 use std::collections::BTreeMap;
@@ -199,7 +199,7 @@ impl Inner {
     async fn running_once(&self, name: &str, version: Option<u32>) -> Result<Vec<String>> {
         self.list_every_partition(
             |hosted| running_in(hosted, name, version),
-            |partitions| Forward::Running {
+            |partitions| Request::Running {
                 name: name.to_owned(),
                 version,
                 partitions,
@@ -229,7 +229,7 @@ impl Inner {
         let (total, mut hits) = self
             .ask_every_partition(
                 |hosted| search_in(hosted, query),
-                |partitions| Forward::Search {
+                |partitions| Request::Search {
                     query: query.clone(),
                     partitions,
                 },
@@ -262,7 +262,7 @@ impl Inner {
     pub(super) async fn ask_every_partition<T>(
         &self,
         local: impl FnOnce(&[Arc<Partition>]) -> Result<T>,
-        ask: impl Fn(Vec<PartitionId>) -> Forward,
+        ask: impl Fn(Vec<PartitionId>) -> Request,
         mut add: impl FnMut(&mut T, Reply) -> std::result::Result<(), Reply>,
     ) -> Result<T> {
         let mut out = local(&self.hosted())?;
@@ -281,7 +281,7 @@ impl Inner {
     pub(super) async fn list_every_partition<I>(
         &self,
         local: impl FnOnce(&[Arc<Partition>]) -> Result<Vec<I>>,
-        ask: impl Fn(Vec<PartitionId>) -> Forward,
+        ask: impl Fn(Vec<PartitionId>) -> Request,
         unpack: impl Fn(Reply) -> std::result::Result<Vec<I>, Reply>,
     ) -> Result<Vec<I>> {
         self.ask_every_partition(local, ask, |out, reply| {
@@ -297,7 +297,7 @@ impl Inner {
         &self,
         partitions: &[PartitionId],
         peer: NodeId,
-        ask: Forward,
+        ask: Request,
     ) -> Result<Reply> {
         let answer = self.forward(peer, HOPS_MAX - 1, ask).await;
         if answer.is_err() {
@@ -360,9 +360,6 @@ impl Inner {
         Ok(out)
     }
 }
-
-/// A search hit: the workflow's create time (the sort key) and its summary.
-pub(crate) type Hit = (i64, WorkflowSummary);
 
 /// Newest first, then by id.
 fn sort_hits(hits: &mut [Hit]) {

@@ -281,6 +281,9 @@ pub enum MetaOutcome {
     NotFound,
     /// A create found the name taken.
     Exists,
+    /// The command could not be decoded by the replica (a newer format, or damage); nothing
+    /// was written.
+    Undecodable,
 }
 
 #[cfg(test)]

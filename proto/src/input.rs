@@ -1,0 +1,135 @@
+//! What a workflow accepts: the input that creates one ([`StartInput`]), the inputs a running one
+//! decides on ([`Input`]), and the operation that carries either to its actor ([`WorkflowOp`]).
+//!
+//! The engine decides on these; the node routes them to a partition's leader, across nodes when
+//! needed (`crate::peer`). They live here so that the engine, the node and the peer protocol share one
+//! definition.
+
+use crate::model::{Json, RerunWorkflowRequest, SkipTaskRequest, TaskResult, WorkflowDef};
+use crate::{TaskId, WorkflowId};
+use std::collections::BTreeMap;
+
+/// Everything needed to create a workflow instance.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StartInput {
+    /// Chosen by the caller (it fixes the partition).
+    pub workflow_id: WorkflowId,
+    /// The definition to run, with every task's `taskDefinition` filled in from the registered task
+    /// definitions (or Conductor's defaults where none is registered).
+    pub def: WorkflowDef,
+    pub input: Json,
+    pub correlation_id: Option<String>,
+    pub priority: i32,
+    pub task_to_domain: BTreeMap<String, String>,
+    pub parent_workflow_id: Option<String>,
+    pub parent_workflow_task_id: Option<String>,
+    pub re_run_from_workflow_id: Option<String>,
+    pub event: Option<String>,
+}
+
+/// One input to a running workflow. Every input is decided against the current state; inputs that no
+/// longer apply (a result for a terminal task, a stale timer) change nothing.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[allow(clippy::large_enum_variant)] // a TaskResult is the common input; boxing it would not save a copy
+pub enum Input {
+    /// A worker's update (`POST /api/tasks`).
+    TaskResult(TaskResult),
+    /// A QUIC worker's update, fenced by the lease it got the task with: refused (`Conflict`) when
+    /// that lease has ended — the attempt is terminal, or the task was leased again since.
+    LeasedResult {
+        result: TaskResult,
+        lease: crate::worker::Lease,
+    },
+    /// A worker polled: move this SCHEDULED (or re-queued IN_PROGRESS) task to IN_PROGRESS for it.
+    Lease {
+        task_id: TaskId,
+        worker_id: Option<String>,
+    },
+    /// A timer derived by the engine's `timers` came due.
+    Timer(TimerKey),
+    Pause,
+    Resume,
+    Terminate {
+        reason: Option<String>,
+    },
+    /// Retry the last failed task of a FAILED / TIMED_OUT / TERMINATED workflow.
+    Retry,
+    /// Start the workflow over from the beginning; `def` replaces the definition when given.
+    Restart {
+        def: Option<WorkflowDef>,
+    },
+    Rerun(RerunWorkflowRequest),
+    SkipTask {
+        reference: String,
+        request: SkipTaskRequest,
+    },
+    /// Re-evaluate the workflow (`PUT /api/workflow/decide/{id}`).
+    Decide,
+    /// One poll claimed several of this workflow's tasks (a fork's branches): lease every one
+    /// that can still be leased, in one decision and so one Raft round instead of one each.
+    /// Refused only when none can be (with the first one's reason).
+    LeaseAll {
+        task_ids: Vec<TaskId>,
+        worker_id: Option<String>,
+    },
+    /// `update-v2`: a worker's update, and if the workflow now has a task of the same type and
+    /// domain ready, that task leased to the same worker in the same decision (one
+    /// Raft write per step; a chain's next step costs no second Raft round).
+    TaskResultThenLease(TaskResult),
+    /// An event handler's `update_workflow_variables`: merges `variables` into the workflow's
+    /// (appending to arrays with `append_array`). `key` names the change: a repeat is a no-op.
+    UpdateVariables {
+        variables: Json,
+        append_array: bool,
+        key: String,
+    },
+    /// The message of a SCHEDULED EVENT task was published (`error`: it could not be). The
+    /// task completes (stays IN_PROGRESS with `asyncComplete`) or fails; anything else ignores it.
+    EventPublished {
+        task_id: TaskId,
+        error: Option<String>,
+    },
+}
+
+/// The kinds of timer a workflow may have armed.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub enum TimerKind {
+    /// A task stayed SCHEDULED past `pollTimeoutSeconds`.
+    PollTimeout,
+    /// An IN_PROGRESS task got no update for `responseTimeoutSeconds` (+ `callbackAfterSeconds`).
+    ResponseTimeout,
+    /// An attempt ran past its `timeoutSeconds`.
+    TaskTimeout,
+    /// All attempts together ran past `totalTimeoutSeconds`.
+    TotalTimeout,
+    /// The workflow ran past its definition's `timeoutSeconds`.
+    WorkflowTimeout,
+    /// A WAIT task's `duration` or `until` came (its `waitTimeout`): it completes.
+    Wait,
+    /// A SCHEDULED EVENT task's publication was not reported by its due time: the decision
+    /// records another attempt, and the commit of that write publishes the message again
+    /// (deduplicated downstream by the task id). Backs off from attempt to attempt.
+    EventPublish,
+}
+
+/// Identifies a timer within its workflow.
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct TimerKey {
+    pub kind: TimerKind,
+    /// The task the timer watches (`None` for workflow timers).
+    pub task_id: Option<TaskId>,
+}
+
+/// One operation on one workflow, carried to the workflow's actor on its partition's leader.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum WorkflowOp {
+    Start(Box<StartInput>),
+    Input(Box<Input>),
+    /// Appends a line to a task's execution log.
+    AddLog(TaskId, String),
+    Remove,
+}
