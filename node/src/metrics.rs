@@ -44,6 +44,12 @@ pub const SCHEDULES_FIRED: &str = "baton_schedules_fired_total";
 pub const HTTP_REQUESTS: &str = "baton_http_requests_total";
 /// Time to answer an HTTP request (labels `method`, `route`).
 pub const HTTP_SECONDS: &str = "baton_http_request_seconds";
+/// HTTP requests refused because a bound was full (label `kind`: `connections` open, `requests`,
+/// or `waits` for polls and executes); see `api::admission`.
+pub const HTTP_REFUSED: &str = "baton_http_refused_total";
+/// Operations refused because a bound was full (label `bound`: `parked_polls`,
+/// `partition_calls`).
+pub const BOUNDS_FULL: &str = "baton_bounds_full_total";
 /// Workflows of a partition hosted here whose stored record could not be decoded and was set
 /// aside (label `partition`); see `GET /api/admin/quarantine`.
 pub const QUARANTINED_WORKFLOWS: &str = "baton_quarantined_workflows";
@@ -122,6 +128,11 @@ fn describe() {
     counter!(EVENT_ACTIONS, "event-handler actions run, by outcome");
     counter!(SCHEDULES_FIRED, "workflows started by schedules");
     counter!(HTTP_REQUESTS, "HTTP requests answered");
+    counter!(
+        HTTP_REFUSED,
+        "HTTP requests refused: every slot of their kind taken"
+    );
+    counter!(BOUNDS_FULL, "operations refused because a bound was full");
     histogram!(
         HTTP_SECONDS,
         Unit::Seconds,
@@ -232,6 +243,22 @@ pub fn event_offered(source: &'static str, queued: bool) {
 /// Counts one event-handler action (`action` as Conductor names it) with its `outcome`.
 pub fn event_action(action: &'static str, outcome: &'static str) {
     metrics::counter!(EVENT_ACTIONS, "action" => action, "outcome" => outcome).increment(1);
+}
+
+/// Counts one HTTP request refused for want of a slot.
+pub fn http_refused(bound: crate::api::admission::Refused) {
+    use crate::api::admission::Refused;
+    let kind = match bound {
+        Refused::Connections => "connections",
+        Refused::Requests => "requests",
+        Refused::Waits => "waits",
+    };
+    metrics::counter!(HTTP_REFUSED, "kind" => kind).increment(1);
+}
+
+/// Counts one operation refused because `bound` was full.
+pub fn bound_full(bound: &'static str) {
+    metrics::counter!(BOUNDS_FULL, "bound" => bound).increment(1);
 }
 
 /// Counts one HTTP request answered with `status` after `took`.

@@ -12,6 +12,7 @@
 //! Raft round of its own; the actor answers the poll after the commit.
 
 use engine::{NowMs, Ready};
+use proto::limits::PARKED_POLLS_MAX;
 use proto::model::Task;
 use proto::{TaskId, WorkflowId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -129,15 +130,19 @@ impl TaskQueues {
     }
 
     /// Parks a poll that found nothing: up to `count` tasks of `task_type` for `worker_id`.
+    /// `None` when [`PARKED_POLLS_MAX`] polls are parked already.
     pub fn park(
         &self,
         task_type: &str,
         domain: Option<&str>,
         worker_id: Option<String>,
         count: usize,
-    ) -> Parked<'_> {
-        let (answer, rx) = oneshot::channel();
+    ) -> Option<Parked<'_>> {
         let mut p = self.parking();
+        if p.by_type.values().map(VecDeque::len).sum::<usize>() >= PARKED_POLLS_MAX {
+            return None;
+        }
+        let (answer, rx) = oneshot::channel();
         p.next_id += 1;
         let id = p.next_id;
         p.by_type
@@ -152,12 +157,12 @@ impl TaskQueues {
                     answer,
                 },
             ));
-        Parked {
+        Some(Parked {
             queues: self,
             task_type: task_type.to_owned(),
             id,
             answer: rx,
-        }
+        })
     }
 
     /// Polls parked now.
@@ -384,9 +389,9 @@ mod tests {
     #[test]
     fn an_actor_takes_the_oldest_parked_poll_that_may_lease_the_task() {
         let q = TaskQueues::default();
-        let mut plain = q.park("a", None, Some("w1".into()), 4);
-        let mut in_d = q.park("a", Some("d"), Some("w2".into()), 1);
-        let other_type = q.park("b", None, None, 1);
+        let mut plain = q.park("a", None, Some("w1".into()), 4).expect("room");
+        let mut in_d = q.park("a", Some("d"), Some("w2".into()), 1).expect("room");
+        let other_type = q.park("b", None, None, 1).expect("room");
         assert_eq!(q.parked(), 3);
         // A task of domain `d` goes only to a poll of that domain.
         let h = q.hand_off("a", Some("d")).expect("the poll of domain d");

@@ -59,3 +59,18 @@ pub const EVENT_ATTEMPTS_MAX: u32 = 5;
 pub const EVENT_HANDLING_MS_MAX: u64 = 60_000;
 /// Dead letters one listing answers.
 pub const DEAD_LETTERS_MAX: usize = 1_000;
+/// HTTP requests one node serves at once, besides those that may wait (polls, executes); more
+/// answer 503 with `Retry-After`.
+pub const HTTP_REQUESTS_MAX: usize = 1_024;
+/// HTTP polls and executes one node lets wait at once; more answer 503 with `Retry-After`.
+pub const HTTP_WAITS_MAX: usize = 3_072;
+/// HTTP connections one node holds open at once (each costs buffers and a task); past it the
+/// node accepts no more until one closes.
+pub const HTTP_CONNECTIONS_MAX: usize = 4_096;
+/// Polls parked on one node at once (HTTP polls and QUIC workers' pumps); a poll that finds
+/// nothing when this many are parked answers 503.
+pub const PARKED_POLLS_MAX: usize = 4_096;
+/// Operations waiting on one partition's workflow actors at once on its leader; more answer 503.
+pub const PARTITION_CALLS_MAX: usize = 2_048;
+/// Seconds a client is told to wait (`Retry-After`) when one of these bounds is full.
+pub const RETRY_AFTER_SECS: u64 = 1;

@@ -10,6 +10,7 @@ use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use proto::limits::RETRY_AFTER_SECS;
 use proto::model::ErrorResponse;
 use std::sync::OnceLock;
 
@@ -126,10 +127,17 @@ impl IntoResponse for ApiError {
         }
         let body = serde_json::to_vec(&self.body()).unwrap_or_default();
         let mut response = (self.status, body).into_response();
-        response.headers_mut().insert(
+        let headers = response.headers_mut();
+        headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if matches!(
+            self.status,
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+        ) {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        }
         response
     }
 }

@@ -13,11 +13,13 @@
 //! (event handlers, execution records, publishing), [`trigger`] (webhooks, schedules), [`health`].
 
 pub mod admin;
+pub mod admission;
 pub mod dead_letters;
 pub mod error;
 pub mod event;
 pub mod extract;
 pub mod health;
+pub mod listener;
 pub mod metadata;
 pub mod search;
 pub mod task;
@@ -40,13 +42,18 @@ pub use error::{ApiError, ApiResult};
 /// The API's router: every Conductor route under `/api`, plus `/health`.
 ///
 /// Unknown paths answer 404 and wrong methods 405, both as Conductor's `ErrorResponse`; bodies over
-/// [`proto::limits::REQUEST_BYTES_MAX`] answer 413.
+/// [`proto::limits::REQUEST_BYTES_MAX`] answer 413; a request past the node's slots answers 503
+/// with `Retry-After` ([`admission`]).
 pub fn router(node: Node) -> axum::Router {
     error::init_instance();
     routes()
         .with_state(node)
         .layer(middleware::from_fn(error::errors_as_json))
         .layer(middleware::from_fn(trace_request))
+        .layer(middleware::from_fn_with_state(
+            admission::Admission::default(),
+            admission::admit,
+        ))
         .layer(middleware::from_fn(measure_request))
         .layer(DefaultBodyLimit::max(proto::limits::REQUEST_BYTES_MAX))
 }

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::queue::TaskQueues;
 use crate::watch::Watches;
 use engine::Effect;
+use proto::limits::PARTITION_CALLS_MAX;
 use proto::record::{self, PartitionCommand, PartitionOutcome, WorkflowRecord};
 use proto::{PartitionId, WorkflowId};
 use ractor::{Actor, ActorRef};
@@ -305,6 +306,28 @@ pub struct Partition {
     /// [`RESTART_ACTORS_MS`]); `None` while they run or another node leads.
     stopped: Arc<std::sync::Mutex<Option<String>>>,
     watcher: tokio::task::JoinHandle<()>,
+    /// Operations sent to the actors and not answered yet, at most [`PARTITION_CALLS_MAX`]: the
+    /// bound of the actors' mailboxes.
+    calls: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// One operation's place among a partition's [`Partition::calls`], given back when dropped.
+struct CallSlot(Arc<std::sync::atomic::AtomicUsize>);
+
+impl CallSlot {
+    fn take(calls: &Arc<std::sync::atomic::AtomicUsize>) -> Option<Self> {
+        use std::sync::atomic::Ordering;
+        let taken = calls.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < PARTITION_CALLS_MAX).then_some(n + 1)
+        });
+        taken.ok().map(|_| Self(calls.clone()))
+    }
+}
+
+impl Drop for CallSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 impl Partition {
@@ -327,6 +350,7 @@ impl Partition {
             actors,
             stopped,
             watcher,
+            calls: Arc::default(),
         }
     }
 
@@ -343,6 +367,13 @@ impl Partition {
     pub async fn try_call(&self, wf: &WorkflowId, op: WorkflowOp) -> Option<Result<Vec<Effect>>> {
         let guard = self.actors.read().await;
         let actors = guard.as_ref()?;
+        let Some(_slot) = CallSlot::take(&self.calls) else {
+            crate::metrics::bound_full("partition_calls");
+            return Some(Err(Error::Unavailable(format!(
+                "partition {} has {PARTITION_CALLS_MAX} operations waiting, its limit; retry",
+                self.id
+            ))));
+        };
         let (tx, rx) = oneshot::channel();
         let msg = match op {
             WorkflowOp::Start(s) => WorkflowMsg::Start(s, tx),

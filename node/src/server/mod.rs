@@ -713,6 +713,8 @@ pub async fn serve(
     };
     tracing::info!(node = %options.node, http = %options.http, data_dir = %options.data_dir.display(), partitions = node.inner.partition_count, hosted = node.inner.hosted().len(), members = read(&node.inner.members).len(), "baton node serving");
     let app = crate::api::router(node.clone());
+    let listener = crate::api::listener::Bounded::new(listener);
+    let app = app.into_make_service_with_connect_info::<crate::api::listener::Overflow>();
     let http = axum::serve(listener, app).with_graceful_shutdown(stopped(stop_rx));
     let (served, ()) = tokio::join!(std::future::IntoFuture::into_future(http), workers_done);
     served?;

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::partition::WorkflowOp;
 use crate::service::PollRequest;
 use engine::Input;
-use proto::limits::{POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
+use proto::limits::{PARKED_POLLS_MAX, POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
 use proto::model::{Json, Task, TaskExecLog, TaskResult, TaskResultStatus, TaskStatus};
 use proto::peer::{Reply, Request, Wanted, POLL_PEER_TIMEOUT_MS};
 use proto::{NodeId, TaskId, WorkflowId};
@@ -109,9 +109,15 @@ impl Inner {
             }
             // Parked, a workflow actor that makes a task ready leases it to this poll in its own
             // write (see `queue`).
-            let mut parked =
+            let parking =
                 self.queues
                     .park(&request.task_type, domain, request.worker_id.clone(), count);
+            let Some(mut parked) = parking else {
+                crate::metrics::bound_full("parked_polls");
+                return Err(Error::Unavailable(format!(
+                    "{PARKED_POLLS_MAX} polls are parked on this node, its limit; retry"
+                )));
+            };
             let handed = tokio::select! {
                 handed = &mut parked.answer => Some(handed.unwrap_or_default()),
                 _ = &mut published => None,
