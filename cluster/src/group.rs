@@ -20,10 +20,10 @@ use crate::options::{ClusterOptions, GroupOptions};
 use crate::proposer::{Limits, Proposer};
 use crate::state_machine::StateMachine;
 use crate::state_store::StateStore;
-use crate::status::GroupStatus;
 use crate::storage::{Db, Tree};
 use crate::transport::Transport;
 use crate::types::TypeConfig;
+use crate::GroupStatus;
 use openraft::error::InitializeError;
 use openraft::error::RaftError;
 use openraft::{BasicNode, LogIdOptionExt, Raft, RaftMetrics, ServerState};
@@ -256,6 +256,41 @@ async fn follow_leadership(
     }
 }
 
+/// Starts openraft over the group's stores and, on a fresh store, forms its membership. In a
+/// cluster the group is routable from the start, as peers may already be electing its leader.
+/// On failure openraft is shut down again.
+async fn start_raft(
+    db: &Db,
+    options: &GroupOptions,
+    sm: Arc<dyn StateMachine>,
+) -> Result<(Raft<TypeConfig>, Tree, Option<Registration>), Error> {
+    let config = Arc::new(options.raft_config()?);
+    let log_store = LogStore::open(db, &options.name).await?;
+    let state_store = StateStore::open(db, &options.name, options.state_checkpoint_entries, sm)?;
+    let state = state_store.state().clone();
+    let network = match &options.cluster {
+        Some(cluster) => Network::over(cluster.router.clone(), options.name.clone()),
+        None => Network::unreachable(),
+    };
+    let raft = Raft::new(options.node.0, config, network, log_store, state_store).await?;
+    // Route incoming RPCs at once: peers may already be electing a leader for this group.
+    let registration = options
+        .cluster
+        .as_ref()
+        .map(|cluster| cluster.router.register(&options.name, raft.clone()));
+
+    let formed = match &options.cluster {
+        None => form_single(&raft, options).await,
+        Some(cluster) => form_cluster(&raft, options, cluster).await,
+    };
+    if let Err(e) = formed {
+        drop(registration);
+        let _ = raft.shutdown().await;
+        return Err(e);
+    }
+    Ok((raft, state, registration))
+}
+
 impl Group {
     /// Opens (or creates) the group's trees in `db` and starts openraft.
     ///
@@ -272,33 +307,24 @@ impl Group {
         options: GroupOptions,
         sm: Arc<dyn StateMachine>,
     ) -> Result<Group, Error> {
-        let config = Arc::new(options.raft_config()?);
-        let log_store = LogStore::open(db, &options.name).await?;
-        let state_store =
-            StateStore::open(db, &options.name, options.state_checkpoint_entries, sm)?;
-        let state = state_store.state().clone();
-        let node = options.node;
-        let network = match &options.cluster {
-            Some(cluster) => Network::over(cluster.router.clone(), options.name.clone()),
-            None => Network::unreachable(),
-        };
-        let raft = Raft::new(node.0, config, network, log_store, state_store).await?;
-        // Route incoming RPCs at once: peers may already be electing a leader for this group.
-        let registration = options
-            .cluster
-            .as_ref()
-            .map(|cluster| cluster.router.register(&options.name, raft.clone()));
-
-        let formed = match &options.cluster {
-            None => form_single(&raft, &options).await,
-            Some(cluster) => form_cluster(&raft, &options, cluster).await,
-        };
-        if let Err(e) = formed {
-            drop(registration);
-            let _ = raft.shutdown().await;
-            return Err(e);
+        let (raft, state, registration) = start_raft(db, &options, sm).await?;
+        let group = Group::assemble(&options, raft, state, registration);
+        match &options.cluster {
+            // A replica placed on this node later: it waits, empty, for the leader to add it.
+            Some(cluster) if cluster.initial_voters.is_empty() => Ok(group),
+            Some(_) => group.await_known_leader(&options).await,
+            None => group.await_local_leadership(options).await,
         }
+    }
 
+    /// Wraps a started openraft instance in a handle: spawns the task that follows its
+    /// leadership and the proposer that batches commands into entries.
+    fn assemble(
+        options: &GroupOptions,
+        raft: Raft<TypeConfig>,
+        state: Tree,
+        registration: Option<Registration>,
+    ) -> Group {
         let (leadership_tx, leadership) = watch::channel(None);
         let leadership_tx = Arc::new(leadership_tx);
         let follower = {
@@ -308,26 +334,26 @@ impl Group {
             let name = options.name.clone();
             tokio::spawn(follow_leadership(raft, tx, confirm_wait, name)).abort_handle()
         };
-
-        let group = Group {
+        let proposer = Proposer::spawn(
+            raft.clone(),
+            Limits {
+                queue_max: options.proposals_in_flight_max,
+                batch_commands_max: options.batch_commands_max,
+                batch_bytes_max: options.batch_bytes_max,
+                batches_in_flight_max: options.batches_in_flight_max,
+            },
+            options.name.clone(),
+        );
+        Group {
             inner: Arc::new(Inner {
                 name: options.name.clone(),
-                node,
-                raft: raft.clone(),
+                node: options.node,
+                raft,
                 state,
                 leadership,
                 leadership_tx,
                 follower,
-                proposer: Proposer::spawn(
-                    raft.clone(),
-                    Limits {
-                        queue_max: options.proposals_in_flight_max,
-                        batch_commands_max: options.batch_commands_max,
-                        batch_bytes_max: options.batch_bytes_max,
-                        batches_in_flight_max: options.batches_in_flight_max,
-                    },
-                    options.name.clone(),
-                ),
+                proposer,
                 closed: AtomicBool::new(false),
                 command_bytes_max: options.command_bytes_max,
                 registration: Mutex::new(registration),
@@ -337,59 +363,59 @@ impl Group {
                     .as_ref()
                     .map(|c| c.router.transport().clone()),
             }),
-        };
+        }
+    }
 
+    /// Cluster: waits up to `leader_wait_ms` for any node to be known to lead the group; the
+    /// group stays open without one (it elects once enough voters are up) unless it stopped.
+    async fn await_known_leader(self, options: &GroupOptions) -> Result<Group, Error> {
         let wait = Duration::from_millis(options.leader_wait_ms);
-        if options
-            .cluster
-            .as_ref()
-            .is_some_and(|c| c.initial_voters.is_empty())
-        {
-            // A replica placed on this node later: it waits, empty, for the leader to add it.
-            return Ok(group);
+        let node = options.node;
+        let mut metrics = self.inner.raft.metrics();
+        let known = tokio::time::timeout(
+            wait,
+            metrics.wait_for(|m| m.current_leader.is_some() || m.running_state.is_err()),
+        )
+        .await
+        .map(|r| r.is_ok());
+        let status = self.status();
+        if let Some(stopped) = status.stopped {
+            let _ = self.shutdown().await;
+            return Err(Error::Raft(stopped));
         }
-        if options.cluster.is_some() {
-            let mut metrics = raft.metrics();
-            let known = tokio::time::timeout(
-                wait,
-                metrics.wait_for(|m| m.current_leader.is_some() || m.running_state.is_err()),
-            )
-            .await
-            .map(|r| r.is_ok());
-            let status = group.status();
-            if let Some(stopped) = status.stopped {
-                let _ = group.shutdown().await;
-                return Err(Error::Raft(stopped));
+        match known {
+            Ok(_) => {
+                tracing::info!(group = %options.name, node = %node, leader = ?status.leader, "group open")
             }
-            match known {
-                Ok(_) => {
-                    tracing::info!(group = %options.name, node = %node, leader = ?status.leader, "group open")
-                }
-                Err(_) => {
-                    tracing::warn!(group = %options.name, node = %node, waited_ms = options.leader_wait_ms, "group open without a known leader; it elects once enough voters are up")
-                }
+            Err(_) => {
+                tracing::warn!(group = %options.name, node = %node, waited_ms = options.leader_wait_ms, "group open without a known leader; it elects once enough voters are up")
             }
-            return Ok(group);
         }
+        Ok(self)
+    }
 
-        let mut rx = group.leadership();
+    /// Single node: waits up to `leader_wait_ms` for this node to lead; shuts the group down and
+    /// fails if it does not, or if the group stops meanwhile.
+    async fn await_local_leadership(self, options: GroupOptions) -> Result<Group, Error> {
+        let wait = Duration::from_millis(options.leader_wait_ms);
+        let mut rx = self.leadership();
         let outcome = tokio::time::timeout(wait, rx.wait_for(Option::is_some))
             .await
             .map(|r| r.map(drop));
         match outcome {
             Ok(Ok(_)) => {
-                tracing::info!(group = %options.name, node = %node, "group open, local node leads");
-                Ok(group)
+                tracing::info!(group = %options.name, node = %options.node, "group open, local node leads");
+                Ok(self)
             }
             Ok(Err(_)) => {
-                let stopped = group.status().stopped;
-                let _ = group.shutdown().await;
+                let stopped = self.status().stopped;
+                let _ = self.shutdown().await;
                 Err(Error::Raft(
                     stopped.unwrap_or_else(|| "group stopped while opening".into()),
                 ))
             }
             Err(_) => {
-                let _ = group.shutdown().await;
+                let _ = self.shutdown().await;
                 Err(Error::NoLeader {
                     group: options.name,
                     waited_ms: options.leader_wait_ms,

@@ -43,7 +43,6 @@ pub mod runtime;
 pub mod snapshot;
 pub mod state_machine;
 pub mod state_store;
-mod status;
 pub mod storage;
 pub mod tls;
 pub mod transport;

@@ -421,42 +421,59 @@ fn timer(ctx: &mut Ctx<'_>, key: &TimerKey) {
         return;
     }
     if key.kind == TimerKind::WorkflowTimeout {
-        let def = &ctx.wf.workflow_definition;
-        if def.timeout_policy == WorkflowTimeoutPolicy::TimeOutWf {
-            let reason = format!(
-                "Workflow timed out after {} seconds. Timeout configured as {} seconds. Timeout policy configured to TIME_OUT_WF",
-                (ctx.now - ctx.wf.start_time) / 1000,
-                def.timeout_seconds
-            );
-            ctx.end(WorkflowStatus::TimedOut, Some(reason), None, true);
-        }
+        workflow_timed_out(ctx);
         return;
     }
     let Some(i) = key.task_id.as_ref().and_then(|id| ctx.index_of(id)) else {
         return;
     };
-    if key.kind == TimerKind::EventPublish {
-        // Recording the attempt is the write whose commit publishes the message again.
-        let now = ctx.now;
-        let t = &mut ctx.wf.tasks[i];
-        t.poll_count = t.poll_count.saturating_add(1);
-        t.update_time = now;
-        ctx.changed = true;
-        return;
+    match key.kind {
+        TimerKind::EventPublish => publish_again(ctx, i),
+        TimerKind::Wait => wait_elapsed(ctx, i),
+        kind => task_timed_out(ctx, kind, i),
     }
-    if key.kind == TimerKind::Wait {
-        let now = ctx.now;
-        let t = &mut ctx.wf.tasks[i];
-        t.status = TaskStatus::Completed;
-        t.end_time = now;
-        t.update_time = now;
-        ctx.changed = true;
-        advance(ctx);
-        return;
+}
+
+/// The workflow's own timeout: ends it as TIMED_OUT under TIME_OUT_WF (ALERT_ONLY does nothing).
+fn workflow_timed_out(ctx: &mut Ctx<'_>) {
+    let def = &ctx.wf.workflow_definition;
+    if def.timeout_policy == WorkflowTimeoutPolicy::TimeOutWf {
+        let reason = format!(
+            "Workflow timed out after {} seconds. Timeout configured as {} seconds. Timeout policy configured to TIME_OUT_WF",
+            (ctx.now - ctx.wf.start_time) / 1000,
+            def.timeout_seconds
+        );
+        ctx.end(WorkflowStatus::TimedOut, Some(reason), None, true);
     }
+}
+
+/// An EVENT task's publish is due again.
+fn publish_again(ctx: &mut Ctx<'_>, i: usize) {
+    // Recording the attempt is the write whose commit publishes the message again.
+    let now = ctx.now;
+    let t = &mut ctx.wf.tasks[i];
+    t.poll_count = t.poll_count.saturating_add(1);
+    t.update_time = now;
+    ctx.changed = true;
+}
+
+/// A WAIT task reached its due time: it completes and the workflow moves on.
+fn wait_elapsed(ctx: &mut Ctx<'_>, i: usize) {
+    let now = ctx.now;
+    let t = &mut ctx.wf.tasks[i];
+    t.status = TaskStatus::Completed;
+    t.end_time = now;
+    t.update_time = now;
+    ctx.changed = true;
+    advance(ctx);
+}
+
+/// A task's poll, response, per-attempt or total timeout fired: the task times out and, under
+/// TIME_OUT_WF, so does the workflow; otherwise the workflow advances (retrying if it may).
+fn task_timed_out(ctx: &mut Ctx<'_>, kind: TimerKind, i: usize) {
     let t = &ctx.wf.tasks[i];
     let def = schedule::task_def(&t.workflow_task);
-    let (reason, policy) = match key.kind {
+    let (reason, policy) = match kind {
         TimerKind::PollTimeout => ("Task poll timed out".to_owned(), def.timeout_policy),
         TimerKind::ResponseTimeout => {
             (format!("responseTimeout: {} exceeded.", t.response_timeout_seconds), TimeoutPolicy::Retry)

@@ -238,6 +238,23 @@ pub(crate) fn rerun(ctx: &mut Ctx<'_>, req: RerunWorkflowRequest) -> Result<(), 
         ctx.wf.input = input;
     }
     let old = ctx.wf.tasks[i].clone();
+    let dropped = drop_tasks_from(ctx, i);
+    reopen(ctx);
+    reopen_kept_tasks(ctx, &dropped);
+    if nav::is_worker_type(&old.workflow_task.task_type) {
+        let input = req.task_input.unwrap_or(old.input_data);
+        let t = new_task(ctx, &old.workflow_task, old.retry_count, Some(input));
+        schedule::push(ctx, t);
+    } else {
+        // A system task is re-created by scheduling its definition again.
+        schedule::schedule(ctx, &old.workflow_task);
+    }
+    advance(ctx);
+    Ok(())
+}
+
+/// Removes the task at `i` and every task after it, with their logs; returns their references.
+fn drop_tasks_from(ctx: &mut Ctx<'_>, i: usize) -> Vec<String> {
     let dropped: Vec<String> = ctx.wf.tasks[i..]
         .iter()
         .map(|t| t.reference_task_name.clone())
@@ -248,9 +265,13 @@ pub(crate) fn rerun(ctx: &mut Ctx<'_>, req: RerunWorkflowRequest) -> Result<(), 
             ctx.logs.remove(&id);
         }
     }
-    reopen(ctx);
+    dropped
+}
+
+/// Re-derives the successors of the tasks kept by a rerun: JOINs waiting on a `dropped` task open
+/// again and canceled tasks are pending again.
+fn reopen_kept_tasks(ctx: &mut Ctx<'_>, dropped: &[String]) {
     let now = ctx.now;
-    // Re-derive successors of what is kept; JOINs waiting on a dropped task open again.
     for t in ctx.wf.tasks.iter_mut() {
         if t.task_type == task_type::JOIN
             && t.workflow_task.join_on.iter().any(|r| dropped.contains(r))
@@ -277,16 +298,6 @@ pub(crate) fn rerun(ctx: &mut Ctx<'_>, req: RerunWorkflowRequest) -> Result<(), 
             t.executed = false;
         }
     }
-    if nav::is_worker_type(&old.workflow_task.task_type) {
-        let input = req.task_input.unwrap_or(old.input_data);
-        let t = new_task(ctx, &old.workflow_task, old.retry_count, Some(input));
-        schedule::push(ctx, t);
-    } else {
-        // A system task is re-created by scheduling its definition again.
-        schedule::schedule(ctx, &old.workflow_task);
-    }
-    advance(ctx);
-    Ok(())
 }
 
 /// Skips the task with `reference`: a pending one becomes SKIPPED now; one not reached yet is

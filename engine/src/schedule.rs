@@ -147,92 +147,109 @@ pub(crate) fn schedule(ctx: &mut Ctx<'_>, wt: &WorkflowTask) {
         }
         return;
     }
-    let mut task = new_task(ctx, wt, 0, None);
+    let task = new_task(ctx, wt, 0, None);
     match wt.task_type.as_str() {
-        task_type::FORK_JOIN => {
-            let def = ctx.wf.workflow_definition.clone();
-            let join = match nav::next_after(&def.tasks, &wt.task_reference_name) {
-                Some(Next::Task(j)) if j.task_type == task_type::JOIN => j.clone(),
-                _ => {
-                    complete_now(ctx, &mut task, Json::new());
-                    task.executed = true;
-                    let idx = push(ctx, task);
-                    let id = ctx.wf.tasks[idx].task_id.clone();
-                    ctx.end(
-                        WorkflowStatus::Failed,
-                        Some(FORK_WITHOUT_JOIN.to_owned()),
-                        Some(&id),
-                        true,
-                    );
-                    return;
-                }
-            };
-            complete_now(ctx, &mut task, Json::new());
-            task.executed = true;
-            push(ctx, task);
-            for branch in &wt.fork_tasks {
-                if let Some(first) = branch.first() {
-                    schedule(ctx, first);
-                }
-            }
-            schedule(ctx, &join);
-        }
-        task_type::JOIN => {
-            task.status = TaskStatus::InProgress;
-            task.start_time = ctx.now;
-            task.input_data
-                .insert("joinOn".into(), wt.join_on.clone().into());
-            push(ctx, task);
-        }
-        task_type::WAIT => {
-            task.start_time = ctx.now;
-            match super::wait::due_ms(&task.input_data, ctx.now) {
-                Ok(Some(due)) if due <= ctx.now => complete_now(ctx, &mut task, Json::new()),
-                Ok(due) => {
-                    task.status = TaskStatus::InProgress;
-                    task.wait_timeout = due.unwrap_or(0);
-                }
-                Err(reason) => {
-                    task.status = TaskStatus::FailedWithTerminalError;
-                    task.end_time = ctx.now;
-                    task.reason_for_incompletion = Some(reason);
-                }
-            }
-            push(ctx, task);
-        }
-        task_type::SWITCH | task_type::DECISION => {
-            let param = if wt.task_type == task_type::SWITCH {
-                wt.expression.clone().unwrap_or_default()
-            } else {
-                wt.case_value_param.clone().unwrap_or_default()
-            };
-            let key = case_key(task.input_data.get(&param).unwrap_or(&Value::Null));
-            let chosen = wt.decision_cases.get(&key).unwrap_or(&wt.default_case);
-            let mut out = Json::new();
-            out.insert(
-                "evaluationResult".into(),
-                Value::Array(vec![Value::String(key)]),
-            );
-            complete_now(ctx, &mut task, out);
-            let first = chosen.first().cloned();
-            task.executed = first.is_some();
-            push(ctx, task);
-            if let Some(first) = first {
-                schedule(ctx, &first);
-            }
-        }
-        task_type::SET_VARIABLE => {
-            for (k, v) in &task.input_data {
-                ctx.wf.variables.insert(k.clone(), v.clone());
-            }
-            complete_now(ctx, &mut task, Json::new());
-            push(ctx, task);
-        }
+        task_type::FORK_JOIN => schedule_fork(ctx, wt, task),
+        task_type::JOIN => schedule_join(ctx, wt, task),
+        task_type::WAIT => schedule_wait(ctx, task),
+        task_type::SWITCH | task_type::DECISION => schedule_switch(ctx, wt, task),
+        task_type::SET_VARIABLE => set_variable_task(ctx, task),
         task_type::TERMINATE => terminate_task(ctx, task),
         _ => {
             push(ctx, task);
         }
     }
+}
+
+/// FORK_JOIN: completes at once and schedules the first task of each branch and the JOIN that
+/// follows it; a FORK without a JOIN after it fails the workflow.
+fn schedule_fork(ctx: &mut Ctx<'_>, wt: &WorkflowTask, mut task: Task) {
+    let def = ctx.wf.workflow_definition.clone();
+    let join = match nav::next_after(&def.tasks, &wt.task_reference_name) {
+        Some(Next::Task(j)) if j.task_type == task_type::JOIN => j.clone(),
+        _ => {
+            complete_now(ctx, &mut task, Json::new());
+            task.executed = true;
+            let idx = push(ctx, task);
+            let id = ctx.wf.tasks[idx].task_id.clone();
+            ctx.end(
+                WorkflowStatus::Failed,
+                Some(FORK_WITHOUT_JOIN.to_owned()),
+                Some(&id),
+                true,
+            );
+            return;
+        }
+    };
+    complete_now(ctx, &mut task, Json::new());
+    task.executed = true;
+    push(ctx, task);
+    for branch in &wt.fork_tasks {
+        if let Some(first) = branch.first() {
+            schedule(ctx, first);
+        }
+    }
+    schedule(ctx, &join);
+}
+
+/// JOIN: in progress from now, waiting on the references in `joinOn`.
+fn schedule_join(ctx: &mut Ctx<'_>, wt: &WorkflowTask, mut task: Task) {
+    task.status = TaskStatus::InProgress;
+    task.start_time = ctx.now;
+    task.input_data
+        .insert("joinOn".into(), wt.join_on.clone().into());
+    push(ctx, task);
+}
+
+/// WAIT: completes at once if already due, otherwise waits until its due time (or forever);
+/// an unreadable duration or deadline fails it terminally.
+fn schedule_wait(ctx: &mut Ctx<'_>, mut task: Task) {
+    task.start_time = ctx.now;
+    match super::wait::due_ms(&task.input_data, ctx.now) {
+        Ok(Some(due)) if due <= ctx.now => complete_now(ctx, &mut task, Json::new()),
+        Ok(due) => {
+            task.status = TaskStatus::InProgress;
+            task.wait_timeout = due.unwrap_or(0);
+        }
+        Err(reason) => {
+            task.status = TaskStatus::FailedWithTerminalError;
+            task.end_time = ctx.now;
+            task.reason_for_incompletion = Some(reason);
+        }
+    }
+    push(ctx, task);
+}
+
+/// SWITCH/DECISION: completes at once with the chosen case and schedules that case's first task.
+fn schedule_switch(ctx: &mut Ctx<'_>, wt: &WorkflowTask, mut task: Task) {
+    let param = if wt.task_type == task_type::SWITCH {
+        wt.expression.clone().unwrap_or_default()
+    } else {
+        wt.case_value_param.clone().unwrap_or_default()
+    };
+    let key = case_key(task.input_data.get(&param).unwrap_or(&Value::Null));
+    let chosen = wt.decision_cases.get(&key).unwrap_or(&wt.default_case);
+    let mut out = Json::new();
+    out.insert(
+        "evaluationResult".into(),
+        Value::Array(vec![Value::String(key)]),
+    );
+    complete_now(ctx, &mut task, out);
+    let first = chosen.first().cloned();
+    task.executed = first.is_some();
+    push(ctx, task);
+    if let Some(first) = first {
+        schedule(ctx, &first);
+    }
+}
+
+/// SET_VARIABLE: copies its input into the workflow's variables and completes.
+fn set_variable_task(ctx: &mut Ctx<'_>, mut task: Task) {
+    for (k, v) in &task.input_data {
+        ctx.wf.variables.insert(k.clone(), v.clone());
+    }
+    complete_now(ctx, &mut task, Json::new());
+    push(ctx, task);
 }
 
 /// TERMINATE: ends the workflow with `terminationStatus`, `workflowOutput` and `terminationReason`.

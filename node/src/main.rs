@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand};
 use proto::NodeId;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// mimalloc instead of glibc's allocator: a node allocates and frees small buffers at a high
 /// rate (records, entries, frames), and glibc's malloc was 15% of a loaded node's samples.
@@ -166,16 +166,7 @@ fn main() -> anyhow::Result<()> {
         // Before logging is set up: stdout carries the host's answers and nothing else.
         return Ok(node::events::host::serve()?);
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,openraft=warn,sled=warn,quinn=warn".into()),
-        )
-        .init();
-    cluster::tls::install_crypto_provider();
-    if std::env::var_os(METRICS_ENV).is_none_or(|v| v != "off") {
-        node::metrics::install();
-    }
+    init_logging_and_metrics();
     match cli.command {
         Command::Server {
             data_dir,
@@ -196,109 +187,149 @@ fn main() -> anyhow::Result<()> {
                 listen,
                 certs: certs.clone(),
             });
-            let cluster = match (cluster, listen) {
-                (None, Some(listen)) if join.is_some() => Some(node::server::ClusterOptions {
-                    listen,
-                    members: BTreeMap::new(),
-                    join,
-                    certs,
-                }),
-                (None, _) => None,
-                (Some(members), Some(listen)) => Some(node::server::ClusterOptions {
-                    listen,
-                    members,
-                    join: None,
-                    certs,
-                }),
-                (Some(members), None) => {
-                    // The node's own entry in the member list is its peer address.
-                    let listen = *members.get(&node).ok_or_else(|| {
-                        anyhow::anyhow!("--cluster does not list this node ({node})")
-                    })?;
-                    Some(node::server::ClusterOptions {
-                        listen,
-                        members,
-                        join: None,
-                        certs,
-                    })
-                }
+            let cluster = cluster_options(node, cluster, listen, join, certs)?;
+            let events = node::events::EventOptions {
+                nats_url: nats,
+                amqp_url: amqp,
+                dedup_window_secs: Some(event_dedup_secs),
+                script_host: None,
             };
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?;
-            let options = node::server::Options {
+            serve(node::server::Options {
                 data_dir,
                 http,
                 partitions,
                 node,
                 cluster,
                 workers,
-                events: node::events::EventOptions {
-                    nats_url: nats,
-                    amqp_url: amqp,
-                    dedup_window_secs: Some(event_dedup_secs),
-                    script_host: None,
-                },
-            };
-            runtime.block_on(node::server::serve(options, shutdown_signal()))
+                events,
+            })
         }
-        Command::Certs { out, nodes, host } => {
-            let ids: Vec<NodeId> = nodes.into_iter().map(NodeId).collect();
-            cluster::tls::write_cluster_certs(&out, &ids, &host).map_err(|e| {
-                anyhow::anyhow!("cannot write certificates to {}: {e}", out.display())
-            })?;
-            println!(
-                "wrote ca.pem, ca.key, workers-ca.pem, workers-ca.key and node certificates for \
-                 {ids:?} to {}",
-                out.display()
-            );
-            Ok(())
-        }
+        Command::Certs { out, nodes, host } => write_certs(&out, nodes, &host),
         Command::WorkerCert {
             certs,
             id,
             task_types,
             out,
-        } => {
-            use cluster::tls::{WORKERS_CA_CERT_FILE, WORKERS_CA_KEY_FILE};
-            for file in [WORKERS_CA_CERT_FILE, WORKERS_CA_KEY_FILE] {
-                let path = certs.join(file);
-                if !path.exists() {
-                    anyhow::bail!(
-                        "{} not found: run `baton certs` first (it creates the workers CA), or \
-                         point --certs at its directory",
-                        path.display()
-                    );
-                }
-            }
-            let ca = cluster::tls::load_workers_ca(&certs).map_err(|e| {
-                anyhow::anyhow!("cannot load the workers CA from {}: {e}", certs.display())
-            })?;
-            let cert = cluster::tls::generate_worker_cert(&ca, &id, &task_types)
-                .map_err(|e| anyhow::anyhow!("cannot create worker {id:?}'s certificate: {e}"))?;
-            let out = out.unwrap_or_else(|| certs.clone());
-            let (cert_path, key_path) =
-                cluster::tls::write_worker_cert(&out, &cert).map_err(|e| {
-                    anyhow::anyhow!(
-                        "cannot write worker {id:?}'s certificate to {}: {e}",
-                        out.display()
-                    )
-                })?;
-            println!("wrote {}", cert_path.display());
-            println!("wrote {}", key_path.display());
-            // The worker checks nodes against the cluster CA: put it beside the worker's files
-            // (the SDK's `Tls::from_dir` reads all three from one directory).
-            let ca = out.join(cluster::tls::CA_CERT_FILE);
-            if !ca.exists() {
-                std::fs::copy(certs.join(cluster::tls::CA_CERT_FILE), &ca).map_err(|e| {
-                    anyhow::anyhow!("cannot copy the cluster CA to {}: {e}", ca.display())
-                })?;
-                println!("wrote {}", ca.display());
-            }
-            Ok(())
-        }
+        } => write_worker_cert(&certs, &id, &task_types, out),
         Command::ScriptHost => Ok(node::events::host::serve()?),
     }
+}
+
+/// Logs to stderr (`RUST_LOG`, else info with openraft, sled and quinn at warn), installs the
+/// crypto provider, and records metrics unless `BATON_METRICS=off`.
+fn init_logging_and_metrics() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,openraft=warn,sled=warn,quinn=warn".into()),
+        )
+        .init();
+    cluster::tls::install_crypto_provider();
+    if std::env::var_os(METRICS_ENV).is_none_or(|v| v != "off") {
+        node::metrics::install();
+    }
+}
+
+/// The cluster part of `baton server`: none for a single node; the peer address is `--listen`,
+/// else this node's entry in `--cluster`.
+fn cluster_options(
+    node: NodeId,
+    cluster: Option<BTreeMap<NodeId, SocketAddr>>,
+    listen: Option<SocketAddr>,
+    join: Option<SocketAddr>,
+    certs: PathBuf,
+) -> anyhow::Result<Option<node::server::ClusterOptions>> {
+    Ok(match (cluster, listen) {
+        (None, Some(listen)) if join.is_some() => Some(node::server::ClusterOptions {
+            listen,
+            members: BTreeMap::new(),
+            join,
+            certs,
+        }),
+        (None, _) => None,
+        (Some(members), Some(listen)) => Some(node::server::ClusterOptions {
+            listen,
+            members,
+            join: None,
+            certs,
+        }),
+        (Some(members), None) => {
+            // The node's own entry in the member list is its peer address.
+            let listen = *members
+                .get(&node)
+                .ok_or_else(|| anyhow::anyhow!("--cluster does not list this node ({node})"))?;
+            Some(node::server::ClusterOptions {
+                listen,
+                members,
+                join: None,
+                certs,
+            })
+        }
+    })
+}
+
+/// Runs the node until Ctrl-C or SIGTERM.
+fn serve(options: node::server::Options) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(node::server::serve(options, shutdown_signal()))
+}
+
+/// `baton certs`: the cluster CA, the workers CA and a certificate for each node.
+fn write_certs(out: &Path, nodes: Vec<u64>, host: &[String]) -> anyhow::Result<()> {
+    let ids: Vec<NodeId> = nodes.into_iter().map(NodeId).collect();
+    cluster::tls::write_cluster_certs(out, &ids, host)
+        .map_err(|e| anyhow::anyhow!("cannot write certificates to {}: {e}", out.display()))?;
+    println!(
+        "wrote ca.pem, ca.key, workers-ca.pem, workers-ca.key and node certificates for \
+         {ids:?} to {}",
+        out.display()
+    );
+    Ok(())
+}
+
+/// `baton worker-cert`: a worker's certificate signed by the workers CA in `certs`, written to
+/// `out` (default `certs`) with the cluster CA beside it.
+fn write_worker_cert(
+    certs: &Path,
+    id: &str,
+    task_types: &[String],
+    out: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    use cluster::tls::{WORKERS_CA_CERT_FILE, WORKERS_CA_KEY_FILE};
+    for file in [WORKERS_CA_CERT_FILE, WORKERS_CA_KEY_FILE] {
+        let path = certs.join(file);
+        if !path.exists() {
+            anyhow::bail!(
+                "{} not found: run `baton certs` first (it creates the workers CA), or \
+                 point --certs at its directory",
+                path.display()
+            );
+        }
+    }
+    let ca = cluster::tls::load_workers_ca(certs)
+        .map_err(|e| anyhow::anyhow!("cannot load the workers CA from {}: {e}", certs.display()))?;
+    let cert = cluster::tls::generate_worker_cert(&ca, id, task_types)
+        .map_err(|e| anyhow::anyhow!("cannot create worker {id:?}'s certificate: {e}"))?;
+    let out = out.unwrap_or_else(|| certs.to_path_buf());
+    let (cert_path, key_path) = cluster::tls::write_worker_cert(&out, &cert).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot write worker {id:?}'s certificate to {}: {e}",
+            out.display()
+        )
+    })?;
+    println!("wrote {}", cert_path.display());
+    println!("wrote {}", key_path.display());
+    // The worker checks nodes against the cluster CA: put it beside the worker's files
+    // (the SDK's `Tls::from_dir` reads all three from one directory).
+    let ca = out.join(cluster::tls::CA_CERT_FILE);
+    if !ca.exists() {
+        std::fs::copy(certs.join(cluster::tls::CA_CERT_FILE), &ca)
+            .map_err(|e| anyhow::anyhow!("cannot copy the cluster CA to {}: {e}", ca.display()))?;
+        println!("wrote {}", ca.display());
+    }
+    Ok(())
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -453,67 +453,12 @@ fn health_of(api: &Api) -> anyhow::Result<serde_json::Value> {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let api = Api::new(&cli.url)?;
     match cli.command {
-        Command::Status => {
-            let groups = api.get("/api/admin/status")?;
-            println!(
-                "{:<6} {:<9} {:>5} {:>7} {:>9} {:>9} {:>9}",
-                "group", "role", "term", "leader", "last_log", "applied", "snapshot"
-            );
-            for g in groups.as_array().into_iter().flatten() {
-                println!(
-                    "{:<6} {:<9} {:>5} {:>7} {:>9} {:>9} {:>9}",
-                    text(&g["name"]),
-                    text(&g["role"]),
-                    text(&g["term"]),
-                    text(&g["leader"]),
-                    text(&g["last_log_index"]),
-                    text(&g["last_applied_index"]),
-                    text(&g["snapshot_index"]),
-                );
-            }
-            // Partitions led here that cannot run, and records set aside: both need an operator.
-            let health = health_of(&api)?;
-            for p in health["partitionsStopped"].as_array().into_iter().flatten() {
-                println!(
-                    "partition {} cannot run: {}",
-                    text(&p["partition"]),
-                    text(&p["reason"])
-                );
-            }
-            let quarantined = api.get("/api/admin/quarantine")?;
-            for q in quarantined.as_array().into_iter().flatten() {
-                println!(
-                    "quarantined: workflow {} (partition {}): {}",
-                    text(&q["workflowId"]),
-                    text(&q["partition"]),
-                    text(&q["reason"])
-                );
-            }
-        }
+        Command::Status => print_status(&api)?,
         Command::Health => {
             let health = health_of(&api)?;
             println!("{}", serde_json::to_string_pretty(&health)?);
         }
-        Command::Workflow { id } => {
-            let wf = api.get(&format!("/api/workflow/{id}?includeTasks=true"))?;
-            println!(
-                "{} {} v{} {}",
-                text(&wf["workflowId"]),
-                text(&wf["workflowName"]),
-                text(&wf["workflowVersion"]),
-                text(&wf["status"])
-            );
-            for t in wf["tasks"].as_array().into_iter().flatten() {
-                println!(
-                    "  {:>3} {:<24} {:<22} attempt {} {}",
-                    text(&t["seq"]),
-                    text(&t["referenceTaskName"]),
-                    text(&t["status"]),
-                    text(&t["retryCount"]),
-                    text(&t["taskId"])
-                );
-            }
-        }
+        Command::Workflow { id } => print_workflow(&api, &id)?,
         Command::Cluster => print_cluster(&api.get("/api/admin/cluster")?),
         Command::Add { id, addr } => {
             api.post("/api/admin/nodes", Some(&json!({"id": id, "addr": addr})))?;
@@ -524,29 +469,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             undo,
             wait,
             timeout,
-        } => {
-            if undo {
-                api.post(&format!("/api/admin/nodes/{id}/drain?undo=true"), None)?;
-                println!("node {id} is active again");
-            } else {
-                api.post(&format!("/api/admin/nodes/{id}/drain"), None)?;
-                println!("node {id} is draining");
-                if wait {
-                    wait_drained(&api, id, Duration::from_secs(timeout))?;
-                }
-            }
-        }
-        Command::Remove { id } => {
-            match api.call(Method::DELETE, &format!("/api/admin/nodes/{id}"), None) {
-                Ok(_) => println!("node {id} removed"),
-                Err(e) => match e.downcast_ref::<ApiError>() {
-                    Some(a) if a.status == StatusCode::CONFLICT => {
-                        bail!("node {id} cannot be removed: {}", a.message)
-                    }
-                    _ => return Err(e),
-                },
-            }
-        }
+        } => drain(&api, id, undo, wait.then(|| Duration::from_secs(timeout)))?,
+        Command::Remove { id } => remove(&api, id)?,
         Command::Transfer { partition, to } => {
             let query = to.map(|n| format!("?to={n}")).unwrap_or_default();
             let answer = api.post(
@@ -568,6 +492,100 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 bail!("the benchmark lost or failed workflows");
             }
         }
+    }
+    Ok(())
+}
+
+/// `status`: every group on the node, then the partitions led here that cannot run and the
+/// records set aside.
+fn print_status(api: &Api) -> anyhow::Result<()> {
+    let groups = api.get("/api/admin/status")?;
+    println!(
+        "{:<6} {:<9} {:>5} {:>7} {:>9} {:>9} {:>9}",
+        "group", "role", "term", "leader", "last_log", "applied", "snapshot"
+    );
+    for g in groups.as_array().into_iter().flatten() {
+        println!(
+            "{:<6} {:<9} {:>5} {:>7} {:>9} {:>9} {:>9}",
+            text(&g["name"]),
+            text(&g["role"]),
+            text(&g["term"]),
+            text(&g["leader"]),
+            text(&g["last_log_index"]),
+            text(&g["last_applied_index"]),
+            text(&g["snapshot_index"]),
+        );
+    }
+    // Partitions led here that cannot run, and records set aside: both need an operator.
+    let health = health_of(api)?;
+    for p in health["partitionsStopped"].as_array().into_iter().flatten() {
+        println!(
+            "partition {} cannot run: {}",
+            text(&p["partition"]),
+            text(&p["reason"])
+        );
+    }
+    let quarantined = api.get("/api/admin/quarantine")?;
+    for q in quarantined.as_array().into_iter().flatten() {
+        println!(
+            "quarantined: workflow {} (partition {}): {}",
+            text(&q["workflowId"]),
+            text(&q["partition"]),
+            text(&q["reason"])
+        );
+    }
+    Ok(())
+}
+
+/// `workflow <id>`: the workflow's status and one line per task.
+fn print_workflow(api: &Api, id: &str) -> anyhow::Result<()> {
+    let wf = api.get(&format!("/api/workflow/{id}?includeTasks=true"))?;
+    println!(
+        "{} {} v{} {}",
+        text(&wf["workflowId"]),
+        text(&wf["workflowName"]),
+        text(&wf["workflowVersion"]),
+        text(&wf["status"])
+    );
+    for t in wf["tasks"].as_array().into_iter().flatten() {
+        println!(
+            "  {:>3} {:<24} {:<22} attempt {} {}",
+            text(&t["seq"]),
+            text(&t["referenceTaskName"]),
+            text(&t["status"]),
+            text(&t["retryCount"]),
+            text(&t["taskId"])
+        );
+    }
+    Ok(())
+}
+
+/// `drain <id>`: starts draining the member (or, with `undo`, makes it active again); with
+/// `wait`, follows the drain for up to that long.
+fn drain(api: &Api, id: u64, undo: bool, wait: Option<Duration>) -> anyhow::Result<()> {
+    if undo {
+        api.post(&format!("/api/admin/nodes/{id}/drain?undo=true"), None)?;
+        println!("node {id} is active again");
+    } else {
+        api.post(&format!("/api/admin/nodes/{id}/drain"), None)?;
+        println!("node {id} is draining");
+        if let Some(timeout) = wait {
+            wait_drained(api, id, timeout)?;
+        }
+    }
+    Ok(())
+}
+
+/// `remove <id>`: forgets a drained member; a refusal (it still holds replicas) says why.
+fn remove(api: &Api, id: u64) -> anyhow::Result<()> {
+    match api.call(Method::DELETE, &format!("/api/admin/nodes/{id}"), None) {
+        Ok(_) => println!("node {id} removed"),
+        Err(e) => match e.downcast_ref::<ApiError>() {
+            Some(a) if a.status == StatusCode::CONFLICT => {
+                bail!("node {id} cannot be removed: {}", a.message)
+            }
+            _ => return Err(e),
+        },
     }
     Ok(())
 }

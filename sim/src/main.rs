@@ -324,6 +324,44 @@ fn run_many(args: &Args, seeds: std::ops::Range<u64>) -> ExitCode {
             work.push(seed);
         }
     }
+    let by_seed = run_children(args, work, jobs);
+    let mut failed = Vec::new();
+    let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+    for (seed, outcomes) in &by_seed {
+        if !check_seed(args, *seed, outcomes, &mut totals) {
+            failed.push(*seed);
+        }
+    }
+    let runs = seeds.end - seeds.start;
+    println!(
+        "{runs} seeds ({} runs, {jobs} at a time) in {:.1}s: {} failed{}",
+        by_seed.values().map(Vec::len).sum::<usize>(),
+        started.elapsed().as_secs_f64(),
+        failed.len(),
+        if failed.is_empty() {
+            String::new()
+        } else {
+            format!(" {failed:?}")
+        }
+    );
+    let uncovered = print_counters(&totals);
+    if args.require_coverage && !uncovered.is_empty() {
+        println!("never exercised: {}", uncovered.join(", "));
+        return ExitCode::from(1);
+    }
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// Runs the seeds of `work` in child processes, `jobs` at once; the outcomes of each seed.
+fn run_children(
+    args: &Args,
+    work: Vec<u64>,
+    jobs: usize,
+) -> BTreeMap<u64, Vec<Result<Outcome, String>>> {
     let queue = std::sync::Mutex::new(work.into_iter());
     let results = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|scope| {
@@ -343,60 +381,61 @@ fn run_many(args: &Args, seeds: std::ops::Range<u64>) -> ExitCode {
     for (seed, outcome) in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
         by_seed.entry(seed).or_default().push(outcome);
     }
-    let mut failed = Vec::new();
-    let mut totals: BTreeMap<String, u64> = BTreeMap::new();
-    for (seed, outcomes) in &by_seed {
-        let mut problems = Vec::new();
-        let mut traces = Vec::new();
-        let mut summary_line = None;
-        for outcome in outcomes {
-            match outcome {
-                Ok(o) => {
-                    traces.push(o.trace.clone());
-                    problems.extend(o.violations.iter().cloned());
-                    summary_line.get_or_insert_with(|| o.summary.clone());
-                    if traces.len() == 1 {
-                        for (c, v) in &o.counters {
-                            *totals.entry(c.clone()).or_default() += v;
-                        }
+    by_seed
+}
+
+/// Checks the runs of one seed (violations, errors, differing trace hashes), prints its summary
+/// when verbose or failed, and adds its first run's counters to `totals`. True if it passed.
+fn check_seed(
+    args: &Args,
+    seed: u64,
+    outcomes: &[Result<Outcome, String>],
+    totals: &mut BTreeMap<String, u64>,
+) -> bool {
+    let mut problems = Vec::new();
+    let mut traces = Vec::new();
+    let mut summary_line = None;
+    for outcome in outcomes {
+        match outcome {
+            Ok(o) => {
+                traces.push(o.trace.clone());
+                problems.extend(o.violations.iter().cloned());
+                summary_line.get_or_insert_with(|| o.summary.clone());
+                if traces.len() == 1 {
+                    for (c, v) in &o.counters {
+                        *totals.entry(c.clone()).or_default() += v;
                     }
-                    debug_assert_eq!(o.seed, *seed);
                 }
-                Err(e) => problems.push(e.clone()),
+                debug_assert_eq!(o.seed, seed);
             }
-        }
-        problems.dedup();
-        if traces.windows(2).any(|w| w[0] != w[1]) {
-            problems.push(format!(
-                "nondeterminism: trace hashes {}",
-                traces.join(" then ")
-            ));
-        }
-        if args.verbose || !problems.is_empty() {
-            if let Some(line) = &summary_line {
-                println!("{line}");
-            }
-        }
-        if !problems.is_empty() {
-            for p in &problems {
-                println!("  VIOLATION {p}");
-            }
-            println!("  replay: {}", replay_command(args, *seed));
-            failed.push(*seed);
+            Err(e) => problems.push(e.clone()),
         }
     }
-    let runs = seeds.end - seeds.start;
-    println!(
-        "{runs} seeds ({} runs, {jobs} at a time) in {:.1}s: {} failed{}",
-        by_seed.values().map(Vec::len).sum::<usize>(),
-        started.elapsed().as_secs_f64(),
-        failed.len(),
-        if failed.is_empty() {
-            String::new()
-        } else {
-            format!(" {failed:?}")
+    problems.dedup();
+    if traces.windows(2).any(|w| w[0] != w[1]) {
+        problems.push(format!(
+            "nondeterminism: trace hashes {}",
+            traces.join(" then ")
+        ));
+    }
+    if args.verbose || !problems.is_empty() {
+        if let Some(line) = &summary_line {
+            println!("{line}");
         }
-    );
+    }
+    if problems.is_empty() {
+        return true;
+    }
+    for p in &problems {
+        println!("  VIOLATION {p}");
+    }
+    println!("  replay: {}", replay_command(args, seed));
+    false
+}
+
+/// Prints every "sometimes" counter summed over the seeds; returns the required ones that stayed
+/// at zero.
+fn print_counters(totals: &BTreeMap<String, u64>) -> Vec<&'static str> {
     println!("sometimes counters over all seeds:");
     for c in Counter::ALL {
         println!(
@@ -405,19 +444,10 @@ fn run_many(args: &Args, seeds: std::ops::Range<u64>) -> ExitCode {
             totals.get(c.label()).copied().unwrap_or(0)
         );
     }
-    let uncovered: Vec<&str> = Counter::ALL
+    Counter::ALL
         .iter()
         .filter(|c| c.required())
         .map(|c| c.label())
         .filter(|l| totals.get(*l).copied().unwrap_or(0) == 0)
-        .collect();
-    if args.require_coverage && !uncovered.is_empty() {
-        println!("never exercised: {}", uncovered.join(", "));
-        return ExitCode::from(1);
-    }
-    if failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+        .collect()
 }

@@ -364,35 +364,7 @@ fn progress(line: String) {
 /// Runs the bench; `Ok(false)` when a workload lost or failed workflows.
 pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
     let plan = Plan::from(&args);
-    for p in &args.peers {
-        if !peers::KNOWN.contains(&p.as_str()) {
-            bail!(
-                "unknown peer {p:?}: known peers are {}",
-                peers::KNOWN.join(", ")
-            );
-        }
-    }
-    let bin = match &args.baton_bin {
-        Some(b) => b.clone(),
-        None => std::env::current_exe()
-            .context("cannot locate batonctl")?
-            .with_file_name("baton"),
-    };
-    let quic = args.worker_kind == WorkerKind::Quic;
-    let spec = if args.nodes <= 1 {
-        TargetSpec::LocalServer {
-            bin,
-            partitions: args.partitions,
-            quic,
-        }
-    } else {
-        TargetSpec::LocalCluster {
-            bin,
-            nodes: args.nodes,
-            partitions: args.partitions,
-            quic,
-        }
-    };
+    let spec = target_spec(&args)?;
 
     progress("calibrating (fdatasync, loopback TCP)".into());
     let cal = Calibration::measure()?;
@@ -414,30 +386,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
     drop(target);
     let mut sweep = Vec::new();
     if !plan.sweep.is_empty() {
-        progress(format!(
-            "starting a fresh target for the sweep: {}",
-            spec.describe()
-        ));
-        let target = Target::start(&spec)?;
-        let result = run_sweep(&target, &plan, &args);
-        if result.is_err() {
-            eprintln!("--- target logs ---\n{}", target.log_tail());
-        }
-        sweep = result?;
+        sweep = run_sweep_on_fresh_target(&spec, &plan, &args)?;
     }
-
-    let peers_dir = args.peers_dir.clone().unwrap_or_else(peers::default_dir);
-    let mut peer_rows = Vec::new();
-    for name in &args.peers {
-        match run_peer(&peers_dir, name, &plan) {
-            Ok((mut r, mut points)) => {
-                peer_rows.append(&mut r);
-                sweep.append(&mut points);
-            }
-            // A peer that cannot install or run here is reported, not fatal to Baton's figures.
-            Err(e) => eprintln!("batonctl bench: peer {name} failed: {e:#}"),
-        }
-    }
+    let mut peer_rows = run_peers(&args, &plan, &mut sweep);
 
     print_table(&rows, cal.nproc);
     if !args.peers.is_empty() {
@@ -447,8 +398,82 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
         print_sweep(&sweep, plan.p99_bound_ms);
     }
     rows.append(&mut peer_rows);
+    Ok(report_losses(&rows))
+}
+
+/// The target `args` ask for; refuses unknown peers before anything starts.
+fn target_spec(args: &BenchArgs) -> anyhow::Result<TargetSpec> {
+    for p in &args.peers {
+        if !peers::KNOWN.contains(&p.as_str()) {
+            bail!(
+                "unknown peer {p:?}: known peers are {}",
+                peers::KNOWN.join(", ")
+            );
+        }
+    }
+    let bin = match &args.baton_bin {
+        Some(b) => b.clone(),
+        None => std::env::current_exe()
+            .context("cannot locate batonctl")?
+            .with_file_name("baton"),
+    };
+    let quic = args.worker_kind == WorkerKind::Quic;
+    Ok(if args.nodes <= 1 {
+        TargetSpec::LocalServer {
+            bin,
+            partitions: args.partitions,
+            quic,
+        }
+    } else {
+        TargetSpec::LocalCluster {
+            bin,
+            nodes: args.nodes,
+            partitions: args.partitions,
+            quic,
+        }
+    })
+}
+
+/// The W2 sweep on a fresh target of `spec`; prints the target's logs if it fails.
+fn run_sweep_on_fresh_target(
+    spec: &TargetSpec,
+    plan: &Plan,
+    args: &BenchArgs,
+) -> anyhow::Result<Vec<SweepPoint>> {
+    progress(format!(
+        "starting a fresh target for the sweep: {}",
+        spec.describe()
+    ));
+    let target = Target::start(spec)?;
+    let result = run_sweep(&target, plan, args);
+    if result.is_err() {
+        eprintln!("--- target logs ---\n{}", target.log_tail());
+    }
+    result
+}
+
+/// Runs every peer of `args`; their sweep points are added to `sweep`. A peer that fails is
+/// reported and left out.
+fn run_peers(args: &BenchArgs, plan: &Plan, sweep: &mut Vec<SweepPoint>) -> Vec<Row> {
+    let peers_dir = args.peers_dir.clone().unwrap_or_else(peers::default_dir);
+    let mut peer_rows = Vec::new();
+    for name in &args.peers {
+        match run_peer(&peers_dir, name, plan) {
+            Ok((mut r, mut points)) => {
+                peer_rows.append(&mut r);
+                sweep.append(&mut points);
+            }
+            // A peer that cannot install or run here is reported, not fatal to Baton's figures.
+            Err(e) => eprintln!("batonctl bench: peer {name} failed: {e:#}"),
+        }
+    }
+    peer_rows
+}
+
+/// Reports every row that lost or failed workflows; false if one of them is Baton's.
+fn report_losses(rows: &[Row]) -> bool {
     let mut ok = true;
-    for r in &rows {
+    for r in rows {
         if r.is_bad() {
             eprintln!(
                 "batonctl bench: {} {} lost {}, failed {}",
@@ -461,7 +486,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
             ok &= r.system != "baton";
         }
     }
-    Ok(ok)
+    ok
 }
 
 /// Registers the definitions on `target`, starts the workers and runs the warm-up; answers the
@@ -523,16 +548,113 @@ fn run_workloads(target: &mut Target, plan: &Plan, args: &BenchArgs) -> anyhow::
         args.nodes.clamp(1, 3),
         args.worker_kind.describe()
     );
-    let measure = |workload: &'static str,
-                   what: String,
-                   steps_per_workflow: u64,
-                   body: &dyn Fn() -> anyhow::Result<Outcome>|
-     -> anyhow::Result<Row> {
+    let meter = Meter {
+        plan,
+        pids,
+        admins: &admins,
+        durability: &durability,
+    };
+    let mut rows = measure_w1_to_w4(&meter, urls, args)?;
+
+    if urls.len() >= 3 {
+        rows.push(leader_killed(target, plan, args, &durability)?);
+    }
+
+    finish(workers);
+    Ok(rows)
+}
+
+/// W1 to W4 on the target at `urls`, each measured by `meter`.
+fn measure_w1_to_w4(
+    meter: &Meter<'_>,
+    urls: &[String],
+    args: &BenchArgs,
+) -> anyhow::Result<Vec<Row>> {
+    let plan = meter.plan;
+    Ok(vec![
+        meter.measure(
+            "W1",
+            format!("1 task, sequential, {} workflows", plan.w1_count),
+            workloads::W1_STEPS,
+            &|| workloads::closed_loop(urls, workloads::W1, 1, plan.w1_count, args.completion),
+        )?,
+        meter.measure(
+            "W2",
+            format!(
+                "fork 3 + join, open loop {}/s for {} s",
+                plan.rate,
+                plan.w2_duration.as_secs()
+            ),
+            workloads::W2_STEPS,
+            &|| {
+                workloads::open_loop(
+                    urls,
+                    workloads::W2,
+                    plan.rate,
+                    plan.w2_duration,
+                    plan.drain,
+                    &progress,
+                    None,
+                    args.completion,
+                )
+            },
+        )?,
+        meter.measure(
+            "W3",
+            format!(
+                "10-task chain, {} in flight, {} workflows",
+                plan.w3_parallel, plan.w3_count
+            ),
+            workloads::W3_STEPS,
+            &|| {
+                workloads::closed_loop(
+                    urls,
+                    workloads::W3,
+                    plan.w3_parallel,
+                    plan.w3_count,
+                    args.completion,
+                )
+            },
+        )?,
+        meter.measure(
+            "W4",
+            format!(
+                "{} workflows on a {} s timer; latency is the timer's lateness",
+                plan.w4_count,
+                workloads::W4_WAIT.as_secs()
+            ),
+            workloads::W4_STEPS,
+            &|| workloads::timers(urls, plan.w4_count, W4_STARTERS, &progress),
+        )?,
+    ])
+}
+
+/// Measures Baton's workloads on one target: `plan.repeat` runs of each, with the target's CPU
+/// time, storage and memory around every run.
+struct Meter<'a> {
+    plan: &'a Plan,
+    pids: &'a [u32],
+    /// An admin client per node, for the storage counters.
+    admins: &'a [Client],
+    durability: &'a str,
+}
+
+impl Meter<'_> {
+    /// Runs `body` `plan.repeat` times as `workload`; the row notes W3's per-step overhead and
+    /// any request errors.
+    fn measure(
+        &self,
+        workload: &'static str,
+        what: String,
+        steps_per_workflow: u64,
+        body: &dyn Fn() -> anyhow::Result<Outcome>,
+    ) -> anyhow::Result<Row> {
+        let (plan, pids, admins) = (self.plan, self.pids, self.admins);
         let mut row = Row {
             system: "baton".into(),
             workload,
             what: what.clone(),
-            durability: durability.clone(),
+            durability: self.durability.to_owned(),
             runs: Vec::new(),
             note: None,
         };
@@ -541,10 +663,10 @@ fn run_workloads(target: &mut Target, plan: &Plan, args: &BenchArgs) -> anyhow::
         for run in 1..=plan.repeat {
             progress(format!("{workload} (run {run}/{}): {what}", plan.repeat));
             let cpu_before = stats::cpu_ms(pids);
-            let io_before = Io::now(&admins, pids);
+            let io_before = Io::now(admins, pids);
             let outcome = body()?;
             let cpu_ms = stats::cpu_ms(pids).saturating_sub(cpu_before);
-            let io = Io::now(&admins, pids).since(io_before);
+            let io = Io::now(admins, pids).since(io_before);
             progress(format!(
                 "{workload}: completed {}/{} in {:.1} s, {}",
                 outcome.completed,
@@ -574,71 +696,7 @@ fn run_workloads(target: &mut Target, plan: &Plan, args: &BenchArgs) -> anyhow::
         }
         row.note = (!notes.is_empty()).then(|| notes.join("; "));
         Ok(row)
-    };
-
-    let mut rows = vec![
-        measure(
-            "W1",
-            format!("1 task, sequential, {} workflows", plan.w1_count),
-            workloads::W1_STEPS,
-            &|| workloads::closed_loop(urls, workloads::W1, 1, plan.w1_count, args.completion),
-        )?,
-        measure(
-            "W2",
-            format!(
-                "fork 3 + join, open loop {}/s for {} s",
-                plan.rate,
-                plan.w2_duration.as_secs()
-            ),
-            workloads::W2_STEPS,
-            &|| {
-                workloads::open_loop(
-                    urls,
-                    workloads::W2,
-                    plan.rate,
-                    plan.w2_duration,
-                    plan.drain,
-                    &progress,
-                    None,
-                    args.completion,
-                )
-            },
-        )?,
-        measure(
-            "W3",
-            format!(
-                "10-task chain, {} in flight, {} workflows",
-                plan.w3_parallel, plan.w3_count
-            ),
-            workloads::W3_STEPS,
-            &|| {
-                workloads::closed_loop(
-                    urls,
-                    workloads::W3,
-                    plan.w3_parallel,
-                    plan.w3_count,
-                    args.completion,
-                )
-            },
-        )?,
-        measure(
-            "W4",
-            format!(
-                "{} workflows on a {} s timer; latency is the timer's lateness",
-                plan.w4_count,
-                workloads::W4_WAIT.as_secs()
-            ),
-            workloads::W4_STEPS,
-            &|| workloads::timers(urls, plan.w4_count, W4_STARTERS, &progress),
-        )?,
-    ];
-
-    if urls.len() >= 3 {
-        rows.push(leader_killed(target, plan, args, &durability)?);
     }
-
-    finish(workers);
-    Ok(rows)
 }
 
 /// The W2 rate sweep, on a target of its own (so that neither the other workloads' state nor a
@@ -992,39 +1050,8 @@ fn print_side_by_side(baton: &[Row], peers: &[Row]) {
         let Some(b) = baton.iter().find(|r| r.workload == workload) else {
             continue;
         };
-        let (bs, b50, b99) = (
-            b.median_of(|m| m.steps_per_s),
-            b.median_of(|m| m.p50_ms),
-            b.median_of(|m| m.p99_ms),
-        );
         for r in std::iter::once(b).chain(peers.iter().filter(|r| r.workload == workload)) {
-            let (s, p50, p99) = (
-                r.median_of(|m| m.steps_per_s),
-                r.median_of(|m| m.p50_ms),
-                r.median_of(|m| m.p99_ms),
-            );
-            let is_baton = std::ptr::eq(r, b);
-            let ratio = |a: f64, peer: f64| {
-                if is_baton || peer <= 0.0 {
-                    "-".to_owned()
-                } else {
-                    format!("{:.2}", a / peer)
-                }
-            };
-            cells.push(vec![
-                workload.to_owned(),
-                r.system.clone(),
-                r.total(|m| m.completed).to_string(),
-                r.total(|m| m.lost).to_string(),
-                format!("{s:.0}"),
-                format!("{p50:.2}"),
-                format!("{p99:.2}"),
-                cpu_cell(r),
-                format!("{:.0}", r.median_of(|m| m.rss_mib)),
-                ratio(bs, s),
-                ratio(b50, p50),
-                ratio(b99, p99),
-            ]);
+            cells.push(side_by_side_cells(workload, r, b));
             if !durability
                 .iter()
                 .any(|(name, _): &(String, String)| name == &r.system)
@@ -1052,6 +1079,43 @@ fn print_side_by_side(baton: &[Row], peers: &[Row]) {
     }
     println!("  baton/peer steps/s above 1 means Baton does more; p50/p99 below 1 means Baton is faster.");
     println!("  cpu_ms/1k_steps counts each system's server-side processes (see its notes).");
+}
+
+/// One line of the side-by-side table: row `r` of `workload`, with its ratios to Baton's row
+/// `b` (`-` on Baton's own line).
+fn side_by_side_cells(workload: &str, r: &Row, b: &Row) -> Vec<String> {
+    let (bs, b50, b99) = (
+        b.median_of(|m| m.steps_per_s),
+        b.median_of(|m| m.p50_ms),
+        b.median_of(|m| m.p99_ms),
+    );
+    let (s, p50, p99) = (
+        r.median_of(|m| m.steps_per_s),
+        r.median_of(|m| m.p50_ms),
+        r.median_of(|m| m.p99_ms),
+    );
+    let is_baton = std::ptr::eq(r, b);
+    let ratio = |a: f64, peer: f64| {
+        if is_baton || peer <= 0.0 {
+            "-".to_owned()
+        } else {
+            format!("{:.2}", a / peer)
+        }
+    };
+    vec![
+        workload.to_owned(),
+        r.system.clone(),
+        r.total(|m| m.completed).to_string(),
+        r.total(|m| m.lost).to_string(),
+        format!("{s:.0}"),
+        format!("{p50:.2}"),
+        format!("{p99:.2}"),
+        cpu_cell(r),
+        format!("{:.0}", r.median_of(|m| m.rss_mib)),
+        ratio(bs, s),
+        ratio(b50, p50),
+        ratio(b99, p99),
+    ]
 }
 
 /// The W2 sweep of every system, and each one's maximum sustainable rate.

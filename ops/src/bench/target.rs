@@ -103,67 +103,90 @@ impl Target {
             dir,
         };
         let certs = target.dir.path().join("certs");
-        let quic_args = |target: &mut Target| -> anyhow::Result<Vec<String>> {
-            let addr = format!("127.0.0.1:{}", free_udp_port()?);
-            target.worker_addrs.push(addr.parse()?);
-            Ok(vec![
-                "--workers".into(),
-                addr,
-                "--certs".into(),
-                certs.display().to_string(),
-            ])
-        };
         match spec {
             TargetSpec::LocalServer {
                 partitions, quic, ..
-            } => {
-                let mut args = Vec::new();
-                if *quic {
-                    write_certs(bin, &certs, &[1])?;
-                    write_worker_cert(bin, &certs)?;
-                    args = quic_args(&mut target)?;
-                }
-                target.spawn(bin, 1, *partitions, &args)?;
-                target.wait_ready(usize::from(*partitions) + 1)?;
-            }
+            } => target.start_server(bin, &certs, *partitions, *quic)?,
             TargetSpec::LocalCluster {
                 nodes,
                 partitions,
                 quic,
                 ..
-            } => {
-                let ids: Vec<u16> = (1..=*nodes).collect();
-                write_certs(bin, &certs, &ids)?;
-                if *quic {
-                    write_worker_cert(bin, &certs)?;
-                }
-                let peers: Vec<(u16, u16)> = ids
-                    .iter()
-                    .map(|id| free_udp_port().map(|p| (*id, p)))
-                    .collect::<anyhow::Result<_>>()?;
-                let cluster = peers
-                    .iter()
-                    .map(|(id, p)| format!("{id}=127.0.0.1:{p}"))
-                    .collect::<Vec<_>>()
-                    .join(",");
-                for (id, port) in &peers {
-                    let mut args = vec![
-                        "--listen".to_owned(),
-                        format!("127.0.0.1:{port}"),
-                        "--cluster".to_owned(),
-                        cluster.clone(),
-                    ];
-                    if *quic {
-                        args.extend(quic_args(&mut target)?);
-                    } else {
-                        args.extend(["--certs".to_owned(), certs.display().to_string()]);
-                    }
-                    target.spawn(bin, *id, *partitions, &args)?;
-                }
-                target.wait_ready(usize::from(*partitions) + 1)?;
-            }
+            } => target.start_cluster(bin, &certs, *nodes, *partitions, *quic)?,
         }
         Ok(target)
+    }
+
+    /// One node (id 1), with QUIC workers if `quic`; waits until it is ready.
+    fn start_server(
+        &mut self,
+        bin: &Path,
+        certs: &Path,
+        partitions: u16,
+        quic: bool,
+    ) -> anyhow::Result<()> {
+        let mut args = Vec::new();
+        if quic {
+            write_certs(bin, certs, &[1])?;
+            write_worker_cert(bin, certs)?;
+            args = self.quic_args(certs)?;
+        }
+        self.spawn(bin, 1, partitions, &args)?;
+        self.wait_ready(usize::from(partitions) + 1)
+    }
+
+    /// Nodes 1..=`nodes` forming one cluster on free loopback ports, with the cluster's
+    /// certificates (and QUIC workers if `quic`); waits until they are ready.
+    fn start_cluster(
+        &mut self,
+        bin: &Path,
+        certs: &Path,
+        nodes: u16,
+        partitions: u16,
+        quic: bool,
+    ) -> anyhow::Result<()> {
+        let ids: Vec<u16> = (1..=nodes).collect();
+        write_certs(bin, certs, &ids)?;
+        if quic {
+            write_worker_cert(bin, certs)?;
+        }
+        let peers: Vec<(u16, u16)> = ids
+            .iter()
+            .map(|id| free_udp_port().map(|p| (*id, p)))
+            .collect::<anyhow::Result<_>>()?;
+        let cluster = peers
+            .iter()
+            .map(|(id, p)| format!("{id}=127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        for (id, port) in &peers {
+            let mut args = vec![
+                "--listen".to_owned(),
+                format!("127.0.0.1:{port}"),
+                "--cluster".to_owned(),
+                cluster.clone(),
+            ];
+            if quic {
+                args.extend(self.quic_args(certs)?);
+            } else {
+                args.extend(["--certs".to_owned(), certs.display().to_string()]);
+            }
+            self.spawn(bin, *id, partitions, &args)?;
+        }
+        self.wait_ready(usize::from(partitions) + 1)
+    }
+
+    /// The arguments that make a node serve QUIC workers on a free UDP port (recorded in
+    /// `worker_addrs`), with the certificates in `certs`.
+    fn quic_args(&mut self, certs: &Path) -> anyhow::Result<Vec<String>> {
+        let addr = format!("127.0.0.1:{}", free_udp_port()?);
+        self.worker_addrs.push(addr.parse()?);
+        Ok(vec![
+            "--workers".into(),
+            addr,
+            "--certs".into(),
+            certs.display().to_string(),
+        ])
     }
 
     /// Every node's HTTP base URL.

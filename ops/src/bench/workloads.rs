@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The one task type every workload uses.
@@ -324,163 +325,242 @@ pub fn open_loop(
     duration: Duration,
     drain: Duration,
     progress: &dyn Fn(String),
-    mut fault: Option<Fault<'_>>,
+    fault: Option<Fault<'_>>,
     completion: Completion,
 ) -> anyhow::Result<Outcome> {
     let slots = (rate_per_s * duration.as_secs_f64()).round().max(1.0) as u64;
     let interval = Duration::from_secs_f64(1.0 / rate_per_s.max(0.001));
-    let pending: Arc<Mutex<BinaryHeap<Pending>>> = Arc::default();
     let starts: Arc<Mutex<Vec<Start>>> = Arc::default();
-    let started = Arc::new(AtomicU64::new(0));
-    let completed = Arc::new(AtomicU64::new(0));
-    let failed = Arc::new(AtomicU64::new(0));
-    let errors = Arc::new(AtomicU64::new(0));
-    let last_done = Arc::new(Mutex::new(Instant::now()));
+    let counts = Counts::new();
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now() + Duration::from_millis(20);
+    let arrivals = Arrivals {
+        slots,
+        t0,
+        interval,
+        deadline: t0 + duration + drain,
+    };
 
-    let urls_len = urls.len();
+    let (mut starters, mut checkers) = (Vec::new(), Vec::new());
+    match completion {
+        Completion::Execute => {
+            let timeout = duration + drain + EXECUTE_SLACK;
+            starters.push(spawn_executor(urls, name, arrivals, timeout, &counts)?);
+        }
+        Completion::StatusPolls => {
+            (starters, checkers) = spawn_pollers(urls, name, arrivals, &counts, &starts, &stop)?;
+        }
+    }
+
+    // Executors finish only once their workflows did (or their deadline passed).
+    let drain = match completion {
+        Completion::StatusPolls => drain,
+        Completion::Execute => Duration::ZERO,
+    };
+    let fault_at = watch_open_loop(&starters, &counts, arrivals, drain, progress, fault, &stop)?;
+    stop.store(true, Ordering::Relaxed);
+    let mut latency = Latency::new();
+    join_latencies(starters, "starter", &mut latency)?;
+    join_latencies(checkers, "checker", &mut latency)?;
+    let last = *counts
+        .last_done
+        .lock()
+        .expect("last_done lock is never poisoned");
+    let starts = std::mem::take(&mut *starts.lock().expect("starts lock is never poisoned"));
+    Ok(Outcome {
+        started: counts.started.load(Ordering::Relaxed),
+        completed: counts.completed.load(Ordering::Relaxed),
+        failed: counts.failed.load(Ordering::Relaxed),
+        errors: counts.errors.load(Ordering::Relaxed),
+        latency,
+        elapsed: last.saturating_duration_since(t0),
+        starts,
+        fault_at,
+    })
+}
+
+/// Threads that answer the latencies they recorded.
+type Threads = Vec<JoinHandle<Latency>>;
+
+/// The open loop's threads with status polls: [`W2_STARTERS`] starters that record every
+/// acknowledged start in `starts`, and [`W2_CHECKERS`] checkers that poll until `stop`.
+fn spawn_pollers(
+    urls: &[String],
+    name: &str,
+    arrivals: Arrivals,
+    counts: &Counts,
+    starts: &Arc<Mutex<Vec<Start>>>,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<(Threads, Threads)> {
+    let pending: Arc<Mutex<BinaryHeap<Pending>>> = Arc::default();
     let mut starters = Vec::new();
-    if completion == Completion::Execute {
-        let clients = urls
-            .iter()
-            .map(|url| AsyncClient::with_timeout(url, duration + drain + EXECUTE_SLACK))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let arrivals = Arrivals {
-            slots,
-            t0,
-            interval,
-            deadline: t0 + duration + drain,
-        };
-        let counts = Counts {
-            started: started.clone(),
-            completed: completed.clone(),
-            failed: failed.clone(),
-            errors: errors.clone(),
-            last_done: last_done.clone(),
-        };
-        let name = name.to_owned();
+    for k in 0..W2_STARTERS {
+        let clients = status_clients(urls)?;
+        let (name, counts) = (name.to_owned(), counts.clone());
+        let (pending, starts) = (pending.clone(), starts.clone());
         starters.push(std::thread::spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map(|rt| rt.block_on(execute_arrivals(clients, name, arrivals, counts)))
-                .unwrap_or_else(|e| {
-                    eprintln!("W2: cannot start the load generator's runtime: {e}");
-                    Latency::new()
-                })
+            start_slots(&clients, &name, k, arrivals, &counts, &pending, &starts)
         }));
     }
-    // With status polls, starters start and checkers poll.
-    let polling = completion == Completion::StatusPolls;
-    for k in 0..if polling { W2_STARTERS } else { 0 } {
-        let clients = urls
-            .iter()
-            .map(|url| Client::new(url))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let mut node = k % urls_len;
-        let (pending, started, errors) = (pending.clone(), started.clone(), errors.clone());
-        let starts = starts.clone();
-        let name = name.to_owned();
-        starters.push(std::thread::spawn(move || {
-            let mut slot = k as u64;
-            while slot < slots {
-                let scheduled = t0 + interval.mul_f64(slot as f64);
-                let now = Instant::now();
-                if scheduled > now {
-                    std::thread::sleep(scheduled - now);
-                }
-                let sent = Instant::now();
-                match clients[node].start(&name, &json!({ "slot": slot })) {
-                    Ok(id) => {
-                        started.fetch_add(1, Ordering::Relaxed);
-                        starts
-                            .lock()
-                            .expect("starts lock is never poisoned")
-                            .push(Start {
-                                id: id.clone(),
-                                sent,
-                                acked: Instant::now(),
-                            });
-                        pending
-                            .lock()
-                            .expect("pending lock is never poisoned")
-                            .push(Pending {
-                                due: Instant::now(),
-                                id,
-                                node,
-                                scheduled,
-                            });
-                    }
-                    Err(_) => {
-                        errors.fetch_add(1, Ordering::Relaxed);
-                        // That node may be gone (W7): start on the next one from now on.
-                        node = (node + 1) % clients.len();
-                    }
-                }
-                slot += W2_STARTERS as u64;
-            }
-            Latency::new()
-        }));
-    }
-
     let mut checkers = Vec::new();
-    for _ in 0..if polling { W2_CHECKERS } else { 0 } {
-        let clients = urls
-            .iter()
-            .map(|url| Client::new(url))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let (pending, completed, failed, errors, stop, last_done) = (
-            pending.clone(),
-            completed.clone(),
-            failed.clone(),
-            errors.clone(),
-            stop.clone(),
-            last_done.clone(),
-        );
+    for _ in 0..W2_CHECKERS {
+        let clients = status_clients(urls)?;
+        let (pending, counts, stop) = (pending.clone(), counts.clone(), stop.clone());
         checkers.push(std::thread::spawn(move || {
-            let mut latency = Latency::new();
-            while !stop.load(Ordering::Relaxed) {
-                let now = Instant::now();
-                let item = {
-                    let mut q = pending.lock().expect("pending lock is never poisoned");
-                    match q.peek() {
-                        Some(first) if first.due <= now => q.pop(),
-                        _ => None,
-                    }
-                };
-                let Some(mut item) = item else {
-                    std::thread::sleep(Duration::from_millis(1));
-                    continue;
-                };
-                match clients[item.node].status(&item.id) {
-                    Ok(Status::Completed) => {
-                        let now = Instant::now();
-                        latency.record(now.saturating_duration_since(item.scheduled));
-                        completed.fetch_add(1, Ordering::Relaxed);
-                        *last_done.lock().expect("last_done lock is never poisoned") = now;
-                    }
-                    Ok(Status::Failed) => {
-                        failed.fetch_add(1, Ordering::Relaxed);
-                    }
-                    result => {
-                        if result.is_err() {
-                            errors.fetch_add(1, Ordering::Relaxed);
-                            // That node may be gone (W7): read on the next one from now on.
-                            item.node = (item.node + 1) % clients.len();
-                        }
-                        item.due = Instant::now() + poll_pause(item.scheduled.elapsed());
-                        pending
-                            .lock()
-                            .expect("pending lock is never poisoned")
-                            .push(item);
-                    }
-                }
-            }
-            latency
+            check_pending(&clients, &pending, &counts, &stop)
         }));
     }
+    Ok((starters, checkers))
+}
 
+/// A blocking client per node, in the order of `urls`.
+fn status_clients(urls: &[String]) -> anyhow::Result<Vec<Client>> {
+    urls.iter().map(|url| Client::new(url)).collect()
+}
+
+/// Starts the thread that executes every arrival ([`execute_arrivals`]) on a runtime of its own,
+/// with a client per node whose requests wait up to `timeout`.
+fn spawn_executor(
+    urls: &[String],
+    name: &str,
+    arrivals: Arrivals,
+    timeout: Duration,
+    counts: &Counts,
+) -> anyhow::Result<JoinHandle<Latency>> {
+    let clients = urls
+        .iter()
+        .map(|url| AsyncClient::with_timeout(url, timeout))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (name, counts) = (name.to_owned(), counts.clone());
+    Ok(std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map(|rt| rt.block_on(execute_arrivals(clients, name, arrivals, counts)))
+            .unwrap_or_else(|e| {
+                eprintln!("W2: cannot start the load generator's runtime: {e}");
+                Latency::new()
+            })
+    }))
+}
+
+/// Starter `k` of [`W2_STARTERS`]: starts a workflow in every `W2_STARTERS`-th arrival slot from
+/// slot `k`, first on node `k` and on the next node after a failed start, and queues each started
+/// one for the checkers. Records no latency (the checkers do).
+fn start_slots(
+    clients: &[Client],
+    name: &str,
+    k: usize,
+    arrivals: Arrivals,
+    counts: &Counts,
+    pending: &Mutex<BinaryHeap<Pending>>,
+    starts: &Mutex<Vec<Start>>,
+) -> Latency {
+    let mut node = k % clients.len();
+    let mut slot = k as u64;
+    while slot < arrivals.slots {
+        let scheduled = arrivals.t0 + arrivals.interval.mul_f64(slot as f64);
+        let now = Instant::now();
+        if scheduled > now {
+            std::thread::sleep(scheduled - now);
+        }
+        let sent = Instant::now();
+        match clients[node].start(name, &json!({ "slot": slot })) {
+            Ok(id) => {
+                counts.started.fetch_add(1, Ordering::Relaxed);
+                starts
+                    .lock()
+                    .expect("starts lock is never poisoned")
+                    .push(Start {
+                        id: id.clone(),
+                        sent,
+                        acked: Instant::now(),
+                    });
+                pending
+                    .lock()
+                    .expect("pending lock is never poisoned")
+                    .push(Pending {
+                        due: Instant::now(),
+                        id,
+                        node,
+                        scheduled,
+                    });
+            }
+            Err(_) => {
+                counts.errors.fetch_add(1, Ordering::Relaxed);
+                // That node may be gone (W7): start on the next one from now on.
+                node = (node + 1) % clients.len();
+            }
+        }
+        slot += W2_STARTERS as u64;
+    }
+    Latency::new()
+}
+
+/// A checker: reads the status of each pending workflow when it is due, until `stop`, counting
+/// the finished ones and re-queueing the others; answers the latencies of the completed ones.
+fn check_pending(
+    clients: &[Client],
+    pending: &Mutex<BinaryHeap<Pending>>,
+    counts: &Counts,
+    stop: &AtomicBool,
+) -> Latency {
+    let mut latency = Latency::new();
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        let item = {
+            let mut q = pending.lock().expect("pending lock is never poisoned");
+            match q.peek() {
+                Some(first) if first.due <= now => q.pop(),
+                _ => None,
+            }
+        };
+        let Some(mut item) = item else {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        };
+        match clients[item.node].status(&item.id) {
+            Ok(Status::Completed) => {
+                let now = Instant::now();
+                latency.record(now.saturating_duration_since(item.scheduled));
+                counts.completed.fetch_add(1, Ordering::Relaxed);
+                *counts
+                    .last_done
+                    .lock()
+                    .expect("last_done lock is never poisoned") = now;
+            }
+            Ok(Status::Failed) => {
+                counts.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            result => {
+                if result.is_err() {
+                    counts.errors.fetch_add(1, Ordering::Relaxed);
+                    // That node may be gone (W7): read on the next one from now on.
+                    item.node = (item.node + 1) % clients.len();
+                }
+                item.due = Instant::now() + poll_pause(item.scheduled.elapsed());
+                pending
+                    .lock()
+                    .expect("pending lock is never poisoned")
+                    .push(item);
+            }
+        }
+    }
+    latency
+}
+
+/// Waits, looking every 20 ms, until the starters are done and every started workflow finished
+/// or `drain` passed after the starters were done; injects the fault when it is due and reports
+/// progress every 2 s. Answers when the fault was injected; if it fails, sets `stop` and fails.
+fn watch_open_loop(
+    starters: &[JoinHandle<Latency>],
+    counts: &Counts,
+    arrivals: Arrivals,
+    drain: Duration,
+    progress: &dyn Fn(String),
+    mut fault: Option<Fault<'_>>,
+    stop: &AtomicBool,
+) -> anyhow::Result<Option<Instant>> {
     let mut next_report = Instant::now() + Duration::from_secs(2);
     let mut starters_done = false;
     let mut drain_deadline = None;
@@ -489,7 +569,7 @@ pub fn open_loop(
         std::thread::sleep(Duration::from_millis(20));
         if let Some(f) = fault
             .as_mut()
-            .filter(|f| fault_at.is_none() && t0 + f.at <= Instant::now())
+            .filter(|f| fault_at.is_none() && arrivals.t0 + f.at <= Instant::now())
         {
             fault_at = Some(Instant::now());
             if let Err(e) = (f.act)() {
@@ -499,51 +579,41 @@ pub fn open_loop(
         }
         if !starters_done && starters.iter().all(|s| s.is_finished()) {
             starters_done = true;
-            // Executors finish only once their workflows did (or their deadline passed).
-            drain_deadline = Some(Instant::now() + if polling { drain } else { Duration::ZERO });
+            drain_deadline = Some(Instant::now() + drain);
         }
-        let s = started.load(Ordering::Relaxed);
-        let done = completed.load(Ordering::Relaxed) + failed.load(Ordering::Relaxed);
+        let s = counts.started.load(Ordering::Relaxed);
+        let done = counts.completed.load(Ordering::Relaxed) + counts.failed.load(Ordering::Relaxed);
         if Instant::now() >= next_report {
             progress(format!(
-                "W2: started {s}/{slots}, finished {done}, in flight {}",
+                "W2: started {s}/{}, finished {done}, in flight {}",
+                arrivals.slots,
                 s - done
             ));
             next_report += Duration::from_secs(2);
         }
         if starters_done && (done >= s || drain_deadline.is_some_and(|d| Instant::now() >= d)) {
-            break;
+            return Ok(fault_at);
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    let mut latency = Latency::new();
-    for s in starters {
-        let h = s
+}
+
+/// Joins the `what` threads, adding their latencies to `into`.
+fn join_latencies(
+    threads: Vec<JoinHandle<Latency>>,
+    what: &str,
+    into: &mut Latency,
+) -> anyhow::Result<()> {
+    for t in threads {
+        let h = t
             .join()
-            .map_err(|_| anyhow::anyhow!("a starter thread panicked"))?;
-        latency.add(&h);
+            .map_err(|_| anyhow::anyhow!("a {what} thread panicked"))?;
+        into.add(&h);
     }
-    for c in checkers {
-        let h = c
-            .join()
-            .map_err(|_| anyhow::anyhow!("a checker thread panicked"))?;
-        latency.add(&h);
-    }
-    let last = *last_done.lock().expect("last_done lock is never poisoned");
-    let starts = std::mem::take(&mut *starts.lock().expect("starts lock is never poisoned"));
-    Ok(Outcome {
-        started: started.load(Ordering::Relaxed),
-        completed: completed.load(Ordering::Relaxed),
-        failed: failed.load(Ordering::Relaxed),
-        errors: errors.load(Ordering::Relaxed),
-        latency,
-        elapsed: last.saturating_duration_since(t0),
-        starts,
-        fault_at,
-    })
+    Ok(())
 }
 
 /// When the open loop's arrivals are due.
+#[derive(Clone, Copy)]
 struct Arrivals {
     slots: u64,
     t0: Instant,
@@ -553,12 +623,26 @@ struct Arrivals {
 }
 
 /// The open loop's shared counters.
+#[derive(Clone)]
 struct Counts {
     started: Arc<AtomicU64>,
     completed: Arc<AtomicU64>,
     failed: Arc<AtomicU64>,
     errors: Arc<AtomicU64>,
     last_done: Arc<Mutex<Instant>>,
+}
+
+impl Counts {
+    /// All zero, the last completion now.
+    fn new() -> Counts {
+        Counts {
+            started: Arc::new(AtomicU64::new(0)),
+            completed: Arc::new(AtomicU64::new(0)),
+            failed: Arc::new(AtomicU64::new(0)),
+            errors: Arc::new(AtomicU64::new(0)),
+            last_done: Arc::new(Mutex::new(Instant::now())),
+        }
+    }
 }
 
 /// Executes one workflow per arrival slot, each as a task of its own, at most [`W2_EXECUTORS`] at
@@ -638,6 +722,45 @@ pub fn timers(
     progress: &dyn Fn(String),
 ) -> anyhow::Result<Outcome> {
     let began = Instant::now();
+    let (ids, errors) = start_timers(urls, count, parallel)?;
+    progress(format!(
+        "W4: {} workflows started in {:.1} s; waiting for their timers",
+        ids.len(),
+        began.elapsed().as_secs_f64()
+    ));
+    let deadline = Instant::now() + W4_WAIT + WORKFLOW_DEADLINE;
+    let chunks: Vec<Vec<String>> = ids
+        .chunks(ids.len().div_ceil(parallel.max(1)).max(1))
+        .map(<[String]>::to_vec)
+        .collect();
+    let mut checkers = Vec::new();
+    for (i, chunk) in chunks.into_iter().enumerate() {
+        let client = Client::new(&urls[i % urls.len()])?;
+        checkers.push(std::thread::spawn(move || {
+            check_timers(&client, chunk, began, deadline)
+        }));
+    }
+    let mut total = Outcome {
+        errors,
+        ..Outcome::default()
+    };
+    for c in checkers {
+        let out = c
+            .join()
+            .map_err(|_| anyhow::anyhow!("a checker thread panicked"))?;
+        total.add(&out);
+        total.elapsed = total.elapsed.max(out.elapsed);
+    }
+    Ok(total)
+}
+
+/// Starts `count` W4 workflows from `parallel` threads (thread `i` on node `i` mod the node
+/// count); answers their ids and the number of failed starts.
+fn start_timers(
+    urls: &[String],
+    count: u64,
+    parallel: usize,
+) -> anyhow::Result<(Vec<String>, u64)> {
     let next = Arc::new(AtomicU64::new(0));
     let ids: Arc<Mutex<Vec<String>>> = Arc::default();
     let errors = Arc::new(AtomicU64::new(0));
@@ -661,62 +784,40 @@ pub fn timers(
             .map_err(|_| anyhow::anyhow!("a starter thread panicked"))?;
     }
     let ids = std::mem::take(&mut *ids.lock().expect("ids lock is never poisoned"));
-    progress(format!(
-        "W4: {} workflows started in {:.1} s; waiting for their timers",
-        ids.len(),
-        began.elapsed().as_secs_f64()
-    ));
-    let deadline = Instant::now() + W4_WAIT + WORKFLOW_DEADLINE;
-    let chunks: Vec<Vec<String>> = ids
-        .chunks(ids.len().div_ceil(parallel.max(1)).max(1))
-        .map(<[String]>::to_vec)
-        .collect();
-    let mut checkers = Vec::new();
-    for (i, chunk) in chunks.into_iter().enumerate() {
-        let client = Client::new(&urls[i % urls.len()])?;
-        checkers.push(std::thread::spawn(move || {
-            let mut out = Outcome::default();
-            let mut last = began;
-            for id in chunk {
-                out.started += 1;
-                match wait_done(&client, &id, began, deadline) {
-                    Ok(Some(Status::Completed)) => {}
-                    Ok(Some(_)) => {
-                        out.failed += 1;
-                        continue;
-                    }
-                    Ok(None) => continue,
-                    Err(_) => {
-                        out.errors += 1;
-                        continue;
-                    }
-                }
-                last = last.max(Instant::now());
-                match client.workflow(&id).map(|wf| lateness_ms(&wf)) {
-                    Ok(Some(ms)) => {
-                        out.completed += 1;
-                        out.latency.record(Duration::from_millis(ms));
-                    }
-                    Ok(None) => out.failed += 1,
-                    Err(_) => out.errors += 1,
-                }
+    Ok((ids, errors.load(Ordering::Relaxed)))
+}
+
+/// Waits for each W4 workflow of `ids` to finish (until `deadline`) and records its timer's
+/// lateness; `elapsed` runs from `began` to the last completion seen.
+fn check_timers(client: &Client, ids: Vec<String>, began: Instant, deadline: Instant) -> Outcome {
+    let mut out = Outcome::default();
+    let mut last = began;
+    for id in ids {
+        out.started += 1;
+        match wait_done(client, &id, began, deadline) {
+            Ok(Some(Status::Completed)) => {}
+            Ok(Some(_)) => {
+                out.failed += 1;
+                continue;
             }
-            out.elapsed = last.saturating_duration_since(began);
-            out
-        }));
+            Ok(None) => continue,
+            Err(_) => {
+                out.errors += 1;
+                continue;
+            }
+        }
+        last = last.max(Instant::now());
+        match client.workflow(&id).map(|wf| lateness_ms(&wf)) {
+            Ok(Some(ms)) => {
+                out.completed += 1;
+                out.latency.record(Duration::from_millis(ms));
+            }
+            Ok(None) => out.failed += 1,
+            Err(_) => out.errors += 1,
+        }
     }
-    let mut total = Outcome {
-        errors: errors.load(Ordering::Relaxed),
-        ..Outcome::default()
-    };
-    for c in checkers {
-        let out = c
-            .join()
-            .map_err(|_| anyhow::anyhow!("a checker thread panicked"))?;
-        total.add(&out);
-        total.elapsed = total.elapsed.max(out.elapsed);
-    }
-    Ok(total)
+    out.elapsed = last.saturating_duration_since(began);
+    out
 }
 
 /// A finished W4 workflow's timer lateness: its WAIT's `endTime - waitTimeout` (never negative),

@@ -495,12 +495,6 @@ impl Target {
     /// Parses Conductor's `NAME?key=value&...` for `provider` (an AMQP one).
     pub(crate) fn parse(provider: Provider, queue: &str) -> Result<Target, BrokerError> {
         let (name, params) = queue.split_once('?').unwrap_or((queue, ""));
-        let is_exchange = provider == Provider::AmqpExchange;
-        let invalid = |reason: String| BrokerError::InvalidQueue {
-            provider,
-            queue: queue.to_string(),
-            reason,
-        };
         let mut target = Target {
             provider,
             queue: queue.to_string(),
@@ -512,113 +506,145 @@ impl Target {
             delivery_mode: 2,
             exchange: None,
         };
-        let check_name = |what: &str, n: &str| {
-            if n.is_empty() {
-                Err(invalid(format!("the {what} is empty")))
-            } else if n.len() > NAME_LEN_MAX {
-                Err(invalid(format!(
-                    "the {what} is longer than {NAME_LEN_MAX} bytes"
-                )))
-            } else {
-                Ok(())
-            }
+        let what = if target.is_exchange() {
+            "exchange name"
+        } else {
+            "queue name"
         };
-        check_name(
-            if is_exchange {
-                "exchange name"
-            } else {
-                "queue name"
-            },
-            name,
-        )?;
-        let mut kind = ExchangeKind::Topic;
-        let mut routing_key = None;
-        let mut bind_queue = None;
+        target.check_name(what, name)?;
+        let mut exchange = ExchangeParams {
+            kind: ExchangeKind::Topic,
+            routing_key: None,
+            bind_queue: None,
+        };
         for pair in params.split('&').map(str::trim).filter(|p| !p.is_empty()) {
-            let Some((key, value)) = pair.split_once('=') else {
-                return Err(invalid(format!("parameter '{pair}' is not key=value")));
-            };
-            let (key, value) = (key.trim(), value.trim());
-            let flag = |v: &str| match v.to_ascii_lowercase().as_str() {
-                "true" => Ok(true),
-                "false" => Ok(false),
-                _ => Err(invalid(format!("{key} must be true or false, not '{v}'"))),
-            };
-            match key.to_ascii_lowercase().as_str() {
-                "durable" => target.durable = flag(value)?,
-                "exclusive" => target.exclusive = flag(value)?,
-                "autodelete" => target.auto_delete = flag(value)?,
-                "deliverymode" => {
-                    target.delivery_mode = match value {
-                        "1" => 1,
-                        "2" => 2,
-                        _ => {
-                            return Err(target
-                                .invalid(format!("deliveryMode must be 1 or 2, not '{value}'")))
-                        }
-                    }
-                }
-                "maxpriority" => match value.parse::<i32>() {
-                    Ok(p) if (1..=255).contains(&p) => target.max_priority = Some(p),
-                    _ => {
-                        return Err(invalid(format!(
-                            "maxPriority must be a number from 1 to 255, not '{value}'"
-                        )))
-                    }
-                },
-                "exchangetype" if is_exchange => {
-                    kind = match value.to_ascii_lowercase().as_str() {
-                        "topic" => ExchangeKind::Topic,
-                        "direct" => ExchangeKind::Direct,
-                        "fanout" => ExchangeKind::Fanout,
-                        "headers" => ExchangeKind::Headers,
-                        _ => {
-                            return Err(invalid(format!(
-                            "exchangeType must be topic, direct, fanout or headers, not '{value}'"
-                        )))
-                        }
-                    }
-                }
-                "routingkey" if is_exchange => routing_key = Some(value.to_string()),
-                "bindqueuename" if is_exchange => {
-                    bind_queue = Some(value.to_string()).filter(|q| !q.is_empty())
-                }
-                "exchangetype" | "routingkey" | "bindqueuename" => {
-                    return Err(invalid(format!(
-                        "{key} applies to amqp_exchange, not amqp_queue"
-                    )))
-                }
-                _ => {
-                    let known = if is_exchange {
-                        "exchangeType, routingKey, bindQueueName, durable, exclusive, autoDelete, \
-                         deliveryMode, maxPriority"
-                    } else {
-                        "durable, exclusive, autoDelete, deliveryMode, maxPriority"
-                    };
-                    return Err(invalid(format!(
-                        "unknown parameter '{key}' (known: {known})"
-                    )));
-                }
-            }
+            target.apply(pair, &mut exchange)?;
         }
-        if is_exchange {
-            let routing_key = routing_key
-                .unwrap_or_else(|| if kind == ExchangeKind::Topic { "#" } else { "" }.to_string());
-            if routing_key.len() > NAME_LEN_MAX {
-                return Err(invalid(format!(
-                    "the routing key is longer than {NAME_LEN_MAX} bytes"
-                )));
-            }
-            let bind_queue = bind_queue.unwrap_or_else(|| format!("baton.{name}.{routing_key}"));
-            check_name("bound queue name", &bind_queue)?;
-            target.exchange = Some(Exchange {
-                kind,
-                routing_key,
-                bind_queue,
-            });
+        if target.is_exchange() {
+            target.exchange = Some(target.exchange_from(exchange)?);
         }
         Ok(target)
     }
+
+    fn is_exchange(&self) -> bool {
+        self.provider == Provider::AmqpExchange
+    }
+
+    /// A queue or exchange name must be non-empty and at most `NAME_LEN_MAX` bytes.
+    fn check_name(&self, what: &str, n: &str) -> Result<(), BrokerError> {
+        if n.is_empty() {
+            Err(self.invalid(format!("the {what} is empty")))
+        } else if n.len() > NAME_LEN_MAX {
+            Err(self.invalid(format!("the {what} is longer than {NAME_LEN_MAX} bytes")))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Applies one `key=value` parameter (keys are case-insensitive); the exchange ones are
+    /// collected in `exchange`.
+    fn apply(&mut self, pair: &str, exchange: &mut ExchangeParams) -> Result<(), BrokerError> {
+        let Some((key, value)) = pair.split_once('=') else {
+            return Err(self.invalid(format!("parameter '{pair}' is not key=value")));
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let is_exchange = self.is_exchange();
+        match key.to_ascii_lowercase().as_str() {
+            "durable" => self.durable = self.flag(key, value)?,
+            "exclusive" => self.exclusive = self.flag(key, value)?,
+            "autodelete" => self.auto_delete = self.flag(key, value)?,
+            "deliverymode" => {
+                self.delivery_mode = match value {
+                    "1" => 1,
+                    "2" => 2,
+                    _ => {
+                        return Err(
+                            self.invalid(format!("deliveryMode must be 1 or 2, not '{value}'"))
+                        )
+                    }
+                }
+            }
+            "maxpriority" => match value.parse::<i32>() {
+                Ok(p) if (1..=255).contains(&p) => self.max_priority = Some(p),
+                _ => {
+                    return Err(self.invalid(format!(
+                        "maxPriority must be a number from 1 to 255, not '{value}'"
+                    )))
+                }
+            },
+            "exchangetype" if is_exchange => exchange.kind = self.exchange_kind(value)?,
+            "routingkey" if is_exchange => exchange.routing_key = Some(value.to_string()),
+            "bindqueuename" if is_exchange => {
+                exchange.bind_queue = Some(value.to_string()).filter(|q| !q.is_empty())
+            }
+            "exchangetype" | "routingkey" | "bindqueuename" => {
+                return Err(self.invalid(format!("{key} applies to amqp_exchange, not amqp_queue")))
+            }
+            _ => {
+                let known = if is_exchange {
+                    "exchangeType, routingKey, bindQueueName, durable, exclusive, autoDelete, \
+                     deliveryMode, maxPriority"
+                } else {
+                    "durable, exclusive, autoDelete, deliveryMode, maxPriority"
+                };
+                return Err(self.invalid(format!("unknown parameter '{key}' (known: {known})")));
+            }
+        }
+        Ok(())
+    }
+
+    /// A boolean parameter: `true` or `false`, in any case.
+    fn flag(&self, key: &str, v: &str) -> Result<bool, BrokerError> {
+        match v.to_ascii_lowercase().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(self.invalid(format!("{key} must be true or false, not '{v}'"))),
+        }
+    }
+
+    /// `exchangeType`: topic, direct, fanout or headers, in any case.
+    fn exchange_kind(&self, value: &str) -> Result<ExchangeKind, BrokerError> {
+        match value.to_ascii_lowercase().as_str() {
+            "topic" => Ok(ExchangeKind::Topic),
+            "direct" => Ok(ExchangeKind::Direct),
+            "fanout" => Ok(ExchangeKind::Fanout),
+            "headers" => Ok(ExchangeKind::Headers),
+            _ => Err(self.invalid(format!(
+                "exchangeType must be topic, direct, fanout or headers, not '{value}'"
+            ))),
+        }
+    }
+
+    /// The exchange half, defaults applied: routing key `#` for a topic exchange (else empty),
+    /// bound queue `baton.<exchange>.<routingKey>`.
+    fn exchange_from(&self, params: ExchangeParams) -> Result<Exchange, BrokerError> {
+        let kind = params.kind;
+        let routing_key = params
+            .routing_key
+            .unwrap_or_else(|| if kind == ExchangeKind::Topic { "#" } else { "" }.to_string());
+        if routing_key.len() > NAME_LEN_MAX {
+            return Err(self.invalid(format!(
+                "the routing key is longer than {NAME_LEN_MAX} bytes"
+            )));
+        }
+        let name = &self.name;
+        let bind_queue = params
+            .bind_queue
+            .unwrap_or_else(|| format!("baton.{name}.{routing_key}"));
+        self.check_name("bound queue name", &bind_queue)?;
+        Ok(Exchange {
+            kind,
+            routing_key,
+            bind_queue,
+        })
+    }
+}
+
+/// The `amqp_exchange:` parameters as written, before their defaults apply.
+struct ExchangeParams {
+    kind: ExchangeKind,
+    routing_key: Option<String>,
+    bind_queue: Option<String>,
 }
 
 #[cfg(test)]
