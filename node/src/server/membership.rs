@@ -9,7 +9,8 @@
 //! intact; no step waits for long (a new replica is added as a learner and promoted in a later
 //! round, once its leader reports it caught up), so one slow partition does not hold up the rest.
 
-use super::{read, storage, write, Inner, GROUP_TREES};
+use super::open::GROUP_TREES;
+use super::{read, storage, write, Inner};
 use crate::error::{Error, Result};
 use crate::partition::machine::WorkflowMachine;
 use crate::partition::Partition;
@@ -209,7 +210,7 @@ impl Inner {
             .router
             .as_ref()
             .map(|r| (r, &no_addrs, Vec::new(), None));
-        let group = super::open_group(
+        let group = super::open::open_group(
             &self.db,
             name,
             self.node,

@@ -10,6 +10,8 @@ mod events;
 mod membership;
 pub use membership::{ClusterStatus, GroupSummary, NodeStatus, ReplicaStatus};
 mod metadata;
+mod open;
+pub use open::{open, open_with, Seams};
 mod quarantine;
 mod routing;
 mod tasks;
@@ -17,18 +19,14 @@ pub mod triggers;
 pub mod wait;
 mod workflows;
 
-use crate::clock::{Clock, SystemClock};
-use crate::error::{Error, Result};
-use crate::meta::{Definitions, MetaMachine};
-use crate::partition::machine::WorkflowMachine;
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::meta::Definitions;
 use crate::partition::{Partition, PartitionEnv};
-use crate::placement;
 use crate::queue::TaskQueues;
 use crate::service::Health;
-use crate::Node;
 use engine::Effect;
 use proto::{NodeId, PartitionId, TaskId, WorkflowId};
-use rand::SeedableRng;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -39,8 +37,6 @@ use tokio::sync::mpsc;
 const OUTBOX_LEN_MAX: usize = 1_024;
 /// Longest the health check waits for the meta leader to confirm a quorum.
 const HEALTH_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
-/// Where the partition count is recorded in the data directory, so a restart cannot change it.
-const PARTITIONS_KEY: &[u8] = b"baton/partitions";
 
 /// How this node takes part in a cluster.
 #[derive(Debug, Clone)]
@@ -123,6 +119,8 @@ pub struct Inner {
     snapshot_logs: Option<u64>,
     pub(crate) db: cluster::storage::Db,
     pub(crate) events: events::Events,
+    /// The loops `open` started; shutdown stops them.
+    loops: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Inner {
@@ -258,6 +256,9 @@ impl Inner {
     async fn shutdown(&self) {
         // First: a script still running must not hold anything below up.
         self.events.scripts.shutdown();
+        for l in std::mem::take(&mut *self.loops.lock().unwrap_or_else(|e| e.into_inner())) {
+            l.abort();
+        }
         for p in self.hosted() {
             p.stop().await;
         }
@@ -283,348 +284,6 @@ pub(crate) fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 }
 pub(crate) fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The trees of group `name`.
-const GROUP_TREES: [&str; 3] = ["log", "raft", "state"];
-
-/// Partitions with a replica in this database (their trees exist).
-fn stored_partitions(db: &cluster::storage::Db, partitions: u16) -> Vec<u16> {
-    let names = db.tree_names();
-    (0..partitions)
-        .filter(|p| {
-            let raft = format!("p{p}/raft");
-            names.iter().any(|n| n.as_ref() == raft.as_bytes())
-        })
-        .collect()
-}
-
-/// How a group joins the cluster: the node's Raft router, every member's peer address, the group's
-/// initial voters and the voter that forms it.
-type GroupLink<'a> = (
-    &'a cluster::RaftRouter,
-    &'a BTreeMap<NodeId, SocketAddr>,
-    Vec<NodeId>,
-    Option<NodeId>,
-);
-
-/// Opens one group, alone (embedded) or with its initial voters (cluster).
-async fn open_group(
-    db: &cluster::storage::Db,
-    name: String,
-    node: NodeId,
-    link: Option<GroupLink<'_>>,
-    sm: Arc<dyn cluster::StateMachine>,
-    snapshot_logs: Option<u64>,
-) -> Result<cluster::Group> {
-    let mut options = cluster::GroupOptions::new(name.clone(), node);
-    if name == "meta" {
-        // The member list is read from the meta state before the group opens (and replays).
-        options.state_checkpoint_entries = 0;
-    }
-    if let Some(n) = snapshot_logs {
-        options.snapshot_logs_since_last = n;
-        options.logs_to_keep_after_snapshot = n / 2;
-    }
-    if let Some((router, addrs, voters, former)) = link {
-        let initial: BTreeMap<NodeId, SocketAddr> = voters
-            .iter()
-            .filter_map(|v| addrs.get(v).map(|a| (*v, *a)))
-            .collect();
-        options = options.with_cluster(router.clone(), initial);
-        if let Some(f) = former {
-            options = options.formed_by(f);
-        }
-    }
-    cluster::Group::open(db, options, sm)
-        .await
-        .map_err(|e| Error::Internal(format!("group {name}: {e}")))
-}
-
-/// What a node runs over. `Seams::default()` is production: sled in the data
-/// directory, QUIC with the certificates, the system clock, OS randomness. The simulator supplies
-/// its own disk, network, clock and seed.
-#[derive(Default)]
-pub struct Seams {
-    /// Storage; `None`: sled in `Options::data_dir`.
-    pub db: Option<cluster::storage::Db>,
-    /// The peer link (cluster only); `None`: QUIC with mutual TLS from `ClusterOptions::certs`.
-    pub transport: Option<cluster::Transport>,
-    /// Wall-clock time; `None`: the system clock.
-    pub clock: Option<Arc<dyn Clock>>,
-    /// Seed of the node's own randomness (new workflow ids); `None`: from the OS.
-    pub seed: Option<u64>,
-    /// Snapshot every this many log entries instead of the default (the simulator snapshots
-    /// often so that snapshot installs happen within a run).
-    pub snapshot_logs: Option<u64>,
-    /// What to do when a group stops because its storage failed (or its Raft core panicked);
-    /// `None`: log it and exit the process with status 70, so that its supervisor restarts it
-    /// from what is durable (fail-stop: a replica that cannot write must not keep answering).
-    pub on_storage_failure: Option<Arc<dyn Fn(String) + Send + Sync>>,
-}
-
-/// How often the node checks its groups for a failure.
-const FAILURE_CHECK_MS: u64 = 250;
-
-/// Watches every group of the node; the first that stopped for good (a storage failure, a panic
-/// of its Raft core) ends the node, which restarts from what is durable.
-async fn watch_failures(
-    inner: std::sync::Weak<Inner>,
-    on_failure: Option<Arc<dyn Fn(String) + Send + Sync>>,
-) {
-    loop {
-        tokio::time::sleep(std::time::Duration::from_millis(FAILURE_CHECK_MS)).await;
-        let Some(inner) = inner.upgrade() else { return };
-        let failed = std::iter::once(inner.meta.clone())
-            .chain(inner.hosted().iter().map(|p| p.group.clone()))
-            .find_map(|g| g.failure().map(|e| format!("group {}: {e}", g.name())));
-        let Some(reason) = failed else { continue };
-        tracing::error!(node = %inner.node, %reason, "a group stopped: this node stops (fail-stop)");
-        match &on_failure {
-            Some(f) => f(reason),
-            None => std::process::exit(70),
-        }
-        return;
-    }
-}
-
-/// Opens the node's storage, transport and groups, and starts following its partitions' leadership.
-pub async fn open(options: &Options) -> Result<Node> {
-    open_with(options, Seams::default()).await
-}
-
-/// [`open`] over the given seams.
-pub async fn open_with(options: &Options, seams: Seams) -> Result<Node> {
-    if options.partitions == 0 {
-        return Err(Error::Invalid("--partitions must be at least 1".into()));
-    }
-    let db = match seams.db {
-        Some(db) => db,
-        None => {
-            std::fs::create_dir_all(&options.data_dir).map_err(storage)?;
-            cluster::storage::Db::open_sled(&options.data_dir).map_err(storage)?
-        }
-    };
-    let snapshot_logs = seams.snapshot_logs;
-    let stored = match db
-        .default_tree()
-        .map_err(storage)?
-        .get(PARTITIONS_KEY)
-        .map_err(storage)?
-    {
-        Some(v) if v.len() == 2 => Some(u16::from_be_bytes([v[0], v[1]])),
-        _ => None,
-    };
-    let fresh = stored.is_none();
-    let (transport, router) = match &options.cluster {
-        None => (None, None),
-        Some(c) => {
-            if c.join.is_none() && !c.members.contains_key(&options.node) {
-                return Err(Error::Invalid(format!(
-                    "--cluster must list this node ({}), or use --join to add it to a running cluster",
-                    options.node
-                )));
-            }
-            if let Some(transport) = seams.transport {
-                let router = cluster::RaftRouter::new(transport.clone());
-                (Some(transport), Some(router))
-            } else {
-                cluster::tls::install_crypto_provider();
-                let identity =
-                    cluster::tls::Identity::load(&c.certs, options.node).map_err(|e| {
-                        Error::Invalid(format!("certificates in {}: {e}", c.certs.display()))
-                    })?;
-                let peers = c
-                    .members
-                    .iter()
-                    .filter(|(id, _)| **id != options.node)
-                    .map(|(id, a)| (*id, *a));
-                let transport = cluster::Transport::start(
-                    cluster::TransportOptions::new(identity, c.listen).with_peers(peers),
-                )
-                .map_err(|e| Error::Internal(format!("peer transport on {}: {e}", c.listen)))?;
-                let router = cluster::RaftRouter::new(transport.clone());
-                (Some(transport), Some(router))
-            }
-        }
-    };
-    let joining = options
-        .cluster
-        .as_ref()
-        .and_then(|c| c.join)
-        .filter(|_| fresh);
-    let partitions = match (stored, joining, &options.cluster, &transport) {
-        (Some(stored), _, _, _) => {
-            if stored != options.partitions
-                && options.cluster.as_ref().is_none_or(|c| c.join.is_none())
-            {
-                tracing::warn!(
-                    stored,
-                    requested = options.partitions,
-                    "data directory was created with another partition count; keeping it"
-                );
-            }
-            stored
-        }
-        (None, Some(seed), Some(c), Some(t)) => {
-            membership::join(t, seed, options.node, c.listen).await?
-        }
-        _ => options.partitions,
-    };
-    let meta_state = db.open_tree("meta/state").map_err(storage)?;
-    let mut members: BTreeMap<NodeId, SocketAddr> = match &options.cluster {
-        None => BTreeMap::from([(options.node, SocketAddr::from(([127, 0, 0, 1], 0)))]),
-        Some(c) => {
-            let mut m = c.members.clone();
-            m.insert(options.node, c.listen);
-            m
-        }
-    };
-    for entry in Definitions::new(meta_state).nodes() {
-        if let Ok(addr) = entry.addr.parse() {
-            members.entry(entry.id).or_insert(addr);
-        }
-    }
-    if let Some(t) = &transport {
-        for (id, addr) in members.iter().filter(|(id, _)| **id != options.node) {
-            t.set_peer(*id, *addr);
-        }
-    }
-    // The initial placement is computed from the initial members only (the same on every node).
-    let initial: Vec<NodeId> = match &options.cluster {
-        None => vec![options.node],
-        Some(c) => c.members.keys().copied().collect(),
-    };
-    let initially_hosts =
-        |p: u16| placement::partition_voters(PartitionId(p), &initial).contains(&options.node);
-    let hosted: Vec<u16> = if fresh {
-        (0..partitions).filter(|p| initially_hosts(*p)).collect()
-    } else {
-        stored_partitions(&db, partitions)
-    };
-    // Create every hosted group's sled trees here, one after another, before any group starts:
-    // creating a tree while other groups already flush the same database is the suspect of a start-up
-    // hang seen once in the cluster tests (sled 0.34 has known flush and lock deadlocks), and opening
-    // an existing tree again inside `Group::open` is only a lookup.
-    let names = std::iter::once("meta".to_owned()).chain(hosted.iter().map(|p| format!("p{p}")));
-    for name in names {
-        for tree in GROUP_TREES {
-            db.open_tree(format!("{name}/{tree}")).map_err(storage)?;
-        }
-    }
-    if fresh {
-        db.default_tree()
-            .map_err(storage)?
-            .insert(PARTITIONS_KEY, &partitions.to_be_bytes())
-            .map_err(storage)?;
-        db.flush().await.map_err(storage)?;
-    }
-    let addrs = options
-        .cluster
-        .as_ref()
-        .map(|c| c.members.clone())
-        .unwrap_or_default();
-    let link = |voters: Vec<NodeId>, former: Option<NodeId>| {
-        router.as_ref().map(|r| (r, &addrs, voters, former))
-    };
-    // Groups wait for a quorum as they open: open them all at once, not one after another. A group
-    // not in the initial placement (a replica placed here later, or the meta group of a node that
-    // joined) has no initial voters: it waits for its leader to reach it.
-    let meta_open = open_group(
-        &db,
-        "meta".into(),
-        options.node,
-        link(placement::meta_voters(&initial), initial.first().copied()),
-        Arc::new(MetaMachine),
-        snapshot_logs,
-    );
-    let partition_opens = hosted.iter().map(|p| {
-        let id = PartitionId(*p);
-        let voters = if initially_hosts(*p) {
-            placement::partition_voters(id, &initial)
-        } else {
-            Vec::new()
-        };
-        open_group(
-            &db,
-            format!("p{p}"),
-            options.node,
-            link(voters, placement::partition_former(id, &initial)),
-            Arc::new(WorkflowMachine),
-            snapshot_logs,
-        )
-    });
-    let (meta, groups) = tokio::join!(meta_open, futures::future::join_all(partition_opens));
-    let meta = meta?;
-
-    let clock: Arc<dyn Clock> = seams.clock.unwrap_or_else(|| Arc::new(SystemClock));
-    let queues = Arc::new(TaskQueues::default());
-    let (outbox_tx, outbox_rx) = mpsc::channel(OUTBOX_LEN_MAX);
-    let env = PartitionEnv {
-        clock: clock.clone(),
-        queues: queues.clone(),
-        watches: Default::default(),
-        outbox: outbox_tx,
-        partitions,
-    };
-    let mut parts = BTreeMap::new();
-    for (p, group) in hosted.iter().zip(groups) {
-        let partition = Partition::start(PartitionId(*p), group?, env.clone());
-        parts.insert(*p, Arc::new(partition));
-    }
-    let inner = Arc::new(Inner {
-        node: options.node,
-        members: RwLock::new(members),
-        clock,
-        defs: Definitions::new(meta.state().clone()),
-        meta,
-        partition_count: partitions,
-        partitions: RwLock::new(parts),
-        env,
-        hosting: tokio::sync::Mutex::new(()),
-        leader_hints: Mutex::new(BTreeMap::new()),
-        listen: options.cluster.as_ref().map(|c| c.listen),
-        queues,
-        transport: transport.clone(),
-        router,
-        peers_down: Mutex::new(BTreeMap::new()),
-        backlogs: Default::default(),
-        poll_turn: std::sync::atomic::AtomicUsize::new(0),
-        rng: Mutex::new(match seams.seed {
-            Some(seed) => rand_chacha::ChaCha8Rng::seed_from_u64(seed),
-            None => rand_chacha::ChaCha8Rng::from_entropy(),
-        }),
-        snapshot_logs,
-        db,
-        events: events::Events::new(
-            crate::events::Providers::new(options.events.clone()),
-            crate::events::pool::ScriptPool::for_node(options.events.script_host.clone()),
-        ),
-    });
-    if let Some(t) = &transport {
-        let weak = Arc::downgrade(&inner);
-        t.register(
-            cluster::Service::Forward,
-            move |peer: NodeId, bytes: Vec<u8>| {
-                let weak = weak.clone();
-                async move {
-                    match weak.upgrade() {
-                        Some(inner) => Ok(inner.serve_forward(peer, bytes).await),
-                        None => Err("node is shutting down".to_owned()),
-                    }
-                }
-            },
-        );
-        tokio::spawn(membership::run(Arc::downgrade(&inner)));
-        tokio::spawn(backlog::run(Arc::downgrade(&inner)));
-    }
-    tokio::spawn(perform_outbox(Arc::downgrade(&inner), outbox_rx));
-    tokio::spawn(consumers::run(Arc::downgrade(&inner)));
-    tokio::spawn(watch_failures(
-        Arc::downgrade(&inner),
-        seams.on_storage_failure,
-    ));
-    Ok(Node { inner })
 }
 
 /// Performs effects addressed to other workflows and the outside: starting a failure workflow

@@ -1,0 +1,462 @@
+//! Opening a node: its storage, its peer transport (cluster), the partition count, the members
+//! it knows, the groups it hosts, and the loops it runs. Each step is its own function; `open_with`
+//! runs them in order.
+
+use super::{events, membership, storage, Inner, Options, OUTBOX_LEN_MAX};
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+use crate::meta::{Definitions, MetaMachine};
+use crate::partition::machine::WorkflowMachine;
+use crate::partition::{Partition, PartitionEnv};
+use crate::placement;
+use crate::queue::TaskQueues;
+use crate::Node;
+use engine::Effect;
+use proto::{NodeId, PartitionId};
+use rand::SeedableRng;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::mpsc;
+
+/// Where the partition count is recorded in the data directory, so a restart cannot change it.
+const PARTITIONS_KEY: &[u8] = b"baton/partitions";
+
+/// The trees of group `name`.
+pub(super) const GROUP_TREES: [&str; 3] = ["log", "raft", "state"];
+
+/// Partitions with a replica in this database (their trees exist).
+fn stored_partitions(db: &cluster::storage::Db, partitions: u16) -> Vec<u16> {
+    let names = db.tree_names();
+    (0..partitions)
+        .filter(|p| {
+            let raft = format!("p{p}/raft");
+            names.iter().any(|n| n.as_ref() == raft.as_bytes())
+        })
+        .collect()
+}
+
+/// How a group joins the cluster: the node's Raft router, every member's peer address, the group's
+/// initial voters and the voter that forms it.
+type GroupLink<'a> = (
+    &'a cluster::RaftRouter,
+    &'a BTreeMap<NodeId, SocketAddr>,
+    Vec<NodeId>,
+    Option<NodeId>,
+);
+
+/// Opens one group, alone (embedded) or with its initial voters (cluster).
+pub(super) async fn open_group(
+    db: &cluster::storage::Db,
+    name: String,
+    node: NodeId,
+    link: Option<GroupLink<'_>>,
+    sm: Arc<dyn cluster::StateMachine>,
+    snapshot_logs: Option<u64>,
+) -> Result<cluster::Group> {
+    let mut options = cluster::GroupOptions::new(name.clone(), node);
+    if name == "meta" {
+        // The member list is read from the meta state before the group opens (and replays).
+        options.state_checkpoint_entries = 0;
+    }
+    if let Some(n) = snapshot_logs {
+        options.snapshot_logs_since_last = n;
+        options.logs_to_keep_after_snapshot = n / 2;
+    }
+    if let Some((router, addrs, voters, former)) = link {
+        let initial: BTreeMap<NodeId, SocketAddr> = voters
+            .iter()
+            .filter_map(|v| addrs.get(v).map(|a| (*v, *a)))
+            .collect();
+        options = options.with_cluster(router.clone(), initial);
+        if let Some(f) = former {
+            options = options.formed_by(f);
+        }
+    }
+    cluster::Group::open(db, options, sm)
+        .await
+        .map_err(|e| Error::Internal(format!("group {name}: {e}")))
+}
+
+/// What a node runs over. `Seams::default()` is production: sled in the data
+/// directory, QUIC with the certificates, the system clock, OS randomness. The simulator supplies
+/// its own disk, network, clock and seed.
+#[derive(Default)]
+pub struct Seams {
+    /// Storage; `None`: sled in `Options::data_dir`.
+    pub db: Option<cluster::storage::Db>,
+    /// The peer link (cluster only); `None`: QUIC with mutual TLS from `ClusterOptions::certs`.
+    pub transport: Option<cluster::Transport>,
+    /// Wall-clock time; `None`: the system clock.
+    pub clock: Option<Arc<dyn Clock>>,
+    /// Seed of the node's own randomness (new workflow ids); `None`: from the OS.
+    pub seed: Option<u64>,
+    /// Snapshot every this many log entries instead of the default (the simulator snapshots
+    /// often so that snapshot installs happen within a run).
+    pub snapshot_logs: Option<u64>,
+    /// What to do when a group stops because its storage failed (or its Raft core panicked);
+    /// `None`: log it and exit the process with status 70, so that its supervisor restarts it
+    /// from what is durable (fail-stop: a replica that cannot write must not keep answering).
+    pub on_storage_failure: Option<Arc<dyn Fn(String) + Send + Sync>>,
+}
+
+/// How often the node checks its groups for a failure.
+const FAILURE_CHECK_MS: u64 = 250;
+
+/// Watches every group of the node; the first that stopped for good (a storage failure, a panic
+/// of its Raft core) ends the node, which restarts from what is durable.
+async fn watch_failures(
+    inner: std::sync::Weak<Inner>,
+    on_failure: Option<Arc<dyn Fn(String) + Send + Sync>>,
+) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(FAILURE_CHECK_MS)).await;
+        let Some(inner) = inner.upgrade() else { return };
+        let failed = std::iter::once(inner.meta.clone())
+            .chain(inner.hosted().iter().map(|p| p.group.clone()))
+            .find_map(|g| g.failure().map(|e| format!("group {}: {e}", g.name())));
+        let Some(reason) = failed else { continue };
+        tracing::error!(node = %inner.node, %reason, "a group stopped: this node stops (fail-stop)");
+        match &on_failure {
+            Some(f) => f(reason),
+            None => std::process::exit(70),
+        }
+        return;
+    }
+}
+
+/// Opens the node's storage, transport and groups, and starts following its partitions' leadership.
+pub async fn open(options: &Options) -> Result<Node> {
+    open_with(options, Seams::default()).await
+}
+
+/// [`open`] over the given seams: the storage, then the peer transport (cluster), the partition
+/// count (joining a running cluster on the first start of a node added to it), the members known,
+/// the groups this node hosts, and finally the node's loops.
+pub async fn open_with(options: &Options, seams: Seams) -> Result<Node> {
+    if options.partitions == 0 {
+        return Err(Error::Invalid("--partitions must be at least 1".into()));
+    }
+    let db = open_db(options, seams.db)?;
+    let stored = stored_partition_count(&db)?;
+    let fresh = stored.is_none();
+    let (transport, router) = start_transport(options, seams.transport)?;
+    let partitions = partition_count(options, stored, transport.as_ref()).await?;
+    let members = known_members(options, &db, transport.as_ref())?;
+    // The initial placement is computed from the initial members only (the same on every node).
+    let initial: Vec<NodeId> = match &options.cluster {
+        None => vec![options.node],
+        Some(c) => c.members.keys().copied().collect(),
+    };
+    let hosted: Vec<u16> = if fresh {
+        (0..partitions)
+            .filter(|p| initially_hosts(*p, &initial, options.node))
+            .collect()
+    } else {
+        stored_partitions(&db, partitions)
+    };
+    create_trees(&db, &hosted)?;
+    if fresh {
+        record_partition_count(&db, partitions).await?;
+    }
+    let plan = GroupPlan {
+        db: &db,
+        options,
+        router: router.as_ref(),
+        initial: &initial,
+        snapshot_logs: seams.snapshot_logs,
+    };
+    let (meta, groups) = plan.open_all(&hosted).await;
+    let meta = meta?;
+    let clock: Arc<dyn Clock> = seams.clock.unwrap_or_else(|| Arc::new(SystemClock));
+    let queues = Arc::new(TaskQueues::default());
+    let (outbox_tx, outbox_rx) = mpsc::channel(OUTBOX_LEN_MAX);
+    let env = PartitionEnv {
+        clock: clock.clone(),
+        queues: queues.clone(),
+        watches: Default::default(),
+        outbox: outbox_tx,
+        partitions,
+    };
+    let parts = start_partitions(&hosted, groups, &env)?;
+    let inner = Arc::new(Inner {
+        node: options.node,
+        members: RwLock::new(members),
+        clock,
+        defs: Definitions::new(meta.state().clone()),
+        meta,
+        partition_count: partitions,
+        partitions: RwLock::new(parts),
+        env,
+        hosting: tokio::sync::Mutex::new(()),
+        leader_hints: Mutex::new(BTreeMap::new()),
+        listen: options.cluster.as_ref().map(|c| c.listen),
+        queues,
+        transport,
+        router,
+        peers_down: Mutex::new(BTreeMap::new()),
+        backlogs: Default::default(),
+        poll_turn: std::sync::atomic::AtomicUsize::new(0),
+        rng: Mutex::new(seams.seed.map_or_else(
+            rand_chacha::ChaCha8Rng::from_entropy,
+            rand_chacha::ChaCha8Rng::seed_from_u64,
+        )),
+        snapshot_logs: seams.snapshot_logs,
+        db,
+        events: events::Events::new(
+            crate::events::Providers::new(options.events.clone()),
+            crate::events::pool::ScriptPool::for_node(options.events.script_host.clone()),
+        ),
+        loops: Mutex::default(),
+    });
+    start_loops(&inner, outbox_rx, seams.on_storage_failure);
+    Ok(Node { inner })
+}
+
+/// Starts following the leadership of every hosted partition's group.
+fn start_partitions(
+    hosted: &[u16],
+    groups: Vec<Result<cluster::Group>>,
+    env: &PartitionEnv,
+) -> Result<BTreeMap<u16, Arc<Partition>>> {
+    let mut parts = BTreeMap::new();
+    for (p, group) in hosted.iter().zip(groups) {
+        let partition = Partition::start(PartitionId(*p), group?, env.clone());
+        parts.insert(*p, Arc::new(partition));
+    }
+    Ok(parts)
+}
+
+/// The node's database: the seam's, or sled in the data directory.
+fn open_db(options: &Options, seam: Option<cluster::storage::Db>) -> Result<cluster::storage::Db> {
+    match seam {
+        Some(db) => Ok(db),
+        None => {
+            std::fs::create_dir_all(&options.data_dir).map_err(storage)?;
+            cluster::storage::Db::open_sled(&options.data_dir).map_err(storage)
+        }
+    }
+}
+
+/// The partition count recorded when the data directory was created (`None`: a fresh one).
+fn stored_partition_count(db: &cluster::storage::Db) -> Result<Option<u16>> {
+    let stored = db
+        .default_tree()
+        .map_err(storage)?
+        .get(PARTITIONS_KEY)
+        .map_err(storage)?;
+    Ok(match stored {
+        Some(v) if v.len() == 2 => Some(u16::from_be_bytes([v[0], v[1]])),
+        _ => None,
+    })
+}
+
+/// Records the partition count in a fresh data directory, durably.
+async fn record_partition_count(db: &cluster::storage::Db, partitions: u16) -> Result<()> {
+    db.default_tree()
+        .map_err(storage)?
+        .insert(PARTITIONS_KEY, &partitions.to_be_bytes())
+        .map_err(storage)?;
+    db.flush().await.map_err(storage)
+}
+
+type Link = (Option<cluster::Transport>, Option<cluster::RaftRouter>);
+
+/// The peer transport and Raft router of a cluster node (the seam's, or QUIC with mutual TLS from
+/// the certificates); none for the embedded node.
+fn start_transport(options: &Options, seam: Option<cluster::Transport>) -> Result<Link> {
+    let Some(c) = &options.cluster else {
+        return Ok((None, None));
+    };
+    if c.join.is_none() && !c.members.contains_key(&options.node) {
+        return Err(Error::Invalid(format!(
+            "--cluster must list this node ({}), or use --join to add it to a running cluster",
+            options.node
+        )));
+    }
+    let transport = match seam {
+        Some(transport) => transport,
+        None => {
+            cluster::tls::install_crypto_provider();
+            let identity = cluster::tls::Identity::load(&c.certs, options.node).map_err(|e| {
+                Error::Invalid(format!("certificates in {}: {e}", c.certs.display()))
+            })?;
+            let peers = c
+                .members
+                .iter()
+                .filter(|(id, _)| **id != options.node)
+                .map(|(id, a)| (*id, *a));
+            cluster::Transport::start(
+                cluster::TransportOptions::new(identity, c.listen).with_peers(peers),
+            )
+            .map_err(|e| Error::Internal(format!("peer transport on {}: {e}", c.listen)))?
+        }
+    };
+    let router = cluster::RaftRouter::new(transport.clone());
+    Ok((Some(transport), Some(router)))
+}
+
+/// The cluster's partition count: the one recorded here, else the one of the cluster this node
+/// joins (its first start with `--join`), else the one asked for.
+async fn partition_count(
+    options: &Options,
+    stored: Option<u16>,
+    transport: Option<&cluster::Transport>,
+) -> Result<u16> {
+    if let Some(stored) = stored {
+        if stored != options.partitions && options.cluster.as_ref().is_none_or(|c| c.join.is_none())
+        {
+            tracing::warn!(
+                stored,
+                requested = options.partitions,
+                "data directory was created with another partition count; keeping it"
+            );
+        }
+        return Ok(stored);
+    }
+    if let (Some(c), Some(t)) = (&options.cluster, transport) {
+        if let Some(seed) = c.join {
+            return membership::join(t, seed, options.node, c.listen).await;
+        }
+    }
+    Ok(options.partitions)
+}
+
+/// Every member this node knows of with its peer address: the initial members, this node, and
+/// those the meta group recorded; each is made known to the transport.
+fn known_members(
+    options: &Options,
+    db: &cluster::storage::Db,
+    transport: Option<&cluster::Transport>,
+) -> Result<BTreeMap<NodeId, SocketAddr>> {
+    let meta_state = db.open_tree("meta/state").map_err(storage)?;
+    let mut members: BTreeMap<NodeId, SocketAddr> = match &options.cluster {
+        None => BTreeMap::from([(options.node, SocketAddr::from(([127, 0, 0, 1], 0)))]),
+        Some(c) => {
+            let mut m = c.members.clone();
+            m.insert(options.node, c.listen);
+            m
+        }
+    };
+    for entry in Definitions::new(meta_state).nodes() {
+        if let Ok(addr) = entry.addr.parse() {
+            members.entry(entry.id).or_insert(addr);
+        }
+    }
+    if let Some(t) = transport {
+        for (id, addr) in members.iter().filter(|(id, _)| **id != options.node) {
+            t.set_peer(*id, *addr);
+        }
+    }
+    Ok(members)
+}
+
+/// Whether the initial placement puts a replica of partition `p` on `node`.
+fn initially_hosts(p: u16, initial: &[NodeId], node: NodeId) -> bool {
+    placement::partition_voters(PartitionId(p), initial).contains(&node)
+}
+
+/// Creates every hosted group's sled trees, one after another, before any group starts: creating
+/// a tree while other groups already flush the same database is the suspect of a start-up hang
+/// seen once in the cluster tests (sled 0.34 has known flush and lock deadlocks), and opening an
+/// existing tree again inside `Group::open` is only a lookup.
+fn create_trees(db: &cluster::storage::Db, hosted: &[u16]) -> Result<()> {
+    let names = std::iter::once("meta".to_owned()).chain(hosted.iter().map(|p| format!("p{p}")));
+    for name in names {
+        for tree in GROUP_TREES {
+            db.open_tree(format!("{name}/{tree}")).map_err(storage)?;
+        }
+    }
+    Ok(())
+}
+
+/// What opening this node's groups needs.
+struct GroupPlan<'a> {
+    db: &'a cluster::storage::Db,
+    options: &'a Options,
+    router: Option<&'a cluster::RaftRouter>,
+    initial: &'a [NodeId],
+    snapshot_logs: Option<u64>,
+}
+
+type Opened = (Result<cluster::Group>, Vec<Result<cluster::Group>>);
+
+impl GroupPlan<'_> {
+    /// Opens the meta group and the hosted partitions' groups. Groups wait for a quorum as they
+    /// open: they open all at once, not one after another. A group not in the initial placement (a
+    /// replica placed here later, or the meta group of a node that joined) has no initial voters:
+    /// it waits for its leader to reach it.
+    async fn open_all(&self, hosted: &[u16]) -> Opened {
+        let addrs = self
+            .options
+            .cluster
+            .as_ref()
+            .map(|c| c.members.clone())
+            .unwrap_or_default();
+        let link = |voters: Vec<NodeId>, former: Option<NodeId>| {
+            self.router.map(|r| (r, &addrs, voters, former))
+        };
+        let node = self.options.node;
+        let meta_open = open_group(
+            self.db,
+            "meta".into(),
+            node,
+            link(
+                placement::meta_voters(self.initial),
+                self.initial.first().copied(),
+            ),
+            Arc::new(MetaMachine),
+            self.snapshot_logs,
+        );
+        let partition_opens = hosted.iter().map(|p| {
+            let id = PartitionId(*p);
+            let voters = if initially_hosts(*p, self.initial, node) {
+                placement::partition_voters(id, self.initial)
+            } else {
+                Vec::new()
+            };
+            open_group(
+                self.db,
+                format!("p{p}"),
+                node,
+                link(voters, placement::partition_former(id, self.initial)),
+                Arc::new(WorkflowMachine),
+                self.snapshot_logs,
+            )
+        });
+        tokio::join!(meta_open, futures::future::join_all(partition_opens))
+    }
+}
+
+/// Starts the node's loops (peer requests and the membership controller and backlog watchers in a
+/// cluster, the outbox, the event consumers, the failure watch); `Inner::shutdown` stops them.
+fn start_loops(
+    inner: &Arc<Inner>,
+    outbox: mpsc::Receiver<Effect>,
+    on_failure: Option<Arc<dyn Fn(String) + Send + Sync>>,
+) {
+    let weak = || Arc::downgrade(inner);
+    let mut loops = vec![
+        tokio::spawn(super::perform_outbox(weak(), outbox)),
+        tokio::spawn(super::consumers::run(weak())),
+        tokio::spawn(watch_failures(weak(), on_failure)),
+    ];
+    if let Some(t) = &inner.transport {
+        let serving = weak();
+        t.register(
+            cluster::Service::Forward,
+            move |peer: NodeId, bytes: Vec<u8>| {
+                let serving = serving.clone();
+                async move {
+                    match serving.upgrade() {
+                        Some(inner) => Ok(inner.serve_forward(peer, bytes).await),
+                        None => Err("node is shutting down".to_owned()),
+                    }
+                }
+            },
+        );
+        loops.push(tokio::spawn(membership::run(weak())));
+        loops.push(tokio::spawn(super::backlog::run(weak())));
+    }
+    *inner.loops.lock().unwrap_or_else(|e| e.into_inner()) = loops;
+}
