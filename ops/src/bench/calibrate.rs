@@ -55,6 +55,45 @@ fn fdatasync() -> anyhow::Result<Latency> {
     Ok(hist)
 }
 
+/// How often a [`DiskProbe`] samples the disk.
+const PROBE_EVERY_MS: u64 = 100;
+
+/// Samples fdatasync latency in the background while a workload runs: this machine's disk can
+/// change speed by an order of magnitude from one minute to the next (0.2 ms against 4 ms per
+/// fdatasync have been seen in one session), so a sweep point is read with the disk it ran on.
+/// Ten small syncs a second add nothing a loaded target would notice.
+pub struct DiskProbe {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    sampler: std::thread::JoinHandle<anyhow::Result<Latency>>,
+}
+
+impl DiskProbe {
+    pub fn start() -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let sampler = std::thread::spawn(move || {
+            let mut file = tempfile::tempfile().context("cannot create the probe file")?;
+            let block = vec![0x5a_u8; SYNC_BYTES];
+            let mut hist = Latency::new();
+            while !stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                let started = Instant::now();
+                file.write_all(&block)?;
+                file.sync_data()?;
+                hist.record(started.elapsed());
+                std::thread::sleep(std::time::Duration::from_millis(PROBE_EVERY_MS));
+            }
+            Ok(hist)
+        });
+        Self { stop, sampler }
+    }
+
+    /// Stops sampling; the latencies seen (`None` if the probe could not write).
+    pub fn finish(self) -> Option<Latency> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.sampler.join().ok()?.ok()
+    }
+}
+
 /// `RTT_SAMPLES` round trips of `RTT_BYTES` through a local echo thread (TCP_NODELAY).
 fn loopback_rtt() -> anyhow::Result<Latency> {
     let listener = TcpListener::bind("127.0.0.1:0")?;

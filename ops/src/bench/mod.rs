@@ -311,6 +311,8 @@ struct SweepPoint {
     m: Measured,
     /// Completed workflows per second over the run (arrivals to last completion).
     achieved: f64,
+    /// Median fdatasync latency while the point ran (Baton's points; see `DiskProbe`).
+    disk_p50_ms: Option<f64>,
 }
 
 impl SweepPoint {
@@ -712,6 +714,7 @@ fn run_sweep(target: &Target, plan: &Plan, args: &BenchArgs) -> anyhow::Result<V
         ));
         let cpu_before = stats::cpu_ms(pids);
         let io_before = Io::now(&admins, pids);
+        let disk = calibrate::DiskProbe::start();
         let outcome = workloads::open_loop(
             urls,
             workloads::W2,
@@ -722,6 +725,7 @@ fn run_sweep(target: &Target, plan: &Plan, args: &BenchArgs) -> anyhow::Result<V
             None,
             args.completion,
         )?;
+        let disk_p50_ms = disk.finish().map(|d| d.ms(0.5));
         let cpu_ms = stats::cpu_ms(pids).saturating_sub(cpu_before);
         let io = Io::now(&admins, pids).since(io_before);
         let secs = outcome.elapsed.as_secs_f64();
@@ -741,6 +745,7 @@ fn run_sweep(target: &Target, plan: &Plan, args: &BenchArgs) -> anyhow::Result<V
                 io,
             ),
             achieved,
+            disk_p50_ms,
         });
     }
 
@@ -884,6 +889,7 @@ fn run_peer(
                 0.0
             },
             m: Measured::of_peer(&r),
+            disk_p50_ms: None,
         });
     }
     Ok((rows, sweep))
@@ -1133,6 +1139,7 @@ fn print_sweep(points: &[SweepPoint], p99_bound_ms: f64) {
         "cpu_ms/1k_steps",
         "flushes/step",
         "entries/step",
+        "disk_p50_ms",
         "sustainable",
     ])];
     let mut best: Vec<(String, Option<&SweepPoint>)> = Vec::new();
@@ -1153,6 +1160,7 @@ fn print_sweep(points: &[SweepPoint], p99_bound_ms: f64) {
                 .map_or("-".into(), |f| format!("{f:.2}")),
             p.m.entries_per_step
                 .map_or("-".into(), |f| format!("{f:.2}")),
+            p.disk_p50_ms.map_or("-".into(), |d| format!("{d:.2}")),
             if ok { "yes" } else { "no" }.into(),
         ]);
         let slot = match best.iter_mut().find(|(s, _)| *s == p.system) {
