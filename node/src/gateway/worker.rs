@@ -159,10 +159,58 @@ struct Credit {
 async fn serve_worker(
     conn: quinn::Connection,
     node: Node,
-    mut draining: watch::Receiver<bool>,
+    draining: watch::Receiver<bool>,
 ) -> Result<(), String> {
+    let (send, mut recv, grant, subscriptions) = handshake(&conn, &node).await?;
+    let (outbox, outgoing) = mpsc::channel::<NodeFrame>(OUTBOX_FRAMES);
+    let shared = Arc::new(Conn {
+        node,
+        grant,
+        outbox,
+        stopping: AtomicBool::new(false),
+        stop: Notify::new(),
+    });
+    let writer = tokio::spawn(write_frames(send, outgoing));
+    metrics::gauge!(crate::metrics::QUIC_WORKERS).increment(1);
+    let credits = credits_of(subscriptions);
+    let pumps: Vec<_> = credits
+        .iter()
+        .map(|c| tokio::spawn(pump(shared.clone(), c.clone())))
+        .collect();
+    let results = Arc::new(Semaphore::new(RESULTS_IN_FLIGHT));
+    let outcome = read_frames(&shared, &credits, &results, &mut recv, draining).await;
+    stop(&shared);
+    for p in pumps {
+        p.abort();
+    }
+    // Results already taken still commit; their answers go nowhere once the stream is gone.
+    let _ = results.acquire_many(RESULTS_IN_FLIGHT as u32).await;
+    metrics::gauge!(crate::metrics::QUIC_WORKERS).decrement(1);
+    for c in &credits {
+        let unused = c.available.swap(0, Ordering::SeqCst);
+        metrics::gauge!(crate::metrics::QUIC_CREDIT).decrement(unused);
+    }
+    drop(shared);
+    let _ = writer.await;
+    Err(outcome)
+}
+
+/// The worker's certificate grant, its stream, and its hello checked against the grant; answers
+/// the welcome, or the refusal before closing the connection.
+async fn handshake(
+    conn: &quinn::Connection,
+    node: &Node,
+) -> Result<
+    (
+        quinn::SendStream,
+        quinn::RecvStream,
+        Grant,
+        Vec<Subscription>,
+    ),
+    String,
+> {
     let remote = conn.remote_address();
-    let grant = match grant_of(&conn) {
+    let grant = match grant_of(conn) {
         Ok(g) => g,
         Err(e) => {
             conn.close(1u32.into(), e.as_bytes());
@@ -179,16 +227,7 @@ async fn serve_worker(
     let (hello_id, subscriptions) = match check_hello(&grant, hello) {
         Ok(s) => s,
         Err((code, message)) => {
-            let refusal = NodeFrame::Error {
-                seq: None,
-                code,
-                message: message.clone(),
-            };
-            let _ = send.write_all(&wire::encode_frame(&refusal)).await;
-            let _ = send.finish();
-            // Let the refusal reach the worker before the close does.
-            let _ = tokio::time::timeout(Duration::from_secs(2), send.stopped()).await;
-            conn.close(2u32.into(), message.as_bytes());
+            refuse_hello(conn, &mut send, code, &message).await;
             return Err(message);
         }
     };
@@ -201,25 +240,41 @@ async fn serve_worker(
         .await
         .map_err(|e| e.to_string())?;
     tracing::info!(%remote, worker = %grant.worker_id, calls_itself = %hello_id, types = ?subscriptions.iter().map(|s| &s.task_type).collect::<Vec<_>>(), "worker connected");
+    Ok((send, recv, grant, subscriptions))
+}
 
-    let (outbox, mut outgoing) = mpsc::channel::<NodeFrame>(OUTBOX_FRAMES);
-    let shared = Arc::new(Conn {
-        node,
-        grant,
-        outbox,
-        stopping: AtomicBool::new(false),
-        stop: Notify::new(),
-    });
-    let writer = tokio::spawn(async move {
-        while let Some(frame) = outgoing.recv().await {
-            if send.write_all(&wire::encode_frame(&frame)).await.is_err() {
-                return;
-            }
+/// Tells the worker why its hello was refused, then closes the connection.
+async fn refuse_hello(
+    conn: &quinn::Connection,
+    send: &mut quinn::SendStream,
+    code: ErrorCode,
+    message: &str,
+) {
+    let refusal = NodeFrame::Error {
+        seq: None,
+        code,
+        message: message.to_owned(),
+    };
+    let _ = send.write_all(&wire::encode_frame(&refusal)).await;
+    let _ = send.finish();
+    // Let the refusal reach the worker before the close does.
+    let _ = tokio::time::timeout(Duration::from_secs(2), send.stopped()).await;
+    conn.close(2u32.into(), message.as_bytes());
+}
+
+/// Writes the connection's outgoing frames until the outbox closes.
+async fn write_frames(mut send: quinn::SendStream, mut outgoing: mpsc::Receiver<NodeFrame>) {
+    while let Some(frame) = outgoing.recv().await {
+        if send.write_all(&wire::encode_frame(&frame)).await.is_err() {
+            return;
         }
-        let _ = send.finish();
-    });
-    metrics::gauge!(crate::metrics::QUIC_WORKERS).increment(1);
-    let credits: Vec<Arc<Credit>> = subscriptions
+    }
+    let _ = send.finish();
+}
+
+/// Each subscription's credit, starting at its capacity.
+fn credits_of(subscriptions: Vec<Subscription>) -> Vec<Arc<Credit>> {
+    subscriptions
         .into_iter()
         .map(|s| {
             metrics::gauge!(crate::metrics::QUIC_CREDIT).increment(s.capacity);
@@ -229,42 +284,34 @@ async fn serve_worker(
                 more: Notify::new(),
             })
         })
-        .collect();
-    let pumps: Vec<_> = credits
-        .iter()
-        .map(|c| tokio::spawn(pump(shared.clone(), c.clone())))
-        .collect();
-    let results = Arc::new(Semaphore::new(RESULTS_IN_FLIGHT));
+        .collect()
+}
+
+/// Handles the worker's frames until its stream ends; when the node drains, tells the worker to.
+/// Answers why the stream ended.
+async fn read_frames(
+    shared: &Arc<Conn>,
+    credits: &[Arc<Credit>],
+    results: &Arc<Semaphore>,
+    recv: &mut quinn::RecvStream,
+    mut draining: watch::Receiver<bool>,
+) -> String {
     let mut node_draining = false;
-    let outcome = loop {
+    loop {
         tokio::select! {
-            frame = read_frame(&mut recv) => match frame {
-                Ok(frame) => handle_frame(&shared, &credits, &results, frame).await,
-                Err(e) => break e,
+            frame = read_frame(recv) => match frame {
+                Ok(frame) => handle_frame(shared, credits, results, frame).await,
+                Err(e) => return e,
             },
             changed = draining.changed(), if !node_draining => {
                 if changed.is_err() || *draining.borrow() {
                     node_draining = true;
-                    stop(&shared);
+                    stop(shared);
                     let _ = shared.outbox.send(NodeFrame::Drain).await;
                 }
             }
         }
-    };
-    stop(&shared);
-    for p in pumps {
-        p.abort();
     }
-    // Results already taken still commit; their answers go nowhere once the stream is gone.
-    let _ = results.acquire_many(RESULTS_IN_FLIGHT as u32).await;
-    metrics::gauge!(crate::metrics::QUIC_WORKERS).decrement(1);
-    for c in &credits {
-        let unused = c.available.swap(0, Ordering::SeqCst);
-        metrics::gauge!(crate::metrics::QUIC_CREDIT).decrement(unused);
-    }
-    drop(shared);
-    let _ = writer.await;
-    Err(outcome)
 }
 
 fn stop(shared: &Conn) {

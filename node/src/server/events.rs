@@ -476,21 +476,29 @@ impl Inner {
         }
     }
 
+    /// The execution record of action `index` of `h` for `message`.
+    fn execution(
+        &self,
+        h: &EventHandler,
+        message: &Message,
+        index: usize,
+        (status, action): (ExecutionStatus, ActionType),
+        mut output: Json,
+    ) -> EventExecution {
+        output.insert("traceId".into(), message.trace_id.clone().into());
+        EventExecution {
+            id: execution_id(&message.id, index),
+            message_id: message.id.clone(),
+            name: h.name.clone(),
+            event: message.event.clone(),
+            created: self.clock.now_ms(),
+            status,
+            action,
+            output,
+        }
+    }
+
     async fn run_handler(&self, h: &EventHandler, message: &Message) -> Verdict {
-        let record =
-            |index: usize, status: ExecutionStatus, action: ActionType, mut output: Json| {
-                output.insert("traceId".into(), message.trace_id.clone().into());
-                EventExecution {
-                    id: execution_id(&message.id, index),
-                    message_id: message.id.clone(),
-                    name: h.name.clone(),
-                    event: message.event.clone(),
-                    created: self.clock.now_ms(),
-                    status,
-                    action,
-                    output,
-                }
-            };
         let first = h
             .actions
             .first()
@@ -512,65 +520,88 @@ impl Inner {
             Err(e) => Some((ExecutionStatus::Failed, error_output(&e.to_string()))),
         };
         if let Some((status, output)) = skip {
-            let outcome = match status {
-                ExecutionStatus::Skipped => "skipped",
-                _ => "failed",
-            };
-            crate::metrics::event_action(first.name(), outcome);
-            return match self
-                .record_execution(&h.name, record(0, status, first, output), true)
-                .await
-            {
-                Ok(_) => Verdict::Ack,
-                Err(e) => {
-                    tracing::warn!(handler = %h.name, message = %message.id, error = %e, "could not record a skipped message");
-                    Verdict::Retry(format!("could not record the execution: {e}"))
-                }
-            };
+            return self.record_skip(h, message, (status, first), output).await;
         }
         let mut verdict = Verdict::Ack;
         for (index, action) in h.actions.iter().enumerate() {
-            let claim = record(
-                index,
-                ExecutionStatus::InProgress,
-                action.action,
-                Json::new(),
-            );
-            match self.record_execution(&h.name, claim, true).await {
-                Ok(stored) if stored.status.is_final() => continue,
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(handler = %h.name, message = %message.id, error = %e, "could not record an action; the message will be delivered again");
-                    verdict = Verdict::Retry(format!("action {index}: could not record it: {e}"));
-                    continue;
-                }
-            }
-            let key = format!("event:{}:{}", h.name, execution_id(&message.id, index));
-            let name = action.action.name();
-            let (status, output) = match self.run_action(h, action, message, &key).await {
-                Ok(output) => {
-                    crate::failpoint::hit("event-after-action");
-                    crate::metrics::event_action(name, "completed");
-                    (ExecutionStatus::Completed, output)
-                }
-                Err(e) if transient(&e) => {
-                    tracing::info!(handler = %h.name, message = %message.id, error = %e, "action failed for now; the message will be delivered again");
-                    crate::metrics::event_action(name, "retried");
-                    verdict = Verdict::Retry(format!("action {index}: {e}"));
-                    continue;
-                }
-                Err(e) => {
-                    crate::metrics::event_action(name, "failed");
-                    (ExecutionStatus::Failed, error_output(&e.to_string()))
-                }
-            };
-            let done = record(index, status, action.action, output);
-            if let Err(e) = self.record_execution(&h.name, done, false).await {
-                tracing::warn!(handler = %h.name, message = %message.id, error = %e, "could not record an action's end; the message will be delivered again");
-                verdict = Verdict::Retry(format!("action {index}: could not record its end: {e}"));
+            if let Err(retry) = self.run_recorded(h, message, index, action).await {
+                verdict = retry;
             }
         }
         verdict
+    }
+
+    /// Records that the handler did not run its actions on `message` (its condition was false, or
+    /// failed on this payload).
+    async fn record_skip(
+        &self,
+        h: &EventHandler,
+        message: &Message,
+        (status, first): (ExecutionStatus, ActionType),
+        output: Json,
+    ) -> Verdict {
+        let outcome = match status {
+            ExecutionStatus::Skipped => "skipped",
+            _ => "failed",
+        };
+        crate::metrics::event_action(first.name(), outcome);
+        let skipped = self.execution(h, message, 0, (status, first), output);
+        match self.record_execution(&h.name, skipped, true).await {
+            Ok(_) => Verdict::Ack,
+            Err(e) => {
+                tracing::warn!(handler = %h.name, message = %message.id, error = %e, "could not record a skipped message");
+                Verdict::Retry(format!("could not record the execution: {e}"))
+            }
+        }
+    }
+
+    /// Runs action `index` between its two execution records: the claim (an action whose record
+    /// is already final is not run again) and its end. `Err`: the message must be delivered again.
+    async fn run_recorded(
+        &self,
+        h: &EventHandler,
+        message: &Message,
+        index: usize,
+        action: &Action,
+    ) -> Result<(), Verdict> {
+        let claim = (ExecutionStatus::InProgress, action.action);
+        let claim = self.execution(h, message, index, claim, Json::new());
+        match self.record_execution(&h.name, claim, true).await {
+            Ok(stored) if stored.status.is_final() => return Ok(()),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(handler = %h.name, message = %message.id, error = %e, "could not record an action; the message will be delivered again");
+                return Err(Verdict::Retry(format!(
+                    "action {index}: could not record it: {e}"
+                )));
+            }
+        }
+        let key = format!("event:{}:{}", h.name, execution_id(&message.id, index));
+        let name = action.action.name();
+        let (status, output) = match self.run_action(h, action, message, &key).await {
+            Ok(output) => {
+                crate::failpoint::hit("event-after-action");
+                crate::metrics::event_action(name, "completed");
+                (ExecutionStatus::Completed, output)
+            }
+            Err(e) if transient(&e) => {
+                tracing::info!(handler = %h.name, message = %message.id, error = %e, "action failed for now; the message will be delivered again");
+                crate::metrics::event_action(name, "retried");
+                return Err(Verdict::Retry(format!("action {index}: {e}")));
+            }
+            Err(e) => {
+                crate::metrics::event_action(name, "failed");
+                (ExecutionStatus::Failed, error_output(&e.to_string()))
+            }
+        };
+        let done = self.execution(h, message, index, (status, action.action), output);
+        if let Err(e) = self.record_execution(&h.name, done, false).await {
+            tracing::warn!(handler = %h.name, message = %message.id, error = %e, "could not record an action's end; the message will be delivered again");
+            return Err(Verdict::Retry(format!(
+                "action {index}: could not record its end: {e}"
+            )));
+        }
+        Ok(())
     }
 
     /// Performs one action; `key` (the record's name) makes a repeat harmless.
@@ -588,82 +619,15 @@ impl Inner {
         } else {
             &message.payload
         };
-        let event_fields = |map: &mut Json| {
-            map.insert(
-                "conductor.event.messageId".into(),
-                message.id.clone().into(),
-            );
-            map.insert("conductor.event.name".into(), message.event.clone().into());
-        };
-        let mut output = Json::new();
         match action.action {
             ActionType::StartWorkflow => {
-                let details = action
-                    .start_workflow
-                    .as_ref()
-                    .ok_or_else(|| Error::Invalid("start_workflow details are missing".into()))?;
-                let mut s = eval::resolve_details(details, payload).map_err(Error::Invalid)?;
-                event_fields(&mut s.input);
-                let request = StartWorkflowRequest {
-                    name: s.name,
-                    version: s.version,
-                    correlation_id: s.correlation_id,
-                    input: s.input,
-                    task_to_domain: s.task_to_domain,
-                    idempotency_key: Some(idempotency_key(key)),
-                    ..Default::default()
-                };
-                let id = self.start_workflow_from(request, Some(&h.event)).await?;
-                output.insert("workflowId".into(), id.into());
+                self.start_from_event(h, action, message, payload, key)
+                    .await
             }
             ActionType::CompleteTask | ActionType::FailTask => {
-                let details = if action.action == ActionType::CompleteTask {
-                    &action.complete_task
-                } else {
-                    &action.fail_task
-                };
-                let details = details
-                    .as_ref()
-                    .ok_or_else(|| Error::Invalid("task details are missing".into()))?;
-                let mut d = eval::resolve_details(details, payload).map_err(Error::Invalid)?;
-                event_fields(&mut d.output);
-                let status = if action.action == ActionType::CompleteTask {
-                    TaskResultStatus::Completed
-                } else {
-                    TaskResultStatus::Failed
-                };
-                let (workflow_id, task_id) = self.event_task(&d).await?;
-                let result = TaskResult {
-                    workflow_instance_id: workflow_id.clone(),
-                    task_id: task_id.clone(),
-                    status,
-                    output_data: d.output,
-                    reason_for_incompletion: d.reason_for_incompletion,
-                    worker_id: Some(format!("event:{}", h.name)),
-                    ..Default::default()
-                };
-                self.update_task(result).await?;
-                output.insert("workflowId".into(), workflow_id.into());
-                output.insert("taskId".into(), task_id.into());
+                self.update_from_event(h, action, message, payload).await
             }
-            ActionType::TerminateWorkflow => {
-                let details = action.terminate_workflow.as_ref().ok_or_else(|| {
-                    Error::Invalid("terminate_workflow details are missing".into())
-                })?;
-                let t = eval::resolve_details(details, payload).map_err(Error::Invalid)?;
-                let reason = t
-                    .termination_reason
-                    .or_else(|| Some(format!("terminated by event handler {}", h.name)));
-                match self
-                    .command(&t.workflow_id, Input::Terminate { reason })
-                    .await
-                {
-                    // Already finished (perhaps by this very action before a crash): nothing to do.
-                    Ok(()) | Err(Error::Conflict(_)) => {}
-                    Err(e) => return Err(e),
-                }
-                output.insert("workflowId".into(), t.workflow_id.into());
-            }
+            ActionType::TerminateWorkflow => self.terminate_from_event(h, action, payload).await,
             ActionType::UpdateWorkflowVariables => {
                 let details = action.update_workflow_variables.as_ref().ok_or_else(|| {
                     Error::Invalid("update_workflow_variables details are missing".into())
@@ -675,10 +639,104 @@ impl Inner {
                     key: key.to_owned(),
                 };
                 self.command(&u.workflow_id, input).await?;
-                output.insert("workflowId".into(), u.workflow_id.into());
+                Ok(Json::from_iter([(
+                    "workflowId".into(),
+                    u.workflow_id.into(),
+                )]))
             }
         }
-        Ok(output)
+    }
+
+    /// `start_workflow`: starts the workflow once per action (the key is its idempotency key).
+    async fn start_from_event(
+        &self,
+        h: &EventHandler,
+        action: &Action,
+        message: &Message,
+        payload: &serde_json::Value,
+        key: &str,
+    ) -> Result<Json> {
+        let details = action
+            .start_workflow
+            .as_ref()
+            .ok_or_else(|| Error::Invalid("start_workflow details are missing".into()))?;
+        let mut s = eval::resolve_details(details, payload).map_err(Error::Invalid)?;
+        add_event_fields(&mut s.input, message);
+        let request = StartWorkflowRequest {
+            name: s.name,
+            version: s.version,
+            correlation_id: s.correlation_id,
+            input: s.input,
+            task_to_domain: s.task_to_domain,
+            idempotency_key: Some(idempotency_key(key)),
+            ..Default::default()
+        };
+        let id = self.start_workflow_from(request, Some(&h.event)).await?;
+        Ok(Json::from_iter([("workflowId".into(), id.into())]))
+    }
+
+    /// `complete_task` / `fail_task`: updates the task the details name.
+    async fn update_from_event(
+        &self,
+        h: &EventHandler,
+        action: &Action,
+        message: &Message,
+        payload: &serde_json::Value,
+    ) -> Result<Json> {
+        let (details, status) = if action.action == ActionType::CompleteTask {
+            (&action.complete_task, TaskResultStatus::Completed)
+        } else {
+            (&action.fail_task, TaskResultStatus::Failed)
+        };
+        let details = details
+            .as_ref()
+            .ok_or_else(|| Error::Invalid("task details are missing".into()))?;
+        let mut d = eval::resolve_details(details, payload).map_err(Error::Invalid)?;
+        add_event_fields(&mut d.output, message);
+        let (workflow_id, task_id) = self.event_task(&d).await?;
+        let result = TaskResult {
+            workflow_instance_id: workflow_id.clone(),
+            task_id: task_id.clone(),
+            status,
+            output_data: d.output,
+            reason_for_incompletion: d.reason_for_incompletion,
+            worker_id: Some(format!("event:{}", h.name)),
+            ..Default::default()
+        };
+        self.update_task(result).await?;
+        Ok(Json::from_iter([
+            ("workflowId".into(), workflow_id.into()),
+            ("taskId".into(), task_id.into()),
+        ]))
+    }
+
+    /// `terminate_workflow`; a workflow already finished (perhaps by this very action before a
+    /// crash) is left as it is.
+    async fn terminate_from_event(
+        &self,
+        h: &EventHandler,
+        action: &Action,
+        payload: &serde_json::Value,
+    ) -> Result<Json> {
+        let details = action
+            .terminate_workflow
+            .as_ref()
+            .ok_or_else(|| Error::Invalid("terminate_workflow details are missing".into()))?;
+        let t = eval::resolve_details(details, payload).map_err(Error::Invalid)?;
+        let reason = t
+            .termination_reason
+            .or_else(|| Some(format!("terminated by event handler {}", h.name)));
+        match self
+            .command(&t.workflow_id, Input::Terminate { reason })
+            .await
+        {
+            Ok(()) | Err(Error::Conflict(_)) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(Json::from_iter([(
+            "workflowId".into(),
+            t.workflow_id.into(),
+        )]))
     }
 
     /// The workflow and task an action's task details name.
@@ -809,4 +867,13 @@ fn error_output(message: &str) -> Json {
     let mut out = Json::new();
     out.insert("error".into(), message.into());
     out
+}
+
+/// The message's id and event name, as Conductor adds them to what an action passes on.
+fn add_event_fields(map: &mut Json, message: &Message) {
+    map.insert(
+        "conductor.event.messageId".into(),
+        message.id.clone().into(),
+    );
+    map.insert("conductor.event.name".into(), message.event.clone().into());
 }

@@ -45,58 +45,9 @@ impl Inner {
                 .lease_local(&request.task_type, request.worker_id.clone(), domain, count)
                 .await?;
             // In a cluster, tasks of partitions led elsewhere are leased there.
-            let peers: Vec<NodeId> = self.peers();
-            if !peers.is_empty() && out.len() < count {
-                // Ask every live peer that may have tasks waiting (see `backlog`) at once for a
-                // share of what is still missing (the shares add up to it, so a poll never hands
-                // out more than its count); a frozen or dead peer costs at most the poll timeout
-                // and is then skipped for a moment.
-                let now_ms = self.clock.now_ms();
-                let live: Vec<NodeId> = peers
-                    .iter()
-                    .copied()
-                    .filter(|p| {
-                        !self.peer_is_down(*p) && self.backlogs.worth_asking(*p, &want, now_ms)
-                    })
-                    .collect();
+            if out.len() < count {
                 let missing = count - out.len();
-                // The remainder goes to different peers on successive polls, so a one-task poll
-                // reaches every peer in turn.
-                let turn = self
-                    .poll_turn
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let asks = live.iter().enumerate().filter_map(|(i, peer)| {
-                    let n = live.len();
-                    let share = missing / n + usize::from((i + turn) % n < missing % n);
-                    (share > 0).then(|| {
-                        let ask = Request::Poll {
-                            task_type: request.task_type.clone(),
-                            worker_id: request.worker_id.clone(),
-                            domain: domain.map(str::to_owned),
-                            count: share,
-                        };
-                        async move {
-                            let within = Duration::from_millis(POLL_PEER_TIMEOUT_MS);
-                            (
-                                *peer,
-                                share,
-                                self.forward_within(*peer, 0, ask, within).await,
-                            )
-                        }
-                    })
-                });
-                for (peer, share, answer) in futures::future::join_all(asks).await {
-                    match answer {
-                        Ok(Reply::Tasks(tasks)) => {
-                            if tasks.len() < share {
-                                self.backlogs.drained(peer, &want);
-                            }
-                            out.extend(tasks)
-                        }
-                        Ok(_) => tracing::warn!(%peer, "unexpected answer to a poll"),
-                        Err(e) => tracing::debug!(%peer, error = %e, "peer poll failed"),
-                    }
-                }
+                out.extend(self.poll_peers(&request, domain, &want, missing).await);
             }
             let now_i = tokio::time::Instant::now();
             if !out.is_empty() || now_i >= deadline {
@@ -133,6 +84,67 @@ impl Inner {
                 return Ok(handed);
             }
         }
+    }
+
+    /// Asks every live peer that may have tasks waiting (see `backlog`) at once for a share of
+    /// the `missing` tasks (the shares add up to it, so a poll never hands out more than its
+    /// count); a frozen or dead peer costs at most the poll timeout and is then skipped for a
+    /// moment.
+    async fn poll_peers(
+        &self,
+        request: &PollRequest,
+        domain: Option<&str>,
+        want: &Wanted,
+        missing: usize,
+    ) -> Vec<Task> {
+        let now_ms = self.clock.now_ms();
+        let live: Vec<NodeId> = self
+            .peers()
+            .into_iter()
+            .filter(|p| !self.peer_is_down(*p) && self.backlogs.worth_asking(*p, want, now_ms))
+            .collect();
+        if live.is_empty() {
+            return Vec::new();
+        }
+        // The remainder goes to different peers on successive polls, so a one-task poll
+        // reaches every peer in turn.
+        let turn = self
+            .poll_turn
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let asks = live.iter().enumerate().filter_map(|(i, peer)| {
+            let n = live.len();
+            let share = missing / n + usize::from((i + turn) % n < missing % n);
+            (share > 0).then(|| {
+                let ask = Request::Poll {
+                    task_type: request.task_type.clone(),
+                    worker_id: request.worker_id.clone(),
+                    domain: domain.map(str::to_owned),
+                    count: share,
+                };
+                async move {
+                    let within = Duration::from_millis(POLL_PEER_TIMEOUT_MS);
+                    (
+                        *peer,
+                        share,
+                        self.forward_within(*peer, 0, ask, within).await,
+                    )
+                }
+            })
+        });
+        let mut out = Vec::new();
+        for (peer, share, answer) in futures::future::join_all(asks).await {
+            match answer {
+                Ok(Reply::Tasks(tasks)) => {
+                    if tasks.len() < share {
+                        self.backlogs.drained(peer, want);
+                    }
+                    out.extend(tasks)
+                }
+                Ok(_) => tracing::warn!(%peer, "unexpected answer to a poll"),
+                Err(e) => tracing::debug!(%peer, error = %e, "peer poll failed"),
+            }
+        }
+        out
     }
 
     /// Leases up to `count` ready tasks from the partitions this node leads, without waiting.

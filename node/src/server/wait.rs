@@ -24,7 +24,7 @@ use crate::watch::{Seen, Watch};
 use proto::model::{StartWorkflowRequest, Workflow};
 use proto::peer::{Reply, Request, FORWARD_TIMEOUT_MS, HOPS_MAX};
 use proto::record::WorkflowRecord;
-use proto::WorkflowId;
+use proto::{NodeId, WorkflowId};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -135,26 +135,9 @@ impl Inner {
                     (record, Duration::from_millis(RECHECK_MS))
                 }
                 Ok(Target::Peer(peer)) if hops < HOPS_MAX => {
-                    let left = deadline.saturating_duration_since(now);
-                    let request = Request::Wait {
-                        id: id.clone(),
-                        task_refs: until.task_refs.clone(),
-                        wait_ms: left.as_millis() as u64,
-                    };
-                    let within = left + Duration::from_millis(FORWARD_TIMEOUT_MS);
-                    match self
-                        .forward_for(partition, peer, hops, request, within)
-                        .await
-                    {
-                        // The leader waited for us.
-                        Ok(Reply::Record(Some(r))) => return Ok(*r),
-                        Ok(Reply::Record(None)) | Err(Error::NotFound(_)) => {
-                            return Err(not_found(id))
-                        }
-                        answer => {
-                            tracing::debug!(%id, %peer, ?answer, "leader could not wait; reading");
-                            (self.record(id).await?, next_fallback(&mut fallback))
-                        }
+                    match self.wait_on(peer, id, until, deadline, hops).await? {
+                        Asked::Waited(r) => return Ok(r),
+                        Asked::Read(r) => (r, next_fallback(&mut fallback)),
                     }
                 }
                 Ok(Target::Peer(_)) => {
@@ -177,6 +160,46 @@ impl Inner {
         // The last watcher of the workflow holds the only other reference: no copy then.
         drop(watch);
         Ok(Arc::unwrap_or_clone(reached))
+    }
+}
+
+/// What asking the leader to wait came to.
+enum Asked {
+    /// The leader waited and answered the record.
+    Waited(WorkflowRecord),
+    /// It could not; the record as read through the routing instead.
+    Read(WorkflowRecord),
+}
+
+impl Inner {
+    /// Asks `peer`, the partition's leader, to wait for the workflow in our stead.
+    async fn wait_on(
+        &self,
+        peer: NodeId,
+        id: &WorkflowId,
+        until: &Until,
+        deadline: Instant,
+        hops: u8,
+    ) -> Result<Asked> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let request = Request::Wait {
+            id: id.clone(),
+            task_refs: until.task_refs.clone(),
+            wait_ms: left.as_millis() as u64,
+        };
+        let within = left + Duration::from_millis(FORWARD_TIMEOUT_MS);
+        let partition = self.partition_id_of(id);
+        match self
+            .forward_for(partition, peer, hops, request, within)
+            .await
+        {
+            Ok(Reply::Record(Some(r))) => Ok(Asked::Waited(*r)),
+            Ok(Reply::Record(None)) | Err(Error::NotFound(_)) => Err(not_found(id)),
+            answer => {
+                tracing::debug!(%id, %peer, ?answer, "leader could not wait; reading");
+                Ok(Asked::Read(self.record(id).await?))
+            }
+        }
     }
 }
 
