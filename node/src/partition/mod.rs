@@ -11,6 +11,9 @@ pub mod supervisor;
 pub mod timer;
 pub mod workflow;
 
+#[cfg(test)]
+mod tests;
+
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::queue::TaskQueues;
