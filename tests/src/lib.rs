@@ -8,6 +8,7 @@
 //! What this is not: a Conductor SDK. Helpers return `serde_json::Value` so tests assert on the exact
 //! JSON the server produced, field names included.
 
+pub mod brokers;
 pub mod cluster;
 pub mod load;
 

@@ -3,8 +3,9 @@
 //! redelivered messages, also across a `kill -9`; SKIPPED records; bad handlers and payloads;
 //! a condition that loops forever.
 
+use harness::brokers::Broker;
 use harness::{nonce, wait_for, wait_until, Api, Server};
-use node::events::brokers::{self, BrokerConfig, Brokers, Provider};
+use node::events::brokers::{BrokerConfig, Brokers, Provider};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -14,8 +15,8 @@ const AMQP: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
 /// A node with both brokers enabled (started if they are not running).
 fn server() -> Server {
-    brokers::ensure_running(Provider::Nats).expect("NATS JetStream on 127.0.0.1:4222");
-    brokers::ensure_running(Provider::AmqpQueue).expect("RabbitMQ on 127.0.0.1:5672");
+    harness::brokers::ensure_running(Broker::Nats).expect("NATS JetStream on 127.0.0.1:4222");
+    harness::brokers::ensure_running(Broker::RabbitMq).expect("RabbitMQ on 127.0.0.1:5672");
     Server::start_with_args(&["--nats".into(), NATS.into(), "--amqp".into(), AMQP.into()])
 }
 
@@ -495,7 +496,7 @@ fn a_node_killed_between_action_and_ack_starts_one_workflow_from_rabbitmq() {
 
 #[test]
 fn a_broker_consumer_moves_with_its_partitions_leadership() {
-    brokers::ensure_running(Provider::Nats).expect("NATS JetStream on 127.0.0.1:4222");
+    harness::brokers::ensure_running(Broker::Nats).expect("NATS JetStream on 127.0.0.1:4222");
     // nextest runs each test in its own process: the variable reaches only this test's nodes.
     std::env::set_var("BATON_NATS", NATS);
     let mut c = harness::cluster::Cluster::start(3);

@@ -18,9 +18,8 @@ pub mod amqp;
 pub mod nats;
 
 use std::fmt;
-use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long opening a broker connection may take before it fails with [`BrokerError::Connect`].
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -82,14 +81,6 @@ impl Provider {
             Provider::Nats => "nats",
             Provider::AmqpQueue => "amqp_queue",
             Provider::AmqpExchange => "amqp_exchange",
-        }
-    }
-
-    /// The broker behind the provider, as errors name it.
-    fn broker(self) -> &'static str {
-        match self {
-            Provider::Nats => "NATS",
-            Provider::AmqpQueue | Provider::AmqpExchange => "RabbitMQ",
         }
     }
 }
@@ -370,85 +361,6 @@ impl Consumer {
     }
 }
 
-/// Development and test helper: makes sure the local broker behind `provider` accepts
-/// connections, starting it if not — NATS (JetStream on, `127.0.0.1:4222`) with
-/// `start-stop-daemon`, RabbitMQ (`127.0.0.1:5672`) with `rabbitmq-server -detached` — and waiting
-/// up to 60 s for its port. Blocks the calling thread; not for production paths.
-pub fn ensure_running(provider: Provider) -> Result<(), BrokerError> {
-    /// One start at a time per process, so parallel tests do not start a broker twice.
-    static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    const START_DEADLINE: Duration = Duration::from_secs(60);
-    const POLL_INTERVAL: Duration = Duration::from_millis(200);
-
-    let (addr, program, args): (SocketAddr, &str, &[&str]) = match provider {
-        Provider::Nats => (
-            SocketAddr::from(([127, 0, 0, 1], 4222)),
-            "start-stop-daemon",
-            &[
-                "--start",
-                "--oknodo",
-                "--background",
-                "--exec",
-                "/usr/sbin/nats-server",
-                "--",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                "4222",
-                "-js",
-                "-sd",
-                "/var/lib/nats-server",
-                "-l",
-                "/var/log/nats-server.log",
-            ],
-        ),
-        Provider::AmqpQueue | Provider::AmqpExchange => (
-            SocketAddr::from(([127, 0, 0, 1], 5672)),
-            "rabbitmq-server",
-            &["-detached"],
-        ),
-    };
-    let reachable = || TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok();
-    if reachable() {
-        return Ok(());
-    }
-    // A poisoned lock only means another start panicked; starting again is still right.
-    let _starting = STARTING.lock().unwrap_or_else(|e| e.into_inner());
-    if reachable() {
-        return Ok(());
-    }
-    let failed = |reason: String| BrokerError::Connect {
-        broker: provider.broker(),
-        url: addr.to_string(),
-        reason,
-    };
-    tracing::info!(broker = provider.broker(), %addr, "starting the local broker");
-    let status = std::process::Command::new(program)
-        .args(args)
-        .status()
-        .map_err(|e| {
-            failed(format!(
-                "not running, and `{program}` could not be run: {e}"
-            ))
-        })?;
-    if !status.success() {
-        return Err(failed(format!(
-            "not running, and `{program}` failed ({status})"
-        )));
-    }
-    let deadline = Instant::now() + START_DEADLINE;
-    while Instant::now() < deadline {
-        if reachable() {
-            return Ok(());
-        }
-        std::thread::sleep(POLL_INTERVAL);
-    }
-    Err(failed(format!(
-        "started with `{program}` but the port did not accept connections within {} s",
-        START_DEADLINE.as_secs()
-    )))
-}
-
 /// Longest message id [`Brokers::publish`] accepts: an AMQP short string.
 pub const MESSAGE_ID_LEN_MAX: usize = 255;
 
@@ -505,7 +417,11 @@ mod contract {
 
     /// Clients of the local brokers, the one behind `provider` started if need be.
     pub(super) fn brokers(provider: Provider) -> Brokers {
-        ensure_running(provider).expect("the local broker");
+        let broker = match provider {
+            Provider::Nats => harness::brokers::Broker::Nats,
+            Provider::AmqpQueue | Provider::AmqpExchange => harness::brokers::Broker::RabbitMq,
+        };
+        harness::brokers::ensure_running(broker).expect("the local broker");
         Brokers::new(BrokerConfig::default())
     }
 
