@@ -102,8 +102,8 @@ pub fn frames(data: &[u8]) {
         round_trips(&frame);
     }
     let _ = proto::worker::decode_frame::<proto::worker::NodeFrame>(data);
-    let _ = node::forward::decode_request(data);
-    let _ = node::forward::decode_reply(data);
+    let _ = proto::peer::decode_request(data);
+    let _ = proto::peer::decode_reply(data);
 }
 
 /// Event payloads: a body taken as a payload, `expandInlineJSON`, and `${...}` placeholders
