@@ -24,6 +24,10 @@ const WAITING_ROUTES: [&str; 3] = [
     "/api/workflow/execute/{name}/{version}",
 ];
 
+/// Routes always served, whatever the load: what a supervisor probes (health) and scrapes
+/// (metrics) must not fail because the node is busy, or a loaded node would be restarted.
+const ALWAYS_ROUTES: [&str; 3] = ["/health", "/api/health", "/metrics"];
+
 /// The node's HTTP slots.
 #[derive(Clone)]
 pub struct Admission {
@@ -49,6 +53,10 @@ impl Admission {
 /// Runs the request in a slot of its kind, or answers 503 when every slot is taken or its
 /// connection was accepted past the node's bound ([`super::listener::Overflow`]).
 pub async fn admit(State(slots): State<Admission>, request: Request, next: Next) -> Response {
+    let route = request.extensions().get::<MatchedPath>();
+    if route.is_some_and(|p| ALWAYS_ROUTES.contains(&p.as_str())) {
+        return next.run(request).await;
+    }
     let overflow = request
         .extensions()
         .get::<ConnectInfo<Overflow>>()
@@ -115,6 +123,7 @@ mod tests {
             }
         };
         axum::Router::new()
+            .route("/health", get(|| async { "ok" }))
             .route("/api/metadata/taskdefs", get(wait.clone()))
             .route("/api/tasks/poll/{task_type}", get(wait))
             .layer(axum::middleware::from_fn_with_state(slots, admit))
@@ -154,6 +163,16 @@ mod tests {
                 "{path}"
             );
         }
+        let health = app
+            .clone()
+            .oneshot(get_req("/health"))
+            .await
+            .expect("answers");
+        assert_eq!(
+            health.status(),
+            StatusCode::OK,
+            "health is served however busy"
+        );
         release.send_replace(true);
         for done in [first, poll] {
             let answer = done.await.expect("joins").expect("answers");
