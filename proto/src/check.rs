@@ -84,8 +84,10 @@ fn sized(what: &str, depth: usize, bytes: usize) -> Checked {
 
 /// How deeply encoded JSON nests (brackets outside strings), read from its bytes without
 /// parsing: what a parser's recursion limit counts. Several values one after another (a chain)
-/// count as the deepest of them.
-pub fn encoded_depth(json: &[u8]) -> usize {
+/// count as the deepest of them. (What `record::write::encode_json_measured` measures while it
+/// writes; this is the reference its tests hold it to.)
+#[cfg(test)]
+pub(crate) fn encoded_depth(json: &[u8]) -> usize {
     let (mut depth, mut deepest) = (0usize, 0usize);
     let (mut in_string, mut escaped) = (false, false);
     for &b in json {

@@ -110,16 +110,11 @@ impl WorkflowState {
         };
         let patched = patch.is_some();
         let head = |kind| WriteHead::of(kind, expected, &next);
-        let command = match patch {
-            Some(patch) => write::encode_json(&head(WriteKind::Patch), &patch),
-            None => write::encode_json(&head(WriteKind::Put), &next),
+        let (command, depth) = match patch {
+            Some(patch) => write::encode_json_measured(&head(WriteKind::Patch), &patch),
+            None => write::encode_json_measured(&head(WriteKind::Put), &next),
         };
         let written = command.len();
-        let body = match write::decode(&command) {
-            Ok(Some((_, body))) => body,
-            _ => &command[..],
-        };
-        let depth = proto::check::encoded_depth(body);
         if depth > RECORD_DEPTH_MAX {
             return Err(Error::TooLarge(format!(
                 "workflow {} would nest {depth} levels deep, over the limit of {RECORD_DEPTH_MAX} a stored workflow may hold",

@@ -74,10 +74,57 @@ pub fn encode(head: &WriteHead<'_>, body: &[u8]) -> Vec<u8> {
 
 /// [`encode`] with `body` serialised as JSON straight after the head.
 pub fn encode_json<T: Serialize>(head: &WriteHead<'_>, body: &T) -> Vec<u8> {
+    encode_json_measured(head, body).0
+}
+
+/// [`encode_json`], and how deeply the body nests (brackets, as a parser's recursion limit
+/// counts them), measured while it is written: bounding a stored record's depth costs no second
+/// pass over its bytes.
+pub fn encode_json_measured<T: Serialize>(head: &WriteHead<'_>, body: &T) -> (Vec<u8>, usize) {
     let mut out = encode_head(head, 4096);
+    let mut depth = Depth::default();
+    let mut json = serde_json::Serializer::with_formatter(&mut out, Nesting(&mut depth));
     // Serialising plain data structs into a Vec cannot fail: every map key is a string.
-    serde_json::to_writer(&mut out, body).expect("records serialise to JSON");
-    out
+    body.serialize(&mut json)
+        .expect("records serialise to JSON");
+    (out, depth.deepest)
+}
+
+#[derive(Default)]
+struct Depth {
+    now: usize,
+    deepest: usize,
+}
+
+/// serde_json's compact output, counting how deeply arrays and objects nest.
+struct Nesting<'a>(&'a mut Depth);
+
+impl Nesting<'_> {
+    fn open<W: ?Sized + std::io::Write>(&mut self, w: &mut W, b: &[u8]) -> std::io::Result<()> {
+        self.0.now += 1;
+        self.0.deepest = self.0.deepest.max(self.0.now);
+        w.write_all(b)
+    }
+
+    fn close<W: ?Sized + std::io::Write>(&mut self, w: &mut W, b: &[u8]) -> std::io::Result<()> {
+        self.0.now = self.0.now.saturating_sub(1);
+        w.write_all(b)
+    }
+}
+
+impl serde_json::ser::Formatter for Nesting<'_> {
+    fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.open(w, b"[")
+    }
+    fn end_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.close(w, b"]")
+    }
+    fn begin_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.open(w, b"{")
+    }
+    fn end_object<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.close(w, b"}")
+    }
 }
 
 fn encode_head(head: &WriteHead<'_>, body_len: usize) -> Vec<u8> {
@@ -126,6 +173,25 @@ mod tests {
         assert_eq!(rest, body);
         let value: serde_json::Value = serde_json::from_slice(body).expect("JSON");
         assert_eq!(encode_json(&head(), &value), bytes);
+    }
+
+    #[test]
+    fn the_depth_measured_while_encoding_is_what_a_parser_counts() {
+        let texts = [
+            r#"{}"#,
+            r#"{"a":[1,{"b":"[[[{"}],"c":[[],[[]]]}"#,
+            r#"{"a":"\"[[","b":{"c":{}}}"#,
+        ];
+        for text in texts {
+            let value: serde_json::Value = serde_json::from_str(text).expect("JSON");
+            let (bytes, depth) = encode_json_measured(&head(), &value);
+            let (_, body) = decode(&bytes).expect("decodes").expect("a write");
+            assert_eq!(depth, crate::check::encoded_depth(body), "{text}");
+            assert_eq!(bytes, encode_json(&head(), &value));
+        }
+        let deep: serde_json::Value =
+            serde_json::from_str(&format!("{}1{}", "[".repeat(40), "]".repeat(40))).expect("JSON");
+        assert_eq!(encode_json_measured(&head(), &deep).1, 40);
     }
 
     #[test]
