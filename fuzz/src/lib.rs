@@ -138,7 +138,7 @@ pub fn cron(data: &[u8]) {
         zone_id: zone,
         ..Default::default()
     };
-    if let Ok(cron) = node::server::triggers::Cron::parse(&schedule) {
+    if let Ok(cron) = node::service::triggers::Cron::parse(&schedule) {
         for after in [0, 1_700_000_000_000, i64::MAX / 2] {
             let _ = cron.next_after(after);
         }

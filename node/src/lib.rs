@@ -1,24 +1,29 @@
 //! The Baton node: the partitions' state machines and actors that run the engine (`baton-engine`),
 //! the Conductor-compatible HTTP API, and the `baton` binary that runs them.
 //!
-//! Layout: `partition` replicates and acts (state machine, actors, timers); `meta` holds
-//! definitions; `queue` hands ready tasks to pollers; `server` wires a node together and implements
-//! the operations; `service::Node` is the handle the `api` (HTTP) calls.
+//! Layout, from the bottom up: `partition` replicates and acts (state machine, actors, timers);
+//! `meta` holds definitions; `queue` hands ready tasks to pollers; `host` is this node in its
+//! cluster (groups, members, routing to leaders); `service` holds one service per concern over
+//! the host, gathered in [`Node`]; `api` (HTTP) and `gateway` (QUIC workers) call the services;
+//! `serve` runs them.
 
 pub mod api;
 pub mod clock;
 pub mod error;
 pub mod events;
-pub mod failpoint;
-pub mod gateway;
-pub mod meta;
+mod failpoint;
+mod gateway;
+pub mod host;
+mod meta;
 pub mod metrics;
-pub mod partition;
+pub mod options;
+mod partition;
 pub mod placement;
-pub mod queue;
-pub mod server;
+mod queue;
+pub mod serve;
 pub mod service;
-pub mod watch;
+mod watch;
 
 pub use error::Error;
+pub use options::{ClusterOptions, Options};
 pub use service::Node;

@@ -183,7 +183,7 @@ fn main() -> anyhow::Result<()> {
             event_dedup_secs,
         } => {
             let node = NodeId(node_id);
-            let workers = workers.map(|listen| node::gateway::worker::WorkerGatewayOptions {
+            let workers = workers.map(|listen| node::options::WorkerGatewayOptions {
                 listen,
                 certs: certs.clone(),
             });
@@ -194,7 +194,7 @@ fn main() -> anyhow::Result<()> {
                 dedup_window_secs: Some(event_dedup_secs),
                 script_host: None,
             };
-            serve(node::server::Options {
+            serve(node::Options {
                 data_dir,
                 http,
                 partitions,
@@ -238,16 +238,16 @@ fn cluster_options(
     listen: Option<SocketAddr>,
     join: Option<SocketAddr>,
     certs: PathBuf,
-) -> anyhow::Result<Option<node::server::ClusterOptions>> {
+) -> anyhow::Result<Option<node::ClusterOptions>> {
     Ok(match (cluster, listen) {
-        (None, Some(listen)) if join.is_some() => Some(node::server::ClusterOptions {
+        (None, Some(listen)) if join.is_some() => Some(node::ClusterOptions {
             listen,
             members: BTreeMap::new(),
             join,
             certs,
         }),
         (None, _) => None,
-        (Some(members), Some(listen)) => Some(node::server::ClusterOptions {
+        (Some(members), Some(listen)) => Some(node::ClusterOptions {
             listen,
             members,
             join: None,
@@ -258,7 +258,7 @@ fn cluster_options(
             let listen = *members
                 .get(&node)
                 .ok_or_else(|| anyhow::anyhow!("--cluster does not list this node ({node})"))?;
-            Some(node::server::ClusterOptions {
+            Some(node::ClusterOptions {
                 listen,
                 members,
                 join: None,
@@ -269,11 +269,11 @@ fn cluster_options(
 }
 
 /// Runs the node until Ctrl-C or SIGTERM.
-fn serve(options: node::server::Options) -> anyhow::Result<()> {
+fn serve(options: node::Options) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(node::server::serve(options, shutdown_signal()))
+    runtime.block_on(node::serve::serve(options, shutdown_signal()))
 }
 
 /// `baton certs`: the cluster CA, the workers CA and a certificate for each node.

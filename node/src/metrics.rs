@@ -245,14 +245,9 @@ pub fn event_action(action: &'static str, outcome: &'static str) {
     metrics::counter!(EVENT_ACTIONS, "action" => action, "outcome" => outcome).increment(1);
 }
 
-/// Counts one HTTP request refused for want of a slot.
-pub fn http_refused(bound: crate::api::admission::Refused) {
-    use crate::api::admission::Refused;
-    let kind = match bound {
-        Refused::Connections => "connections",
-        Refused::Requests => "requests",
-        Refused::Waits => "waits",
-    };
+/// Counts one HTTP request refused for want of a slot of `kind` (`connections`, `requests`,
+/// `waits`; see [`HTTP_REFUSED`]).
+pub fn http_refused(kind: &'static str) {
     metrics::counter!(HTTP_REFUSED, "kind" => kind).increment(1);
 }
 

@@ -225,12 +225,6 @@ impl TaskQueues {
         }
     }
 
-    /// Forgets a workflow's tasks (it finished, or its partition is no longer led here).
-    pub fn forget(&self, workflow: &WorkflowId) {
-        let mut s = self.lock();
-        Self::remove_locked(&mut s, workflow);
-    }
-
     fn remove_locked(s: &mut State, workflow: &WorkflowId) {
         if let Some(entries) = s.by_workflow.remove(workflow) {
             for (ty, domain, slot) in entries {

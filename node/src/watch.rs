@@ -8,7 +8,7 @@
 //! finished W2 workflow's chain decoded per answer was 8% of a loaded node's CPU). Only the
 //! partition's leader publishes, so a waiter on another node asks the leader to wait for it
 //! ([`proto::peer::Request::Wait`]), and a waiter reads the stored record whenever it cannot
-//! be sure the watch saw every change (see `server::wait`).
+//! be sure the watch saw every change (see `service::wait`).
 //!
 //! Nothing here is stored or replicated: it is an edge of the node, not part of any decision.
 
@@ -111,11 +111,6 @@ impl Watches {
     /// How many workflows are watched (for tests and status).
     pub fn len(&self) -> usize {
         self.lock().len()
-    }
-
-    /// Whether nothing is watched.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -291,7 +286,7 @@ mod tests {
         drop(first);
         assert_eq!(watches.len(), 1);
         drop(second);
-        assert!(watches.is_empty());
+        assert_eq!(watches.len(), 0);
         watches.changed(&a, None);
     }
 }

@@ -67,6 +67,11 @@ pub const HTTP_WAITS_MAX: usize = 3_072;
 /// HTTP connections one node holds open at once (each costs buffers and a task); past it the
 /// node accepts no more until one closes.
 pub const HTTP_CONNECTIONS_MAX: usize = 4_096;
+/// Longest an HTTP connection may wait for its next request's head (idle keep-alive, or a client
+/// that sends its headers too slowly); then the node closes it, so idle connections do not hold
+/// the slots of [`HTTP_CONNECTIONS_MAX`]. A request being answered (a parked poll, an execute's
+/// wait) is not idle.
+pub const HTTP_IDLE_SECS: u64 = 60;
 /// Polls parked on one node at once (HTTP polls and QUIC workers' pumps); a poll that finds
 /// nothing when this many are parked answers 503.
 pub const PARKED_POLLS_MAX: usize = 4_096;

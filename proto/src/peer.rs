@@ -106,6 +106,15 @@ pub enum Request {
     },
     /// Do not start elections for the partition for `ms` (so that another voter is elected).
     HoldElections { partition: PartitionId, ms: u64 },
+    /// Start an election for the partition now, once this replica's membership no longer has
+    /// `leaving` as a voter and its log reaches `last_log` (the voter a leadership transfer
+    /// chose, after the leader `leaving` stepped down with `last_log` as its last entry: Raft's
+    /// "timeout now").
+    Elect {
+        partition: PartitionId,
+        leaving: NodeId,
+        last_log: u64,
+    },
     /// For the partition's leader: make learner `node`, caught up, a voter.
     Promote {
         partition: PartitionId,

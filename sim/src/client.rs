@@ -38,17 +38,20 @@ pub async fn serve(node: &node::Node, request: Request) -> Reply {
     match request {
         Request::Define { tasks, workflows } => {
             let defined = async {
-                node.put_task_defs(tasks).await?;
+                node.definitions.put_task_defs(tasks).await?;
                 for w in workflows {
-                    node.put_workflow_def(w, true).await?;
+                    node.definitions.put_workflow_def(w, true).await?;
                 }
                 Ok::<(), node::Error>(())
             };
             Reply::Defined(defined.await.map_err(|e| e.to_string()))
         }
-        Request::Start(r) => {
-            Reply::Started(node.start_workflow(*r).await.map_err(|e| e.to_string()))
-        }
+        Request::Start(r) => Reply::Started(
+            node.workflows
+                .start_workflow(*r)
+                .await
+                .map_err(|e| e.to_string()),
+        ),
         Request::Poll { task_type, worker } => {
             let poll = node::service::PollRequest {
                 task_type,
@@ -57,16 +60,20 @@ pub async fn serve(node: &node::Node, request: Request) -> Reply {
                 count: 1,
                 wait_ms: 0,
             };
-            Reply::Polled(node.poll(poll).await.map_err(|e| e.to_string()))
+            Reply::Polled(node.tasks.poll(poll).await.map_err(|e| e.to_string()))
         }
-        Request::Update(r) => Reply::Updated(node.update_task(r).await.map_err(|e| e.to_string())),
+        Request::Update(r) => {
+            Reply::Updated(node.tasks.update_task(r).await.map_err(|e| e.to_string()))
+        }
         Request::AddHandler(h) => Reply::HandlerAdded(
-            node.put_event_handler(*h, true)
+            node.events
+                .put_event_handler(*h, true)
                 .await
                 .map_err(|e| e.to_string()),
         ),
         Request::Workflow(id) => Reply::Workflow(
-            node.workflow(&id, true)
+            node.workflows
+                .workflow(&id, true)
                 .await
                 .map(Box::new)
                 .map_err(|e| e.to_string()),

@@ -1,4 +1,4 @@
-//! One simulated node: the turmoil host software that opens a real Baton node (`node::server`)
+//! One simulated node: the turmoil host software that opens a real Baton node (`node::service`)
 //! over the simulated disk, network and clock, and serves the peer and client requests that reach
 //! it. Crashing the host drops its runtime (every task, actor and timer of the node); restarting it
 //! runs this software again over what the disk kept.
@@ -59,13 +59,13 @@ pub fn options(
     addr: SocketAddr,
     members: &std::collections::BTreeMap<NodeId, SocketAddr>,
     partitions: u16,
-) -> node::server::Options {
-    node::server::Options {
+) -> node::Options {
+    node::Options {
         data_dir: std::path::PathBuf::from(format!("/sim/{id}")),
         http: SocketAddr::from(([127, 0, 0, 1], 0)),
         partitions,
         node: id,
-        cluster: Some(node::server::ClusterOptions {
+        cluster: Some(node::ClusterOptions {
             listen: addr,
             members: members.clone(),
             join: None,
@@ -79,13 +79,13 @@ pub fn options(
 /// The host software of one node.
 pub async fn software(
     slot: NodeSlot,
-    options: node::server::Options,
+    options: node::Options,
     net: Arc<Net>,
     snapshot_logs: u64,
 ) -> turmoil::Result {
     let incarnation = slot.incarnation.fetch_add(1, Ordering::Relaxed);
     let link = SimLink::new(slot.id, slot.addr, net.clone(), slot.disk.clone());
-    let seams = |db| node::server::Seams {
+    let seams = |db| node::host::Seams {
         db: Some(db),
         transport: Some(cluster::Transport::over(link.clone())),
         clock: Some(Arc::new(SimClock {
@@ -105,7 +105,7 @@ pub async fn software(
     tokio::spawn(link.clone().serve(peer_rx));
     // Opening the disk replays the Raft log and writes to it, so it can meet a storage fault.
     let opened = match slot.disk.open() {
-        Ok(db) => node::server::open_with(&options, seams(db))
+        Ok(db) => node::service::open_with(&options, seams(db))
             .await
             .map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),

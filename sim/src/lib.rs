@@ -1,6 +1,6 @@
 //! Deterministic simulation of a whole Baton cluster.
 //!
-//! One seed drives one run: several real Baton nodes (`node::server::open_with`, the same code the
+//! One seed drives one run: several real Baton nodes (`node::service::open_with`, the same code the
 //! `baton` binary runs) on turmoil hosts in one thread, each over a simulated disk ([`disk`]) that
 //! loses unflushed writes in a crash, a simulated network ([`net`]) that loses, duplicates,
 //! delays, reorders and cuts messages, and a simulated clock ([`host::SimClock`]) that skews and

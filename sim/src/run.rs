@@ -450,7 +450,7 @@ impl Run {
         let mut matched: BTreeMap<String, u64> = BTreeMap::new();
         for slot in &self.slots {
             let Some(node) = slot.node() else { continue };
-            for g in node.groups() {
+            for g in node.admin.groups() {
                 if g.role != "Leader" {
                     continue;
                 }
@@ -545,14 +545,15 @@ impl Run {
         for slot in &self.slots {
             let Some(node) = slot.node() else { continue };
             let digest_of: BTreeMap<String, (Option<u64>, u64)> = if digests {
-                node.digests()
+                node.admin
+                    .digests()
                     .into_iter()
                     .map(|(g, applied, d)| (g, (applied, d)))
                     .collect()
             } else {
                 BTreeMap::new()
             };
-            for g in node.groups() {
+            for g in node.admin.groups() {
                 if g.stopped.is_some() {
                     continue;
                 }
@@ -636,7 +637,7 @@ impl Run {
             let group = format!("p{p}");
             let floor = self.max_applied.get(&group).copied().unwrap_or(0);
             let leader = self.slots.iter().filter_map(|s| s.node()).find(|n| {
-                n.groups().iter().any(|g| {
+                n.admin.groups().iter().any(|g| {
                     g.name == group
                         && g.role == "Leader"
                         && g.stopped.is_none()
@@ -644,7 +645,7 @@ impl Run {
                 })
             });
             let Some(node) = leader else { continue };
-            for r in node.records(p) {
+            for r in node.admin.records(p) {
                 out.insert(r.workflow.workflow_id.as_str().to_owned(), r);
             }
         }
@@ -696,10 +697,15 @@ impl Run {
             let Some(node) = slot.node() else {
                 return false;
             };
-            for (g, applied, digest) in node.digests() {
+            for (g, applied, digest) in node.admin.digests() {
                 per_group.entry(g).or_default().push((applied, digest));
             }
-            for g in node.groups().into_iter().filter(|g| g.role == "Leader") {
+            for g in node
+                .admin
+                .groups()
+                .into_iter()
+                .filter(|g| g.role == "Leader")
+            {
                 if g.name != "meta" && (g.voters.len() != full || !g.learners.is_empty()) {
                     return false;
                 }
@@ -765,9 +771,13 @@ impl Run {
                 detail.push(format!("{} down", slot.id));
                 continue;
             };
-            let digests: BTreeMap<String, u64> =
-                node.digests().into_iter().map(|(g, _, d)| (g, d)).collect();
-            for g in node.groups() {
+            let digests: BTreeMap<String, u64> = node
+                .admin
+                .digests()
+                .into_iter()
+                .map(|(g, _, d)| (g, d))
+                .collect();
+            for g in node.admin.groups() {
                 detail.push(format!(
                     "{}/{} {} t{} applied {:?} log {:?} digest {:016x} voters {:?} learners {:?}",
                     slot.id,
@@ -873,7 +883,7 @@ impl Run {
         }
         for slot in self.slots.clone() {
             if let Some(node) = slot.node() {
-                for (g, applied, d) in node.digests() {
+                for (g, applied, d) in node.admin.digests() {
                     self.fold(format!("{} {g} {applied:?} {d:016x}", slot.id).as_bytes());
                 }
             }

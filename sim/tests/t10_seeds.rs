@@ -19,7 +19,7 @@ fn a_hundred_seeds_with_faults_replay_exactly_and_keep_every_invariant() {
     assert!(out.contains(": 0 failed"), "{out}");
 }
 
-/// Seed 30049 of this shape found EVENT tasks stuck SCHEDULED before any seed of the default
+/// This shape found EVENT tasks stuck SCHEDULED before any seed of the default
 /// shape did (sim/tests/t30_regressions.rs); these 25 seeds take one to three minutes on 2 cores.
 #[test]
 fn five_nodes_six_partitions_keep_every_invariant() {

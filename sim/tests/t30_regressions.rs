@@ -55,14 +55,14 @@ fn seed_20256_an_event_committed_by_an_earlier_leader_is_published() {
     assert!(out.contains("violations 0"), "{out}");
 }
 
-/// Seed 30049 (5 nodes, 6 partitions, 150 workflows) found three EVENT tasks of one partition
-/// stuck SCHEDULED the same way as seed 20256 across crashes, restarts and storage errors; the
-/// same timer publishes them again.
+/// Seed 30008 (5 nodes, 6 partitions, 150 workflows) has EVENT tasks left SCHEDULED across
+/// crashes, restarts and storage errors, the way seed 20256 found first (a sweep of this shape
+/// found it as seed 30049 before the traces moved): the EVENT task's timer publishes them again.
 #[test]
-fn seed_30049_five_nodes_events_lost_across_crashes_are_published() {
+fn seed_30008_five_nodes_events_lost_across_crashes_are_published() {
     let (ok, out) = common::sim(&[
         "--seed",
-        "30049",
+        "30008",
         "--nodes",
         "5",
         "--partitions",
@@ -126,12 +126,14 @@ fn seed_10656_a_transfer_to_a_voter_behind_does_not_leave_the_partition_leaderle
     assert!(out.contains("violations 0"), "{out}");
 }
 
-/// Seed 10094 (the nightly sweep) has actors of an ended spell of leadership propose after their
-/// spell ended (six of them, as the node lost partition 0): the fence refuses every one, so none
-/// lands after the recovery that would have had to publish it (`partition/fence.rs`).
+/// Seed 10132 has actors of an ended spell of leadership propose after their spell ended (the
+/// interleaving a nightly sweep found first): the fence refuses every one, so none lands after
+/// the recovery that would have had to publish it (`partition/fence.rs`). A seed whose trace
+/// shows it is rare (none in 0..100); when a change to the node moves the traces, find another
+/// with the counter below non-zero.
 #[test]
-fn seed_10094_proposals_of_an_ended_leadership_are_refused() {
-    let (ok, out) = common::sim(&["--seed", "10094"]);
+fn seed_10132_proposals_of_an_ended_leadership_are_refused() {
+    let (ok, out) = common::sim(&["--seed", "10132"]);
     assert!(ok, "{out}");
     assert!(out.contains("violations 0"), "{out}");
     let fenced = count(&out, "proposal of an ended leadership refused or awaited");

@@ -4,7 +4,7 @@
 
 use harness::cluster::Cluster;
 use harness::{nonce, wait_for, wait_until, Api, Server};
-use node::server::triggers::sign;
+use node::service::triggers::sign;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

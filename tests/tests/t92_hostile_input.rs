@@ -235,7 +235,7 @@ fn every_field_a_request_sets_is_checked_at_the_door() {
 
 #[test]
 fn webhooks_bound_their_secrets_and_tolerance_and_sign_the_delivery_id() {
-    use node::server::triggers::sign;
+    use node::service::triggers::sign;
     let server = Server::start();
     let api = server.api();
     let secrets: Vec<String> = (0..4).map(|i| format!("secret-number-{i:04}")).collect();

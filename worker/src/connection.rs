@@ -15,12 +15,12 @@
 //! module performs I/O and keeps time.
 
 use crate::backoff::{self, Backoff};
+use crate::config::Config;
 use crate::credit::{Credits, Refusal};
 use crate::frame::{read_frame, write_frame, ReadError};
 use crate::handle::{State, Status};
 use crate::outbox::{Answer, Outbox};
 use crate::task::Command;
-use crate::worker::Config;
 use crate::{handler, Error, Task};
 use proto::model::{Task as ModelTask, TaskResult};
 use proto::worker::{

@@ -40,6 +40,7 @@
 //! takes), `frame` (frames on a byte stream), [`Task`], [`Outcome`], [`Tls`], [`Handle`].
 
 mod backoff;
+mod config;
 mod connection;
 mod credit;
 mod error;

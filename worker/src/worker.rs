@@ -1,8 +1,9 @@
 //! [`Worker`] and its [`Builder`]: the configuration checked once, before anything runs.
 
+use crate::config::{Config, Registered};
 use crate::connection::Driver;
 use crate::handle::{Handle, Status};
-use crate::handler::{self, BoxError, HandlerFn};
+use crate::handler::{self, BoxError};
 use crate::{Error, Outcome, Task, Tls};
 use proto::worker::{CREDIT_MAX, SUBSCRIPTIONS_MAX, WORKER_ID_LEN_MAX};
 use quinn::crypto::rustls::QuicClientConfig;
@@ -21,26 +22,6 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most nodes a worker is given.
 pub const NODES_MAX: usize = 64;
-
-/// One task type's handler and how it subscribes.
-pub(crate) struct Registered {
-    pub(crate) run: HandlerFn,
-    /// Most tasks of the type handled at once; the subscription's capacity. 1..=CREDIT_MAX.
-    pub(crate) concurrency: u32,
-    pub(crate) domain: Option<String>,
-}
-
-/// A worker's checked configuration, shared by its driver.
-pub(crate) struct Config {
-    /// Tried in turn; never empty.
-    pub(crate) nodes: Vec<SocketAddr>,
-    pub(crate) quic: quinn::ClientConfig,
-    pub(crate) worker_id: Arc<str>,
-    /// By task type; 1..=SUBSCRIPTIONS_MAX entries.
-    pub(crate) handlers: BTreeMap<String, Registered>,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) shutdown_timeout: Duration,
-}
 
 /// A configured worker, ready to [`start`](Worker::start).
 pub struct Worker {

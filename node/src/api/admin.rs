@@ -15,7 +15,7 @@
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{Body, Params, PathArgs};
-use crate::server::ClusterStatus;
+use crate::service::ClusterStatus;
 use crate::Node;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -33,7 +33,7 @@ pub struct AddNode {
 }
 
 pub async fn cluster(State(node): State<Node>) -> Json<ClusterStatus> {
-    Json(node.cluster().await)
+    Json(node.membership.cluster_status().await)
 }
 
 pub async fn add_node(
@@ -43,7 +43,7 @@ pub async fn add_node(
     let addr = body.addr.parse().map_err(|_| {
         ApiError::bad_request(format!("addr {:?} is not an ip:port address", body.addr))
     })?;
-    node.add_node(NodeId(body.id), addr).await?;
+    node.membership.add_node(NodeId(body.id), addr).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -53,7 +53,7 @@ pub async fn drain(
     params: Params,
 ) -> ApiResult<StatusCode> {
     let undo = params.bool("undo", false)?;
-    node.drain(NodeId(id), !undo).await?;
+    node.membership.set_draining(NodeId(id), !undo).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -61,7 +61,7 @@ pub async fn remove_node(
     State(node): State<Node>,
     PathArgs(id): PathArgs<u64>,
 ) -> ApiResult<StatusCode> {
-    node.remove_node(NodeId(id)).await?;
+    node.membership.remove_node(NodeId(id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -72,12 +72,15 @@ pub async fn transfer(
     params: Params,
 ) -> ApiResult<Json<serde_json::Value>> {
     let to = params.num::<u64>("to")?.map(NodeId);
-    let to = node.transfer(partition, to).await?;
+    let to = node
+        .membership
+        .transfer(proto::PartitionId(partition), to)
+        .await?;
     Ok(Json(serde_json::json!({"partition": partition, "to": to})))
 }
 
 pub async fn snapshot(State(node): State<Node>) -> ApiResult<StatusCode> {
-    node.snapshot().await?;
+    node.membership.snapshot_all().await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -85,7 +88,7 @@ pub async fn snapshot(State(node): State<Node>) -> ApiResult<StatusCode> {
 pub async fn quarantine(
     State(node): State<Node>,
 ) -> ApiResult<Json<Vec<crate::service::QuarantineEntry>>> {
-    Ok(Json(node.quarantine()?))
+    Ok(Json(node.admin.quarantine()?))
 }
 
 /// `DELETE /api/admin/quarantine/{workflowId}`.
@@ -94,6 +97,6 @@ pub async fn drop_quarantined(
     PathArgs(id): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
     let id = super::extract::workflow_id(&id)?;
-    node.drop_quarantined(id.as_str()).await?;
+    node.admin.drop_quarantined(id.as_str()).await?;
     Ok(StatusCode::NO_CONTENT)
 }

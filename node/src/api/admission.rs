@@ -62,7 +62,7 @@ pub async fn admit(State(slots): State<Admission>, request: Request, next: Next)
         .get::<ConnectInfo<Overflow>>()
         .is_some_and(|c| c.0 .0);
     if overflow {
-        crate::metrics::http_refused(Refused::Connections);
+        crate::metrics::http_refused(Refused::Connections.label());
         return refuse(format!(
             "this node holds {HTTP_CONNECTIONS_MAX} connections open, its limit; retry shortly"
         ));
@@ -77,11 +77,12 @@ pub async fn admit(State(slots): State<Admission>, request: Request, next: Next)
         (&slots.requests, "requests", HTTP_REQUESTS_MAX)
     };
     let Ok(_slot) = semaphore.clone().try_acquire_owned() else {
-        crate::metrics::http_refused(if waits {
+        let refused = if waits {
             Refused::Waits
         } else {
             Refused::Requests
-        });
+        };
+        crate::metrics::http_refused(refused.label());
         return refuse(format!(
             "this node is serving {max} {what} at once, its limit; retry shortly"
         ));
@@ -95,6 +96,17 @@ pub enum Refused {
     Connections,
     Requests,
     Waits,
+}
+
+impl Refused {
+    /// The metric's label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Refused::Connections => "connections",
+            Refused::Requests => "requests",
+            Refused::Waits => "waits",
+        }
+    }
 }
 
 /// 503 with `Retry-After`; an overloaded node also gives back the connection.

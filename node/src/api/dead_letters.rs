@@ -1,5 +1,5 @@
 //! `/api/admin/dead-letters` (Baton): messages set aside after their handling failed too often
-//! (see `server::dead_letters`).
+//! (see `service::events::dead_letters`).
 //!
 //! - `GET /api/admin/dead-letters?limit=`: every dead letter, at most `limit` (default and
 //!   maximum 1,000).
@@ -18,18 +18,18 @@ use proto::record::dead_letter::DeadLetter;
 
 pub async fn list(State(node): State<Node>, params: Params) -> ApiResult<Json<Vec<DeadLetter>>> {
     let limit = params.num_or("limit", DEAD_LETTERS_MAX)?;
-    Ok(Json(node.dead_letters(limit).await?))
+    Ok(Json(node.events.dead_letters(limit).await?))
 }
 
 pub async fn remove(State(node): State<Node>, params: Params) -> ApiResult<StatusCode> {
     let (event, id) = named(&params)?;
-    node.remove_dead_letter(&event, &id).await?;
+    node.events.remove_dead_letter(&event, &id).await?;
     Ok(StatusCode::OK)
 }
 
 pub async fn requeue(State(node): State<Node>, params: Params) -> ApiResult<StatusCode> {
     let (event, id) = named(&params)?;
-    node.requeue_dead_letter(&event, &id).await?;
+    node.events.requeue_dead_letter(&event, &id).await?;
     Ok(StatusCode::OK)
 }
 

@@ -12,7 +12,7 @@ use proto::model::{EventExecution, EventHandler};
 
 /// `POST /api/event`: adds a handler (409 when the name is taken).
 pub async fn add(State(node): State<Node>, Body(h): Body<EventHandler>) -> ApiResult<StatusCode> {
-    node.put_event_handler(h, true).await?;
+    node.events.put_event_handler(h, true).await?;
     Ok(StatusCode::OK)
 }
 
@@ -21,13 +21,13 @@ pub async fn update(
     State(node): State<Node>,
     Body(h): Body<EventHandler>,
 ) -> ApiResult<StatusCode> {
-    node.put_event_handler(h, false).await?;
+    node.events.put_event_handler(h, false).await?;
     Ok(StatusCode::OK)
 }
 
 /// `GET /api/event`: every handler.
 pub async fn list(State(node): State<Node>) -> ApiResult<Json<Vec<EventHandler>>> {
-    Ok(Json(node.event_handlers().await?))
+    Ok(Json(node.events.event_handlers().await?))
 }
 
 /// `GET /api/event/{event}?activeOnly=` (default true): the handlers of one event.
@@ -37,7 +37,9 @@ pub async fn for_event(
     params: Params,
 ) -> ApiResult<Json<Vec<EventHandler>>> {
     let active_only = params.bool("activeOnly", true)?;
-    Ok(Json(node.event_handlers_for(&event, active_only).await?))
+    Ok(Json(
+        node.events.event_handlers_for(&event, active_only).await?,
+    ))
 }
 
 /// `DELETE /api/event/{name}`.
@@ -45,7 +47,8 @@ pub async fn remove(
     State(node): State<Node>,
     PathArgs(handler): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
-    node.delete_event_handler(name("event handler name", &handler)?)
+    node.events
+        .delete_event_handler(name("event handler name", &handler)?)
         .await?;
     Ok(StatusCode::OK)
 }
@@ -59,7 +62,9 @@ pub async fn executions(
     let limit = params.num_or("limit", EXECUTIONS_MAX)?;
     let handler = params.string("handler");
     Ok(Json(
-        node.event_executions(handler.as_deref(), limit).await?,
+        node.events
+            .event_executions(handler.as_deref(), limit)
+            .await?,
     ))
 }
 
@@ -75,6 +80,7 @@ pub async fn publish(
 ) -> ApiResult<String> {
     let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
     Ok(node
+        .events
         .publish_event(&queue, params.string("messageId"), payload, traceparent)
         .await?)
 }

@@ -35,7 +35,7 @@ impl IntoResponse for HealthBody {
 
 pub async fn health(State(node): State<Node>) -> HealthBody {
     HealthBody {
-        health: node.health().await,
+        health: node.admin.health().await,
         health_results: Vec::new(),
         suppressed_health_results: Vec::new(),
     }
@@ -44,13 +44,13 @@ pub async fn health(State(node): State<Node>) -> HealthBody {
 /// `GET /api/admin/status`: every Raft group on this node (role, term, leader, log and applied
 /// indexes), for `batonctl status`.
 pub async fn status(State(node): State<Node>) -> Json<Vec<cluster::GroupStatus>> {
-    Json(node.groups())
+    Json(node.admin.groups())
 }
 
 /// `GET /metrics`: the Prometheus exposition text, the storage-backed gauges read now; 404 when
 /// the process installed no recorder (a node embedded in a test).
 pub async fn metrics(State(node): State<Node>) -> Response {
-    node.observe_gauges();
+    node.admin.observe_gauges();
     match crate::metrics::render() {
         Some(text) => (
             [(
@@ -75,7 +75,7 @@ pub struct StorageBody {
 
 pub async fn storage(State(node): State<Node>) -> Json<StorageBody> {
     Json(StorageBody {
-        flushes: node.storage_flushes(),
+        flushes: node.admin.storage_flushes(),
     })
 }
 
@@ -91,8 +91,8 @@ pub struct WaitsBody {
 
 pub async fn waits(State(node): State<Node>) -> Json<WaitsBody> {
     Json(WaitsBody {
-        watched_workflows: node.watched_workflows(),
-        parked_polls: node.parked_polls(),
+        watched_workflows: node.admin.watched_workflows(),
+        parked_polls: node.admin.parked_polls(),
     })
 }
 
@@ -108,7 +108,8 @@ pub struct DigestBody {
 /// taken at; replicas of a group at the same applied index must show the same digest.
 pub async fn digest(State(node): State<Node>) -> Json<Vec<DigestBody>> {
     Json(
-        node.digests()
+        node.admin
+            .digests()
             .into_iter()
             .map(|(name, applied, d)| DigestBody {
                 name,

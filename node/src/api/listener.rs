@@ -54,16 +54,17 @@ pub struct Counted {
     slot: Option<OwnedSemaphorePermit>,
 }
 
-/// Whether a request came on a connection accepted past [`HTTP_CONNECTIONS_MAX`] (a request
-/// extension, through axum's connect info).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Overflow(pub bool);
-
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, Bounded>> for Overflow {
-    fn connect_info(stream: axum::serve::IncomingStream<'_, Bounded>) -> Self {
-        Overflow(stream.io().slot.is_none())
+impl Counted {
+    /// Whether this connection was accepted past the bound.
+    pub fn overflow(&self) -> Overflow {
+        Overflow(self.slot.is_none())
     }
 }
+
+/// Whether a request came on a connection accepted past [`HTTP_CONNECTIONS_MAX`] (a request
+/// extension, as axum's `ConnectInfo`; see `super::server`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overflow(pub bool);
 
 impl AsyncRead for Counted {
     fn poll_read(

@@ -21,7 +21,7 @@ pub async fn register_task_defs(
     State(node): State<Node>,
     OneOrMany(defs): OneOrMany<TaskDef>,
 ) -> ApiResult<StatusCode> {
-    node.put_task_defs(defs).await?;
+    node.definitions.put_task_defs(defs).await?;
     Ok(StatusCode::OK)
 }
 
@@ -30,13 +30,13 @@ pub async fn update_task_def(
     State(node): State<Node>,
     Body(def): Body<TaskDef>,
 ) -> ApiResult<StatusCode> {
-    node.put_task_defs(vec![def]).await?;
+    node.definitions.put_task_defs(vec![def]).await?;
     Ok(StatusCode::OK)
 }
 
 /// `GET /api/metadata/taskdefs`.
 pub async fn task_defs(State(node): State<Node>) -> Json<Vec<TaskDef>> {
-    Json(node.task_defs())
+    Json(node.definitions.task_defs())
 }
 
 /// `GET /api/metadata/taskdefs/{name}`.
@@ -44,7 +44,9 @@ pub async fn task_def(
     State(node): State<Node>,
     PathArgs(task_type): PathArgs<String>,
 ) -> ApiResult<Json<TaskDef>> {
-    Ok(Json(node.task_def(name("task type", &task_type)?)?))
+    Ok(Json(
+        node.definitions.task_def(name("task type", &task_type)?)?,
+    ))
 }
 
 /// `DELETE /api/metadata/taskdefs/{name}`.
@@ -52,7 +54,9 @@ pub async fn delete_task_def(
     State(node): State<Node>,
     PathArgs(task_type): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
-    node.delete_task_def(name("task type", &task_type)?).await?;
+    node.definitions
+        .delete_task_def(name("task type", &task_type)?)
+        .await?;
     Ok(StatusCode::OK)
 }
 
@@ -66,7 +70,7 @@ pub async fn create_workflow_def(
     Body(def): Body<WorkflowDef>,
 ) -> ApiResult<StatusCode> {
     let overwrite = params.bool("overwrite", false)?;
-    node.put_workflow_def(def, overwrite).await?;
+    node.definitions.put_workflow_def(def, overwrite).await?;
     Ok(StatusCode::OK)
 }
 
@@ -96,7 +100,7 @@ pub async fn update_workflow_defs(
     };
     for def in defs {
         let def_name = def.name.clone();
-        match node.put_workflow_def(def, true).await {
+        match node.definitions.put_workflow_def(def, true).await {
             Ok(()) => bulk.bulk_successful_results.push(def_name),
             Err(e @ (crate::Error::Unavailable(_) | crate::Error::Internal(_))) => {
                 return Err(e.into())
@@ -111,13 +115,13 @@ pub async fn update_workflow_defs(
 
 /// `GET /api/metadata/workflow`: every version of every definition.
 pub async fn workflow_defs(State(node): State<Node>) -> Json<Vec<WorkflowDef>> {
-    Json(node.workflow_defs())
+    Json(node.definitions.workflow_defs())
 }
 
 /// `GET /api/metadata/workflow/latest-versions`: the latest version of each definition.
 pub async fn latest_workflow_defs(State(node): State<Node>) -> Json<Vec<WorkflowDef>> {
     let mut latest: BTreeMap<String, WorkflowDef> = BTreeMap::new();
-    for def in node.workflow_defs() {
+    for def in node.definitions.workflow_defs() {
         match latest.get(&def.name) {
             Some(have) if have.version >= def.version => {}
             _ => {
@@ -130,7 +134,12 @@ pub async fn latest_workflow_defs(State(node): State<Node>) -> Json<Vec<Workflow
 
 /// `GET /api/metadata/workflow/names`: distinct definition names, sorted.
 pub async fn workflow_names(State(node): State<Node>) -> Json<Vec<String>> {
-    let mut names: Vec<String> = node.workflow_defs().into_iter().map(|d| d.name).collect();
+    let mut names: Vec<String> = node
+        .definitions
+        .workflow_defs()
+        .into_iter()
+        .map(|d| d.name)
+        .collect();
     names.sort();
     names.dedup();
     Json(names)
@@ -143,7 +152,7 @@ pub async fn workflow_def(
     params: Params,
 ) -> ApiResult<Json<WorkflowDef>> {
     let version = params.num::<u32>("version")?;
-    Ok(Json(node.workflow_def(
+    Ok(Json(node.definitions.workflow_def(
         name("workflow name", &workflow_name)?,
         version,
     )?))
@@ -159,7 +168,8 @@ pub async fn delete_workflow_def(
             "workflow version must be a non-negative integer, got '{version}'"
         ))
     })?;
-    node.delete_workflow_def(name("workflow name", &workflow_name)?, version)
+    node.definitions
+        .delete_workflow_def(name("workflow name", &workflow_name)?, version)
         .await?;
     Ok(StatusCode::OK)
 }

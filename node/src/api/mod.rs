@@ -22,6 +22,7 @@ pub mod health;
 pub mod listener;
 pub mod metadata;
 pub mod search;
+pub mod server;
 pub mod task;
 pub mod trigger;
 pub mod workflow;

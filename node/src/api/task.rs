@@ -46,7 +46,7 @@ pub async fn poll(
         count: 1,
         wait_ms: SINGLE_POLL_WAIT_MS,
     };
-    let tasks = node.poll(request).await?;
+    let tasks = node.tasks.poll(request).await?;
     Ok(task_or_no_content(tasks.into_iter().next()))
 }
 
@@ -84,7 +84,7 @@ pub async fn batch_poll(
         count,
         wait_ms,
     };
-    Ok(Json(node.poll(request).await?))
+    Ok(Json(node.tasks.poll(request).await?))
 }
 
 // ---- updates ----
@@ -108,7 +108,7 @@ fn check_result(result: &TaskResult) -> ApiResult<()> {
 /// `POST /api/tasks` with a `TaskResult`: answers the task id.
 pub async fn update(State(node): State<Node>, Body(result): Body<TaskResult>) -> ApiResult<String> {
     check_result(&result)?;
-    Ok(node.update_task(result).await?)
+    Ok(node.tasks.update_task(result).await?)
 }
 
 /// `POST /api/tasks/update-v2` with a `TaskResult`: answers the worker's next task of the same type,
@@ -118,7 +118,7 @@ pub async fn update_v2(
     Body(result): Body<TaskResult>,
 ) -> ApiResult<Response> {
     check_result(&result)?;
-    Ok(task_or_no_content(node.update_task_v2(result).await?))
+    Ok(task_or_no_content(node.tasks.update_task_v2(result).await?))
 }
 
 /// Parses the status of `POST /api/tasks/{workflowId}/{taskRefName}/{status}`: one a worker may report.
@@ -148,6 +148,7 @@ pub async fn update_by_ref(
         name("workerid", worker)?;
     }
     Ok(node
+        .tasks
         .update_task_by_ref(
             workflow.as_str(),
             reference,
@@ -166,13 +167,13 @@ pub async fn get(
     PathArgs(id): PathArgs<String>,
 ) -> ApiResult<Json<Task>> {
     let id = task_id(&id)?;
-    Ok(Json(node.task(id.as_str()).await?))
+    Ok(Json(node.tasks.task(id.as_str()).await?))
 }
 
 /// `GET /api/tasks/{taskId}/log`: the task's log lines, or 204 when it has none (as Conductor).
 pub async fn logs(State(node): State<Node>, PathArgs(id): PathArgs<String>) -> ApiResult<Response> {
     let id = task_id(&id)?;
-    let logs = node.task_logs(id.as_str()).await?;
+    let logs = node.tasks.task_logs(id.as_str()).await?;
     if logs.is_empty() {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
@@ -222,7 +223,7 @@ pub async fn add_log(
         ));
     }
     proto::check::text("log line", &line, proto::limits::PAYLOAD_BYTES_MAX)?;
-    node.add_task_log(id.as_str(), line).await?;
+    node.tasks.add_task_log(id.as_str(), line).await?;
     Ok(StatusCode::OK)
 }
 
@@ -237,7 +238,7 @@ pub async fn queue_sizes(
     for t in &types {
         name("task type", t)?;
     }
-    Ok(Json(node.queue_sizes(&types)))
+    Ok(Json(node.tasks.queue_sizes(&types)))
 }
 
 /// `GET /api/tasks/queue/size?taskType=`: ready tasks of one type. `domain` and Orkes' isolation
@@ -247,13 +248,13 @@ pub async fn queue_size(State(node): State<Node>, params: Params) -> ApiResult<J
         .string("taskType")
         .ok_or_else(|| ApiError::bad_request("query parameter 'taskType' is required"))?;
     name("task type", &task_type)?;
-    let sizes = node.queue_sizes(std::slice::from_ref(&task_type));
+    let sizes = node.tasks.queue_sizes(std::slice::from_ref(&task_type));
     Ok(Json(sizes.get(&task_type).copied().unwrap_or(0)))
 }
 
 /// `GET /api/tasks/queue/all`: ready tasks of every type.
 pub async fn queue_all(State(node): State<Node>) -> Json<BTreeMap<String, u64>> {
-    Json(node.queue_sizes(&[]))
+    Json(node.tasks.queue_sizes(&[]))
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use super::error::ApiResult;
 use super::extract::{name, Body, PathArgs};
-use crate::server::triggers::{DELIVERY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+use crate::service::triggers::{DELIVERY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::Node;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -17,13 +17,13 @@ pub async fn put_webhook(
     State(node): State<Node>,
     Body(w): Body<Webhook>,
 ) -> ApiResult<StatusCode> {
-    node.put_webhook(w).await?;
+    node.triggers.put_webhook(w).await?;
     Ok(StatusCode::OK)
 }
 
 /// `GET /api/metadata/webhook`: every webhook, secrets hidden.
 pub async fn webhooks(State(node): State<Node>) -> ApiResult<Json<Vec<Webhook>>> {
-    Ok(Json(node.webhooks().await?))
+    Ok(Json(node.triggers.webhooks().await?))
 }
 
 /// `DELETE /api/metadata/webhook/{name}`.
@@ -31,7 +31,9 @@ pub async fn delete_webhook(
     State(node): State<Node>,
     PathArgs(webhook): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
-    node.delete_webhook(name("webhook name", &webhook)?).await?;
+    node.triggers
+        .delete_webhook(name("webhook name", &webhook)?)
+        .await?;
     Ok(StatusCode::OK)
 }
 
@@ -45,6 +47,7 @@ pub async fn deliver(
 ) -> ApiResult<Json<Value>> {
     let header = |h: &str| headers.get(h).and_then(|v| v.to_str().ok());
     let (id, queued) = node
+        .triggers
         .receive_webhook(
             name("webhook name", &webhook)?,
             header(TIMESTAMP_HEADER),
@@ -62,13 +65,13 @@ pub async fn put_schedule(
     State(node): State<Node>,
     Body(s): Body<WorkflowSchedule>,
 ) -> ApiResult<StatusCode> {
-    node.put_schedule(s).await?;
+    node.triggers.put_schedule(s).await?;
     Ok(StatusCode::OK)
 }
 
 /// `GET /api/scheduler/schedules`.
 pub async fn schedules(State(node): State<Node>) -> ApiResult<Json<Vec<WorkflowSchedule>>> {
-    Ok(Json(node.schedules().await?))
+    Ok(Json(node.triggers.schedules().await?))
 }
 
 /// `GET /api/scheduler/schedules/{name}`.
@@ -76,7 +79,7 @@ pub async fn schedule(
     State(node): State<Node>,
     PathArgs(schedule): PathArgs<String>,
 ) -> ApiResult<Json<WorkflowSchedule>> {
-    Ok(Json(node.schedule(&schedule).await?))
+    Ok(Json(node.triggers.schedule(&schedule).await?))
 }
 
 /// `DELETE /api/scheduler/schedules/{name}`.
@@ -84,7 +87,7 @@ pub async fn delete_schedule(
     State(node): State<Node>,
     PathArgs(schedule): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
-    node.delete_schedule(&schedule).await?;
+    node.triggers.delete_schedule(&schedule).await?;
     Ok(StatusCode::OK)
 }
 
@@ -93,7 +96,7 @@ pub async fn pause(
     State(node): State<Node>,
     PathArgs(schedule): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
-    node.set_schedule_paused(&schedule, true).await?;
+    node.triggers.set_schedule_paused(&schedule, true).await?;
     Ok(StatusCode::OK)
 }
 
@@ -102,6 +105,6 @@ pub async fn resume(
     State(node): State<Node>,
     PathArgs(schedule): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
-    node.set_schedule_paused(&schedule, false).await?;
+    node.triggers.set_schedule_paused(&schedule, false).await?;
     Ok(StatusCode::OK)
 }

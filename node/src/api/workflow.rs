@@ -38,7 +38,7 @@ pub async fn start(
     Body(request): Body<StartWorkflowRequest>,
 ) -> ApiResult<String> {
     // The node checks every field (proto::check::start_request) before anything is stored.
-    Ok(node.start_workflow(request).await?)
+    Ok(node.workflows.start_workflow(request).await?)
 }
 
 /// `POST /api/workflow/{name}?version=&correlationId=&priority=`: starts a workflow with the body
@@ -57,7 +57,7 @@ pub async fn start_by_name(
         input,
         ..StartWorkflowRequest::default()
     };
-    Ok(node.start_workflow(request).await?)
+    Ok(node.workflows.start_workflow(request).await?)
 }
 
 /// Conductor's `WorkflowRun`: what `POST /api/workflow/execute/{name}/{version}` answers.
@@ -90,7 +90,7 @@ pub async fn execute(
     params: Params,
     BodyOrDefault(mut request): BodyOrDefault<StartWorkflowRequest>,
 ) -> ApiResult<Json<WorkflowRun>> {
-    use crate::server::wait::{Until, EXECUTE_WAIT_DEFAULT_S, EXECUTE_WAIT_MAX_S, WAIT_REFS_MAX};
+    use crate::service::wait::{Until, EXECUTE_WAIT_DEFAULT_S, EXECUTE_WAIT_MAX_S, WAIT_REFS_MAX};
     request.name = name("workflow name", &workflow_name)?.to_owned();
     request.version = Some(version.parse().map_err(|_| {
         ApiError::bad_request(format!(
@@ -113,6 +113,7 @@ pub async fn execute(
         )));
     }
     let wf = node
+        .workflows
         .execute_workflow(request, &until, std::time::Duration::from_secs(wait_s))
         .await?;
     Ok(Json(WorkflowRun {
@@ -140,7 +141,9 @@ pub async fn get(
 ) -> ApiResult<Json<Workflow>> {
     let id = workflow_id(&id)?;
     let include_tasks = params.bool("includeTasks", true)?;
-    Ok(Json(node.workflow(id.as_str(), include_tasks).await?))
+    Ok(Json(
+        node.workflows.workflow(id.as_str(), include_tasks).await?,
+    ))
 }
 
 /// Conductor's `WorkflowStatus`: the short answer of `GET /api/workflow/{id}/status`.
@@ -178,7 +181,7 @@ pub async fn status(
     let id = workflow_id(&id)?;
     let include_output = params.bool("includeOutput", false)?;
     let include_variables = params.bool("includeVariables", false)?;
-    let workflow = node.workflow(id.as_str(), false).await?;
+    let workflow = node.workflows.workflow(id.as_str(), false).await?;
     Ok(Json(WorkflowStatusSummary::new(
         workflow,
         include_output,
@@ -204,7 +207,7 @@ pub async fn tasks(
                 .ok_or_else(|| ApiError::bad_request(format!("'{s}' is not a task status")))
         })
         .collect::<ApiResult<Vec<_>>>()?;
-    let workflow = node.workflow(id.as_str(), true).await?;
+    let workflow = node.workflows.workflow(id.as_str(), true).await?;
     let matching: Vec<Task> = workflow
         .tasks
         .into_iter()
@@ -225,7 +228,7 @@ pub async fn pause(
     State(node): State<Node>,
     PathArgs(id): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
-    node.pause(workflow_id(&id)?.as_str()).await?;
+    node.workflows.pause(workflow_id(&id)?.as_str()).await?;
     Ok(StatusCode::OK)
 }
 
@@ -234,7 +237,7 @@ pub async fn resume(
     State(node): State<Node>,
     PathArgs(id): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
-    node.resume(workflow_id(&id)?.as_str()).await?;
+    node.workflows.resume(workflow_id(&id)?.as_str()).await?;
     Ok(StatusCode::OK)
 }
 
@@ -243,7 +246,7 @@ pub async fn decide(
     State(node): State<Node>,
     PathArgs(id): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
-    node.decide(workflow_id(&id)?.as_str()).await?;
+    node.workflows.decide(workflow_id(&id)?.as_str()).await?;
     Ok(StatusCode::OK)
 }
 
@@ -256,7 +259,9 @@ pub async fn terminate(
 ) -> ApiResult<StatusCode> {
     let id = workflow_id(&id)?;
     params.bool("triggerFailureWorkflow", false)?;
-    node.terminate(id.as_str(), params.string("reason")).await?;
+    node.workflows
+        .terminate(id.as_str(), params.string("reason"))
+        .await?;
     Ok(StatusCode::OK)
 }
 
@@ -268,12 +273,16 @@ pub async fn terminate_remove(
 ) -> ApiResult<StatusCode> {
     let id = workflow_id(&id)?;
     params.bool("archiveWorkflow", true)?;
-    match node.terminate(id.as_str(), params.string("reason")).await {
+    match node
+        .workflows
+        .terminate(id.as_str(), params.string("reason"))
+        .await
+    {
         // Already finished: nothing to terminate, remove it all the same.
         Ok(()) | Err(crate::Error::Conflict(_)) => {}
         Err(e) => return Err(e.into()),
     }
-    node.remove(id.as_str()).await?;
+    node.workflows.remove(id.as_str()).await?;
     Ok(StatusCode::OK)
 }
 
@@ -287,7 +296,7 @@ pub async fn retry(
     // Checked for shape; Baton's retry always resumes a failed sub-workflow in place.
     params.bool("resumeSubworkflowTasks", false)?;
     params.bool("retryIfRetriedByParent", true)?;
-    node.retry(id.as_str()).await?;
+    node.workflows.retry(id.as_str()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -299,7 +308,7 @@ pub async fn restart(
 ) -> ApiResult<StatusCode> {
     let id = workflow_id(&id)?;
     let use_latest = params.bool("useLatestDefinitions", false)?;
-    node.restart(id.as_str(), use_latest).await?;
+    node.workflows.restart(id.as_str(), use_latest).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -319,7 +328,7 @@ pub async fn rerun(
     if let Some(input) = &request.task_input {
         proto::check::payload("task input", input)?;
     }
-    Ok(node.rerun(id.as_str(), request).await?)
+    Ok(node.workflows.rerun(id.as_str(), request).await?)
 }
 
 /// `PUT /api/workflow/{id}/skiptask/{taskReferenceName}` with an optional `SkipTaskRequest` body.
@@ -343,7 +352,9 @@ pub async fn skip_task(
             }),
         _ => body,
     };
-    node.skip_task(id.as_str(), reference, request).await?;
+    node.workflows
+        .skip_task(id.as_str(), reference, request)
+        .await?;
     Ok(StatusCode::OK)
 }
 
@@ -356,7 +367,7 @@ pub async fn remove(
     let id = workflow_id(&id)?;
     // Baton keeps no archive; the flag is accepted for compatibility.
     params.bool("archiveWorkflow", true)?;
-    node.remove(id.as_str()).await?;
+    node.workflows.remove(id.as_str()).await?;
     Ok(StatusCode::OK)
 }
 
@@ -380,7 +391,7 @@ pub async fn running(
         (Some(from), Some(to)) if from != 0 && to != 0 => Some((from, to)),
         _ => None,
     };
-    let ids = node.running(workflow_name, Some(version)).await?;
+    let ids = node.workflows.running(workflow_name, Some(version)).await?;
     let Some((from, to)) = window else {
         return Ok(Json(ids));
     };
@@ -392,7 +403,7 @@ pub async fn running(
     }
     let mut within = Vec::new();
     for id in ids {
-        match node.workflow(&id, false).await {
+        match node.workflows.workflow(&id, false).await {
             Ok(w) if (from..=to).contains(&w.create_time) => within.push(id),
             // Removed since it was listed.
             Ok(_) | Err(crate::Error::NotFound(_)) => {}
@@ -434,13 +445,14 @@ pub async fn search(
         size,
     };
     let result = match parsed.statuses.as_slice() {
-        [] => node.search(base).await?,
+        [] => node.workflows.search(base).await?,
         [one] => {
-            node.search(SearchQuery {
-                status: Some(*one),
-                ..base
-            })
-            .await?
+            node.workflows
+                .search(SearchQuery {
+                    status: Some(*one),
+                    ..base
+                })
+                .await?
         }
         many => {
             let window = start.saturating_add(size);
@@ -457,7 +469,7 @@ pub async fn search(
                     size: window,
                     ..base.clone()
                 };
-                let page = node.search(query).await?;
+                let page = node.workflows.search(query).await?;
                 merged.total_hits += page.total_hits;
                 merged.results.extend(page.results);
             }
@@ -479,13 +491,14 @@ pub async fn correlated(
     let include_closed = params.bool("includeClosed", false)?;
     let include_tasks = params.bool("includeTasks", false)?;
     Ok(Json(
-        node.correlated(
-            workflow_name,
-            &correlation_id,
-            include_closed,
-            include_tasks,
-        )
-        .await?,
+        node.workflows
+            .correlated(
+                workflow_name,
+                &correlation_id,
+                include_closed,
+                include_tasks,
+            )
+            .await?,
     ))
 }
 
@@ -509,6 +522,7 @@ pub async fn correlated_batch(
     let mut out = BTreeMap::new();
     for correlation_id in correlation_ids {
         let workflows = node
+            .workflows
             .correlated(
                 workflow_name,
                 &correlation_id,

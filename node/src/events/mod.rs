@@ -7,7 +7,7 @@
 //! `${...}` placeholders from the payload, `expandInlineJSON`), [`brokers`] (NATS JetStream and
 //! RabbitMQ clients). The operations that need the cluster — handler definitions, execution
 //! records, Baton's own queues, the consumers on partition leaders — are in
-//! `server::events` and `server::consumers`.
+//! `service::events`.
 
 pub mod brokers;
 pub mod eval;
@@ -27,7 +27,7 @@ pub const WEBHOOK: &str = "webhook";
 /// The providers whose messages Baton keeps in its own queues.
 pub const INTERNAL: &[&str] = &[CONDUCTOR, WEBHOOK];
 
-/// One event at the gate (`Inner::admit` in `server::events`): where it came from, its type
+/// One event at the gate (`Events::admit` in `service::events`): where it came from, its type
 /// (the event `provider:queue` handlers listen on), its id if the source names one, its payload,
 /// its trace id if the sender gave one, and whether the gate deduplicates it by content.
 #[derive(Debug, Clone)]

@@ -13,8 +13,6 @@ use crate::error::Error;
 use crate::service::{Node, PollRequest};
 use proto::limits::POLL_BATCH_MAX;
 use proto::worker::{self as wire, ErrorCode, Grant, Lease, NodeFrame, Subscription, WorkerFrame};
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,15 +31,7 @@ const DRAIN_GRACE: Duration = Duration::from_secs(5);
 /// Idle timeout of a worker connection (keep-alives every third of it).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Where the gateway listens and the certificates it uses.
-#[derive(Debug, Clone)]
-pub struct WorkerGatewayOptions {
-    /// UDP address of the worker endpoint.
-    pub listen: SocketAddr,
-    /// Directory with `ca.pem`, this node's `node-<id>.pem` / `.key` and `workers-ca.pem`
-    /// (`baton certs`).
-    pub certs: PathBuf,
-}
+use crate::options::WorkerGatewayOptions;
 
 /// A running gateway.
 pub struct WorkerGateway {
@@ -87,10 +77,6 @@ impl WorkerGateway {
             draining,
             accept,
         })
-    }
-
-    pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.endpoint.local_addr().ok()
     }
 
     /// Graceful stop: no new connections or tasks, a drain frame to every worker, results still
@@ -469,7 +455,7 @@ async fn commit_result(
     if result.worker_id.is_none() {
         result.worker_id = Some(shared.grant.worker_id.clone());
     }
-    match shared.node.update_leased(result, lease).await {
+    match shared.node.tasks.update_leased(result, lease).await {
         Ok(()) => NodeFrame::Ack { seq },
         Err(e) => {
             let code = match &e {
@@ -517,7 +503,7 @@ async fn pump(shared: Arc<Conn>, credit: Arc<Credit>) {
             wait_ms: PUSH_WAIT_MS,
         };
         let polled = tokio::select! {
-            polled = shared.node.poll(request) => polled,
+            polled = shared.node.tasks.poll(request) => polled,
             _ = &mut stop => return,
         };
         match polled {

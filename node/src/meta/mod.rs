@@ -1,6 +1,6 @@
 //! The meta group: task definitions, workflow definitions and the cluster's members, replicated
 //! through their own Raft group and read locally by every node. `MetaMachine` applies
-//! [`MetaCommand`]s; `Definitions` reads them.
+//! [`MetaCommand`]s; `MetaState` reads them.
 
 use cluster::storage::{Batch, Tree};
 use proto::model::{EventHandler, TaskDef, Webhook, WorkflowDef, WorkflowSchedule};
@@ -157,11 +157,11 @@ fn read<T: serde::de::DeserializeOwned>(state: &Tree, key: &[u8]) -> Option<T> {
 
 /// Reads definitions and members from the local replica of the meta group.
 #[derive(Clone)]
-pub struct Definitions {
+pub struct MetaState {
     state: Tree,
 }
 
-impl Definitions {
+impl MetaState {
     pub fn new(state: Tree) -> Self {
         Self { state }
     }
@@ -210,10 +210,6 @@ impl Definitions {
             .collect()
     }
 
-    pub fn event_handler(&self, name: &str) -> Option<EventHandler> {
-        read(&self.state, &handler_key(name))
-    }
-
     /// Every event handler, by name.
     pub fn event_handlers(&self) -> Vec<EventHandler> {
         self.state
@@ -254,7 +250,7 @@ impl Definitions {
     /// Fills in each task's `taskDefinition` from the registered task definitions (Conductor's
     /// defaults where none is registered and none is inlined), so the decider needs no lookups.
     pub fn resolve(&self, def: &mut WorkflowDef) {
-        fn walk(defs: &Definitions, list: &mut [proto::model::WorkflowTask]) {
+        fn walk(defs: &MetaState, list: &mut [proto::model::WorkflowTask]) {
             for t in list {
                 if t.task_definition.is_none() && t.task_type == proto::model::task_type::SIMPLE {
                     t.task_definition = Some(

@@ -97,10 +97,6 @@ impl PartitionCtx {
         propose(self.id, &self.group, write).await
     }
 
-    pub fn read(&self, id: &WorkflowId) -> Result<Option<WorkflowRecord>> {
-        Ok(self.read_stored(id)?.map(|s| s.record))
-    }
-
     /// The committed record of `id` and how many patches follow its last full record.
     pub fn read_stored(&self, id: &WorkflowId) -> Result<Option<stored::Stored>> {
         stored::read(self.group.state(), id)

@@ -6,7 +6,9 @@
 
 use super::{Partition, WorkflowOp};
 use crate::error::Error;
-use crate::server::{open_with, Options, Seams};
+use crate::host::Seams;
+use crate::service::open_with;
+use crate::Options;
 use engine::testing::{def_of, obj, simple};
 use engine::{Input, StartInput};
 use proto::model::{TaskResult, TaskResultStatus};
@@ -37,7 +39,7 @@ async fn fixture() -> Fixture {
 impl Fixture {
     /// The partition, once its actors run.
     async fn partition(&self) -> Arc<Partition> {
-        let p = self.node.inner.partition(PartitionId(0)).expect("hosted");
+        let p = self.node.host.partition(PartitionId(0)).expect("hosted");
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
         while !p.is_local_leader().await {
             assert!(tokio::time::Instant::now() < deadline, "never led");

@@ -1,7 +1,7 @@
 //! The rebalancing plan: from a snapshot of the cluster (members, and every group's leader,
 //! voters, learners and hosting nodes), the next single membership step that brings the cluster
 //! closer to where it should be. A pure function, so every rule is unit-tested here and the
-//! simulator can drive it; `server::membership` gathers the view and performs the step.
+//! simulator can drive it; `service::membership` gathers the view and performs the step.
 //!
 //! Where the cluster should be:
 //! - every recorded member is in the meta group; its voters are the largest odd number of active

@@ -3,6 +3,7 @@
 //! does not interpret yet are kept in `extra` maps so that a definition round-trips unchanged.
 
 mod event;
+pub mod omit;
 mod requests;
 mod status;
 mod task;

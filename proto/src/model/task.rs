@@ -45,10 +45,10 @@ pub struct Task {
     pub worker_id: Option<String>,
     pub output_data: Json,
     /// Left out of a stored record when its workflow definition holds it (see
-    /// [`crate::record::compact`]); always present over the API.
+    /// `record::compact`); always present over the API.
     #[serde(
         default,
-        skip_serializing_if = "crate::record::compact::omit_workflow_task"
+        skip_serializing_if = "crate::model::omit::omit_workflow_task"
     )]
     pub workflow_task: WorkflowTask,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -21,9 +21,9 @@ pub struct Workflow {
     pub parent_workflow_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_workflow_task_id: Option<String>,
-    /// Left out of a record patch's head (see [`crate::record::patch`]); always present
+    /// Left out of a record patch's head (see `record::patch`); always present
     /// elsewhere.
-    #[serde(default, skip_serializing_if = "crate::record::patch::head_only")]
+    #[serde(default, skip_serializing_if = "crate::model::omit::head_only")]
     pub tasks: Vec<Task>,
     pub input: Json,
     pub output: Json,
@@ -42,7 +42,7 @@ pub struct Workflow {
     /// Left out of a record patch's head, like `tasks`. Shared, not copied, by every copy of the
     /// workflow (a decision's working copy, the actor's cached record, a watcher's answer): a
     /// definition does not change while a run uses it.
-    #[serde(default, skip_serializing_if = "crate::record::patch::head_only")]
+    #[serde(default, skip_serializing_if = "crate::model::omit::head_only")]
     pub workflow_definition: Arc<WorkflowDef>,
     pub priority: i32,
     pub variables: Json,

@@ -152,6 +152,11 @@ fn requests() -> Vec<Request> {
             partition: p,
             ms: 9,
         },
+        Request::Elect {
+            partition: p,
+            leaving: NodeId(1),
+            last_log: 7,
+        },
         Request::Promote {
             partition: p,
             node: NodeId(1),

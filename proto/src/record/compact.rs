@@ -7,30 +7,14 @@
 //!
 //! serde offers no context to a field's `skip_serializing_if`, so while a record serialises, the
 //! addresses of the task definitions it may omit sit in a thread-local set that
-//! [`omit_workflow_task`] consults. The addresses only identify fields of the record being
+//! [`crate::model::omit::omit_workflow_task`] consults. The addresses only identify fields of the record being
 //! written; they never reach the output, which stays a function of the record alone.
 
 use super::WorkflowRecord;
 use crate::model::{Task, TaskExecLog, Workflow, WorkflowDef, WorkflowTask};
 use serde::{Deserialize, Serialize, Serializer};
-use std::cell::RefCell;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
-
-thread_local! {
-    /// Addresses of the `workflowTask` fields the record being serialised leaves out.
-    static OMITTED: RefCell<Option<HashSet<usize>>> = const { RefCell::new(None) };
-}
-
-/// `skip_serializing_if` of `Task::workflow_task`: true only while a record serialises and only
-/// for the tasks whose definition the record's workflow definition carries.
-pub fn omit_workflow_task(task: &WorkflowTask) -> bool {
-    let address = task as *const WorkflowTask as usize;
-    OMITTED.with(|o| {
-        o.borrow()
-            .as_ref()
-            .is_some_and(|set| set.contains(&address))
-    })
-}
 
 /// The definition's tasks by reference name (the first of a name, depth first): the one lookup
 /// both directions use, so what is left out is exactly what comes back.
@@ -71,14 +55,13 @@ impl Omitting {
             })
             .map(|t| &t.workflow_task as *const WorkflowTask as usize)
             .collect();
-        Omitting(OMITTED.with(|o| o.borrow_mut().replace(set)))
+        Omitting(crate::model::omit::set_omitted(Some(set)))
     }
 }
 
 impl Drop for Omitting {
     fn drop(&mut self) {
-        let previous = self.0.take();
-        OMITTED.with(|o| *o.borrow_mut() = previous);
+        crate::model::omit::set_omitted(self.0.take());
     }
 }
 

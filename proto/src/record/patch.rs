@@ -14,35 +14,23 @@
 //! patch written since appended to it, behind [`CHAIN_TAG`] and the version it reads as (one row,
 //! so a step rewrites one value and a read is one lookup); [`decode_chain`] reads it back.
 //!
-//! While a head serialises, a thread-local flag makes [`head_only`] leave out `tasks` and
+//! While a head serialises, a thread-local flag makes [`crate::model::omit::head_only`] leave out `tasks` and
 //! `workflowDefinition`, as [`super::compact`] leaves out task definitions.
 
 use super::compact::{restore, Omitting};
 use super::{CodecError, WorkflowRecord};
 use crate::model::{Task, TaskExecLog, Workflow};
 use serde::{Deserialize, Serialize, Serializer};
-use std::cell::Cell;
 use std::collections::BTreeMap;
-
-thread_local! {
-    /// Set while a patch's head serialises.
-    static HEAD_ONLY: Cell<bool> = const { Cell::new(false) };
-}
-
-/// `skip_serializing_if` of `Workflow::tasks` and `Workflow::workflow_definition`: true only while
-/// a patch's head serialises.
-pub fn head_only<T>(_: &T) -> bool {
-    HEAD_ONLY.with(Cell::get)
-}
 
 /// A workflow serialised without its tasks and definition.
 struct Head<'a>(&'a Workflow);
 
 impl Serialize for Head<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let previous = HEAD_ONLY.with(|h| h.replace(true));
+        let previous = crate::model::omit::set_head_only(true);
         let out = self.0.serialize(serializer);
-        HEAD_ONLY.with(|h| h.set(previous));
+        crate::model::omit::set_head_only(previous);
         out
     }
 }

@@ -11,7 +11,7 @@
 //! redeliveries of one broker message and the caller deduplicates on it.
 //!
 //! What this is not: it keeps no state of its own (no offsets, no dedup records; the execution
-//! records in `server::events` do that), and it does not retry on its own beyond the brokers'
+//! records in `service::events` do that), and it does not retry on its own beyond the brokers'
 //! redelivery: errors are returned, marked [`BrokerError::is_transient`] when a retry may help.
 
 pub mod amqp;

@@ -16,9 +16,9 @@
 //! its start committed: a client that retries it should send an `idempotencyKey`, so the retry
 //! waits for the same run instead of starting another.
 
-use super::routing::Target;
-use super::Inner;
+use super::Workflows;
 use crate::error::{Error, Result};
+use crate::host::Target;
 pub use crate::watch::Until;
 use crate::watch::{Seen, Watch};
 use proto::model::{StartWorkflowRequest, Workflow};
@@ -49,7 +49,7 @@ pub(super) struct Fresh {
     epoch: Option<u64>,
 }
 
-impl Inner {
+impl Workflows {
     /// Starts a workflow and waits up to `wait` for it to reach `until`; answers it as it stands
     /// then (Conductor's `POST /api/workflow/execute/{name}/{version}`).
     pub async fn execute_workflow(
@@ -66,8 +66,8 @@ impl Inner {
         let fresh = if start.keyed {
             None
         } else {
-            let watch = self.env.watches.watch(&start.id, until);
-            let epoch = match self.partition_of(&start.id) {
+            let watch = self.host.env.watches.watch(&start.id, until);
+            let epoch = match self.host.partition_of(&start.id) {
                 Some(p) => p.leader_epoch().await,
                 None => None,
             };
@@ -82,7 +82,7 @@ impl Inner {
 
     /// How many workflows requests on this node wait for.
     pub(crate) fn watched_workflows(&self) -> usize {
-        self.env.watches.len()
+        self.host.env.watches.len()
     }
 
     /// Waits until `deadline` for the workflow `id` to reach `until`; answers its committed
@@ -96,23 +96,23 @@ impl Inner {
         hops: u8,
         fresh: Option<Fresh>,
     ) -> Result<WorkflowRecord> {
-        let partition = self.partition_id_of(id);
+        let partition = self.host.partition_id_of(id);
         let mut fallback = Duration::from_millis(FALLBACK_PAUSE_MIN_MS);
         // Watch before reading, so a change committed after a read wakes the wait below.
         // `seen_in`: the spell of leadership here since which the watch saw every change (all
         // changes since the last read, or since the workflow was created).
         let (watch, mut seen_in) = match fresh {
             Some(f) => (f.watch, f.epoch),
-            None => (self.env.watches.watch(id, until), None),
+            None => (self.host.env.watches.watch(id, until), None),
         };
         let reached = loop {
             let woken = watch.notify().notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
             let now = Instant::now();
-            let (record, pause) = match self.target(partition).await {
+            let (record, pause) = match self.host.target(partition).await {
                 Ok(Target::Local) => {
-                    let p = self.partition_of(id).ok_or_else(|| {
+                    let p = self.host.partition_of(id).ok_or_else(|| {
                         Error::Internal(format!("partition of {id} is led here but not hosted"))
                     })?;
                     let epoch = p.leader_epoch().await;
@@ -146,7 +146,7 @@ impl Inner {
                     )))
                 }
                 Err(e) if hops > 0 => return Err(e),
-                Err(_) => (self.record(id).await?, next_fallback(&mut fallback)),
+                Err(_) => (self.host.record(id).await?, next_fallback(&mut fallback)),
             };
             if until.reached(&record.workflow) || now >= deadline {
                 return Ok(record);
@@ -171,7 +171,7 @@ enum Asked {
     Read(WorkflowRecord),
 }
 
-impl Inner {
+impl Workflows {
     /// Asks `peer`, the partition's leader, to wait for the workflow in our stead.
     async fn wait_on(
         &self,
@@ -188,8 +188,9 @@ impl Inner {
             wait_ms: left.as_millis() as u64,
         };
         let within = left + Duration::from_millis(FORWARD_TIMEOUT_MS);
-        let partition = self.partition_id_of(id);
+        let partition = self.host.partition_id_of(id);
         match self
+            .host
             .forward_for(partition, peer, hops, request, within)
             .await
         {
@@ -197,7 +198,7 @@ impl Inner {
             Ok(Reply::Record(None)) | Err(Error::NotFound(_)) => Err(not_found(id)),
             answer => {
                 tracing::debug!(%id, %peer, ?answer, "leader could not wait; reading");
-                Ok(Asked::Read(self.record(id).await?))
+                Ok(Asked::Read(self.host.record(id).await?))
             }
         }
     }

@@ -16,7 +16,7 @@
 //! - ready (the peer said it has tasks left waiting): polls ask, and an answer short of what
 //!   they asked for means drained, which is unknown again and makes the watcher ask anew.
 
-use super::Inner;
+use super::Tasks;
 use engine::NowMs;
 use proto::peer::{self, Reply, Request, Wanted};
 use proto::NodeId;
@@ -152,12 +152,12 @@ impl Backlogs {
 }
 
 /// Runs until the node shuts down: one watcher per peer.
-pub(super) async fn run(inner: Weak<Inner>) {
+pub(super) async fn run(inner: Weak<Tasks>) {
     let mut running: BTreeMap<NodeId, JoinHandle<()>> = BTreeMap::new();
     loop {
         tokio::time::sleep(Duration::from_millis(RECONCILE_MS)).await;
         let Some(node) = inner.upgrade() else { break };
-        let peers: BTreeSet<NodeId> = node.peers().into_iter().collect();
+        let peers: BTreeSet<NodeId> = node.host.peers().into_iter().collect();
         running.retain(|peer, task| {
             let keep = peers.contains(peer) && !task.is_finished();
             if !keep {
@@ -180,13 +180,13 @@ pub(super) async fn run(inner: Weak<Inner>) {
 
 /// Keeps one backlog poll open at `peer` for whatever this node's polls want, and turns its
 /// answers into hints.
-async fn watch(inner: Weak<Inner>, peer: NodeId) {
+async fn watch(inner: Weak<Tasks>, peer: NodeId) {
     loop {
         let Some(node) = inner.upgrade() else { return };
-        let Some(transport) = node.transport.clone() else {
+        let Some(transport) = node.host.transport.clone() else {
             return;
         };
-        let (ask, changed) = node.backlogs.to_ask(peer, node.clock.now_ms());
+        let (ask, changed) = node.backlogs.to_ask(peer, node.host.clock.now_ms());
         drop(node);
         let renewed = changed.notified();
         tokio::pin!(renewed);
@@ -199,7 +199,7 @@ async fn watch(inner: Weak<Inner>, peer: NodeId) {
             }
             continue;
         }
-        let request = super::routing::encode_request(
+        let request = crate::host::encode_request(
             1,
             Request::Backlog {
                 wanted: ask,
@@ -218,7 +218,7 @@ async fn watch(inner: Weak<Inner>, peer: NodeId) {
         };
         let Some(node) = inner.upgrade() else { return };
         node.backlogs.unwatch(peer);
-        match answer.map(|bytes| super::routing::decode_reply(&bytes)) {
+        match answer.map(|bytes| crate::host::decode_reply(&bytes)) {
             Ok(Ok(Reply::Backlog(ready))) => {
                 node.backlogs.hinted(peer, &ready);
                 for want in &ready {
@@ -234,7 +234,7 @@ async fn watch(inner: Weak<Inner>, peer: NodeId) {
     }
 }
 
-impl Inner {
+impl Tasks {
     /// Answers a peer's backlog poll: which of `wanted` have tasks ready here that stayed
     /// unclaimed for the grace, waiting up to `wait_ms` for one to appear.
     pub(super) async fn backlog(&self, wanted: Vec<Wanted>, wait_ms: u64) -> Vec<Wanted> {
@@ -249,7 +249,7 @@ impl Inner {
             for p in &mut published {
                 p.as_mut().enable();
             }
-            let now = self.clock.now_ms();
+            let now = self.host.clock.now_ms();
             let ready = |now: NowMs| -> Vec<Wanted> {
                 wanted
                     .iter()
@@ -264,7 +264,7 @@ impl Inner {
             if !ready(now).is_empty() {
                 // Give this node's own polls the first claim.
                 tokio::time::sleep(Duration::from_millis(BACKLOG_GRACE_MS)).await;
-                let left = ready(self.clock.now_ms());
+                let left = ready(self.host.clock.now_ms());
                 if !left.is_empty() {
                     return left;
                 }

@@ -1,23 +1,85 @@
 //! Task operations for workers: poll (claim from the queue, then lease through the workflow's actor),
 //! results, and task reads.
 
+use super::backlog::{self, Backlogs};
 use super::workflows::parse_workflow_id;
-use super::Inner;
+use super::Loops;
 use crate::error::{Error, Result};
+use crate::host::Host;
 use crate::partition::WorkflowOp;
-use crate::service::PollRequest;
+use crate::queue::TaskQueues;
 use engine::Input;
 use proto::limits::{PARKED_POLLS_MAX, POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
 use proto::model::{Json, Task, TaskExecLog, TaskResult, TaskResultStatus, TaskStatus};
 use proto::peer::{Reply, Request, Wanted, POLL_PEER_TIMEOUT_MS};
 use proto::{NodeId, TaskId, WorkflowId};
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
 use std::time::Duration;
 
 fn parse_task_id(id: &str) -> Result<TaskId> {
     TaskId::parse(id).map_err(|e| Error::Invalid(e.to_string()))
 }
 
-impl Inner {
+/// A batch poll.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PollRequest {
+    pub task_type: String,
+    pub worker_id: Option<String>,
+    pub domain: Option<String>,
+    pub count: usize,
+    pub wait_ms: u64,
+}
+
+/// The tasks service: polls and results, over the ready-task queues of the partitions this node
+/// leads and what is known of the peers' (see [`backlog`]).
+pub struct Tasks {
+    pub(crate) host: Arc<Host>,
+    pub(crate) queues: Arc<TaskQueues>,
+    /// What is known of ready tasks on the peers.
+    pub(crate) backlogs: Backlogs,
+    /// Rotates which peers a poll asks first (see `poll_peers`).
+    poll_turn: AtomicUsize,
+    pub(crate) loops: Loops,
+}
+
+impl Tasks {
+    /// The service over `queues` (the partitions deliver into them); in a cluster it starts
+    /// watching the peers' backlogs.
+    pub(crate) fn start(host: Arc<Host>, queues: Arc<TaskQueues>) -> Arc<Self> {
+        let tasks = Arc::new(Self {
+            host,
+            queues,
+            backlogs: Backlogs::default(),
+            poll_turn: AtomicUsize::new(0),
+            loops: Loops::default(),
+        });
+        if tasks.host.transport.is_some() {
+            tasks
+                .loops
+                .add(tokio::spawn(backlog::run(Arc::downgrade(&tasks))));
+        }
+        tasks
+    }
+
+    /// Ready tasks queued here per type (every type when `types` is empty).
+    pub fn queue_sizes(&self, types: &[String]) -> BTreeMap<String, u64> {
+        let mut all = self.queues.sizes();
+        if types.is_empty() {
+            return all;
+        }
+        types
+            .iter()
+            .map(|t| (t.clone(), all.remove(t).unwrap_or(0)))
+            .collect()
+    }
+
+    /// Polls parked on this node, waiting for tasks.
+    pub fn parked_polls(&self) -> usize {
+        self.queues.parked()
+    }
+
     /// Leases up to `count` ready tasks of a type, waiting up to `wait_ms` for the first one.
     pub async fn poll(&self, request: PollRequest) -> Result<Vec<Task>> {
         proto::check::name("task type", &request.task_type)?;
@@ -55,7 +117,8 @@ impl Inner {
             }
             let mut until = deadline;
             if let Some(next) = self.queues.next_visible(&request.task_type, domain) {
-                let in_ms = u64::try_from(next.saturating_sub(self.clock.now_ms())).unwrap_or(0);
+                let in_ms =
+                    u64::try_from(next.saturating_sub(self.host.clock.now_ms())).unwrap_or(0);
                 until = until.min(now_i + Duration::from_millis(in_ms.max(1)));
             }
             // Parked, a workflow actor that makes a task ready leases it to this poll in its own
@@ -97,11 +160,12 @@ impl Inner {
         want: &Wanted,
         missing: usize,
     ) -> Vec<Task> {
-        let now_ms = self.clock.now_ms();
+        let now_ms = self.host.clock.now_ms();
         let live: Vec<NodeId> = self
+            .host
             .peers()
             .into_iter()
-            .filter(|p| !self.peer_is_down(*p) && self.backlogs.worth_asking(*p, want, now_ms))
+            .filter(|p| !self.host.peer_is_down(*p) && self.backlogs.worth_asking(*p, want, now_ms))
             .collect();
         if live.is_empty() {
             return Vec::new();
@@ -126,7 +190,7 @@ impl Inner {
                     (
                         *peer,
                         share,
-                        self.forward_within(*peer, 0, ask, within).await,
+                        self.host.forward_within(*peer, 0, ask, within).await,
                     )
                 }
             })
@@ -159,7 +223,7 @@ impl Inner {
             task_type,
             domain,
             count.min(POLL_BATCH_MAX),
-            self.clock.now_ms(),
+            self.host.clock.now_ms(),
         );
         // One lease decision per workflow: a fork's branches claimed together cost one Raft
         // round, not one each (the workflow's actor decides its inputs one after another).
@@ -183,7 +247,8 @@ impl Inner {
                 }
             };
             async move {
-                self.route_op(&workflow_id, WorkflowOp::Input(Box::new(input)))
+                self.host
+                    .route_op(&workflow_id, WorkflowOp::Input(Box::new(input)))
                     .await
             }
         });
@@ -204,7 +269,7 @@ impl Inner {
         if !workflow_id.is_empty() {
             return parse_workflow_id(workflow_id);
         }
-        self.task_owner(task_id).await
+        self.host.task_owner(task_id).await
     }
 
     pub async fn update_task(&self, result: TaskResult) -> Result<String> {
@@ -216,7 +281,8 @@ impl Inner {
         let wf = self
             .owner_of(&result.workflow_instance_id, &task_id)
             .await?;
-        self.route_op(&wf, WorkflowOp::Input(Box::new(Input::TaskResult(result))))
+        self.host
+            .route_op(&wf, WorkflowOp::Input(Box::new(Input::TaskResult(result))))
             .await?;
         Ok(task_id.to_string())
     }
@@ -234,7 +300,8 @@ impl Inner {
             .owner_of(&result.workflow_instance_id, &task_id)
             .await?;
         let input = Input::LeasedResult { result, lease };
-        self.route_op(&wf, WorkflowOp::Input(Box::new(input)))
+        self.host
+            .route_op(&wf, WorkflowOp::Input(Box::new(input)))
             .await
             .map(drop)
     }
@@ -248,13 +315,14 @@ impl Inner {
         proto::check::task_result(&result)?;
         let input = Input::TaskResultThenLease(result);
         let delivered = self
+            .host
             .route_op(&wf, WorkflowOp::Input(Box::new(input)))
             .await?;
         // The workflow's own next task of this type, leased in the same decision.
         if let Some(task) = delivered.into_iter().next() {
             return Ok(Some(task));
         }
-        let record = self.record(&wf).await?;
+        let record = self.host.record(&wf).await?;
         let Some(task) = record.workflow.task(&task_id) else {
             return Ok(None);
         };
@@ -289,7 +357,7 @@ impl Inner {
                 )))
             }
         };
-        let record = self.record(&wf).await?;
+        let record = self.host.record(&wf).await?;
         let task = task_by_ref(&record.workflow, reference)?;
         let result = TaskResult {
             workflow_instance_id: wf.to_string(),
@@ -305,7 +373,8 @@ impl Inner {
     pub async fn task(&self, task_id: &str) -> Result<Task> {
         let id = parse_task_id(task_id)?;
         let wf = self.owner_of("", &id).await?;
-        self.record(&wf)
+        self.host
+            .record(&wf)
             .await?
             .workflow
             .task(&id)
@@ -317,6 +386,7 @@ impl Inner {
         let id = parse_task_id(task_id)?;
         let wf = self.owner_of("", &id).await?;
         Ok(self
+            .host
             .record(&wf)
             .await?
             .task_logs
@@ -327,7 +397,8 @@ impl Inner {
     pub async fn add_task_log(&self, task_id: &str, line: String) -> Result<()> {
         let id = parse_task_id(task_id)?;
         let wf = self.owner_of("", &id).await?;
-        self.route_op(&wf, WorkflowOp::AddLog(id, line))
+        self.host
+            .route_op(&wf, WorkflowOp::AddLog(id, line))
             .await
             .map(|_| ())
     }

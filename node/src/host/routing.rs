@@ -1,10 +1,10 @@
 //! Routing: every operation on a workflow runs on its partition's leader. A node that leads the
 //! partition calls the workflow's actor; any other node forwards the request over the peer
-//! transport ([`crate::forward`]). Reads that must see the latest committed state go to the leader
+//! transport (`proto::peer`). Reads that must see the latest committed state go to the leader
 //! too; definition writes go to the meta group's leader, and definition reads first catch the local
 //! replica up with the leader's applied index.
 
-use super::Inner;
+use super::Host;
 use crate::error::{Error, Result};
 use crate::partition::WorkflowOp;
 use engine::Effect;
@@ -29,14 +29,14 @@ const LOCATE_TIMEOUT_MS: u64 = 1_000;
 /// Longest a definition read waits for the local meta replica to catch up.
 const META_CATCH_UP_MS: u64 = 5_000;
 
-pub(super) enum Target {
+pub(crate) enum Target {
     Local,
     Peer(NodeId),
 }
 
-impl Inner {
+impl Host {
     /// Where `partition`'s leader is, waiting a little through an election.
-    pub(super) async fn target(&self, partition: PartitionId) -> Result<Target> {
+    pub(crate) async fn target(&self, partition: PartitionId) -> Result<Target> {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(LEADER_WAIT_MS);
         loop {
             match self.partition(partition) {
@@ -68,7 +68,7 @@ impl Inner {
     }
 
     /// The leader of a partition this node does not host: remembered, else asked of every peer.
-    pub(super) async fn locate(&self, partition: PartitionId) -> Option<NodeId> {
+    pub(crate) async fn locate(&self, partition: PartitionId) -> Option<NodeId> {
         let hint = lock(&self.leader_hints).get(&partition.0).copied();
         if let Some(l) = hint.filter(|l| !self.peer_is_down(*l)) {
             return Some(l);
@@ -93,7 +93,7 @@ impl Inner {
     }
 
     /// Forgets where a partition not hosted here was led (a request there failed).
-    pub(super) fn forget_leader(&self, partition: PartitionId) {
+    pub(crate) fn forget_leader(&self, partition: PartitionId) {
         lock(&self.leader_hints).remove(&partition.0);
     }
 
@@ -102,7 +102,7 @@ impl Inner {
     /// would otherwise hold the request until the transport's idle timeout), and forgets a located
     /// leader that failed, so the next attempt looks again. Giving up is a timeout like any other:
     /// the request may have run, and every operation is safe to repeat.
-    pub(super) async fn forward_for(
+    pub(crate) async fn forward_for(
         &self,
         partition: PartitionId,
         peer: NodeId,
@@ -156,7 +156,7 @@ impl Inner {
         .await
     }
 
-    /// Like [`Inner::forward`] with a deadline. A peer that cannot be reached is marked down for a
+    /// Like [`Host::forward`] with a deadline. A peer that cannot be reached is marked down for a
     /// moment, so requests stop queueing behind it while the cluster elects around it.
     pub(crate) async fn forward_within(
         &self,
@@ -213,7 +213,12 @@ impl Inner {
         self.route_op_hops(id, op, 0).await
     }
 
-    async fn route_op_hops(&self, id: &WorkflowId, op: WorkflowOp, hops: u8) -> Result<Vec<Task>> {
+    pub(crate) async fn route_op_hops(
+        &self,
+        id: &WorkflowId,
+        op: WorkflowOp,
+        hops: u8,
+    ) -> Result<Vec<Task>> {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(ROUTE_DEADLINE_MS);
         let mut forwarded = false;
         loop {
@@ -287,7 +292,11 @@ impl Inner {
             .ok_or_else(|| Error::NotFound(format!("No such workflow found by id: {id}")))
     }
 
-    async fn record_hops(&self, id: &WorkflowId, hops: u8) -> Result<Option<WorkflowRecord>> {
+    pub(crate) async fn record_hops(
+        &self,
+        id: &WorkflowId,
+        hops: u8,
+    ) -> Result<Option<WorkflowRecord>> {
         match self.target(self.partition_id_of(id)).await? {
             Target::Local => match self.partition_of(id) {
                 Some(p) => p.read(id),
@@ -319,7 +328,7 @@ impl Inner {
         through_failover(|| self.task_owner_hops(task, 0)).await
     }
 
-    async fn task_owner_hops(&self, task: &TaskId, hops: u8) -> Result<WorkflowId> {
+    pub(crate) async fn task_owner_hops(&self, task: &TaskId, hops: u8) -> Result<WorkflowId> {
         let partition = task.partition(self.partition_count());
         match self.target(partition).await? {
             Target::Local => {
@@ -360,7 +369,7 @@ impl Inner {
         through_failover(|| self.partition_command_hops(partition, command.clone(), 0)).await
     }
 
-    async fn partition_command_hops(
+    pub(crate) async fn partition_command_hops(
         &self,
         partition: PartitionId,
         command: PartitionCommand,
@@ -373,7 +382,7 @@ impl Inner {
                 })?;
                 let outcome = p.propose(&command).await?;
                 if matches!(command, PartitionCommand::Publish { .. }) {
-                    self.events.queued(partition);
+                    self.queue_waker(partition).notify_one();
                 }
                 Ok(outcome)
             }
@@ -401,7 +410,11 @@ impl Inner {
         self.propose_meta_hops(cmd, 0).await
     }
 
-    async fn propose_meta_hops(&self, cmd: MetaCommand, hops: u8) -> Result<MetaOutcome> {
+    pub(crate) async fn propose_meta_hops(
+        &self,
+        cmd: MetaCommand,
+        hops: u8,
+    ) -> Result<MetaOutcome> {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(LEADER_WAIT_MS);
         loop {
             match self.meta.propose(record::encode(&cmd)).await {
@@ -501,133 +514,11 @@ impl Inner {
         }
         Ok(())
     }
-
-    /// Answers a request forwarded by a peer.
-    pub(crate) async fn serve_forward(&self, peer: NodeId, bytes: Vec<u8>) -> Vec<u8> {
-        let reply = match peer::decode_request(&bytes) {
-            Err(e) => Err(Error::from(e)),
-            Ok(peer::Envelope { hops, request }) => {
-                tracing::trace!(%peer, hops, "forwarded request");
-                self.answer(hops, request).await
-            }
-        };
-        peer::encode_reply(&reply.map_err(|e| e.failure()))
-    }
-
-    pub(super) async fn answer(&self, hops: u8, request: Request) -> Result<Reply> {
-        match request {
-            Request::Workflow { id, op } => {
-                self.route_op_hops(&id, op, hops).await.map(Reply::Tasks)
-            }
-            Request::Read { id } => self
-                .record_hops(&id, hops)
-                .await
-                .map(|r| Reply::Record(r.map(Box::new))),
-            Request::Wait {
-                id,
-                task_refs,
-                wait_ms,
-            } => {
-                let wait =
-                    Duration::from_millis(wait_ms.min(super::wait::EXECUTE_WAIT_MAX_S * 1_000));
-                let until = super::wait::Until { task_refs };
-                self.wait_hops(&id, &until, tokio::time::Instant::now() + wait, hops, None)
-                    .await
-                    .map(|r| Reply::Record(Some(Box::new(r))))
-            }
-            Request::TaskOwner { task } => {
-                self.task_owner_hops(&task, hops).await.map(Reply::Owner)
-            }
-            Request::Poll {
-                task_type,
-                worker_id,
-                domain,
-                count,
-            } => self
-                .lease_local(&task_type, worker_id, domain.as_deref(), count)
-                .await
-                .map(Reply::Tasks),
-            Request::Backlog { wanted, wait_ms } => {
-                if wanted.len() > super::backlog::WANTED_MAX {
-                    return Err(Error::Invalid(format!(
-                        "a backlog poll names {} task types, more than {}",
-                        wanted.len(),
-                        super::backlog::WANTED_MAX
-                    )));
-                }
-                Ok(Reply::Backlog(self.backlog(wanted, wait_ms).await))
-            }
-            Request::Meta(cmd) => self.propose_meta_hops(cmd, hops).await.map(Reply::Meta),
-            Request::Join(entry) => self.route_join(entry).await,
-            Request::Groups => Ok(Reply::Groups(self.group_statuses())),
-            Request::Locate { partition } => Ok(Reply::Leader(self.local_leader(partition))),
-            Request::Host { partition } => self.host(partition).await.map(|()| Reply::Done),
-            Request::Unhost { partition } => self.unhost(partition).await.map(|()| Reply::Done),
-            Request::AddReplica {
-                partition,
-                node,
-                addr,
-            } => self
-                .add_replica(partition, node, &addr)
-                .await
-                .map(|()| Reply::Done),
-            Request::Promote { partition, node } => {
-                self.promote(partition, node).await.map(|()| Reply::Done)
-            }
-            Request::RemoveReplica { partition, node } => self
-                .remove_replica(partition, node)
-                .await
-                .map(|()| Reply::Done),
-            Request::StepDown { partition } => {
-                self.step_down(partition).await.map(|()| Reply::Done)
-            }
-            Request::Search { query, partitions } => {
-                let replicas = self.replicas_of(&partitions)?;
-                let (total, hits) = super::workflows::search_in(&replicas, &query)?;
-                Ok(Reply::Found { total, hits })
-            }
-            Request::Running {
-                name,
-                version,
-                partitions,
-            } => {
-                let replicas = self.replicas_of(&partitions)?;
-                super::workflows::running_in(&replicas, &name, version).map(Reply::Ids)
-            }
-            Request::Partition { partition, command } => self
-                .partition_command_hops(partition, command, hops)
-                .await
-                .map(Reply::Outcome),
-            Request::Executions {
-                partitions,
-                handler,
-                limit,
-            } => {
-                let replicas = self.replicas_of(&partitions)?;
-                super::events::executions_in(&replicas, handler.as_deref(), limit)
-                    .map(Reply::Executions)
-            }
-            Request::DeadLetters { partitions, limit } => {
-                let replicas = self.replicas_of(&partitions)?;
-                super::dead_letters::dead_letters_in(&replicas, limit).map(Reply::DeadLetters)
-            }
-            Request::HoldElections { partition, ms } => {
-                self.hold_elections(partition, ms).map(|()| Reply::Done)
-            }
-            Request::MetaReadIndex => {
-                // The leader's committed index covers every acknowledged definition write.
-                let read = self.meta.raft().ensure_linearizable().await.map_err(|e| {
-                    Error::Unavailable(format!("not the meta leader any more ({e}); retry"))
-                })?;
-                Ok(Reply::Index(read.map_or(0, |l| l.index)))
-            }
-        }
-    }
 }
 
 /// Runs a read on a partition's leader again while it answers "unavailable" (a failover or a
 /// leadership transfer in progress), until [`ROUTE_DEADLINE_MS`], as writes do in `route_op`.
-pub(super) async fn through_failover<T, F: std::future::Future<Output = Result<T>>>(
+pub(crate) async fn through_failover<T, F: std::future::Future<Output = Result<T>>>(
     mut read: impl FnMut() -> F,
 ) -> Result<T> {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(ROUTE_DEADLINE_MS);
@@ -643,12 +534,12 @@ pub(super) async fn through_failover<T, F: std::future::Future<Output = Result<T
 }
 
 /// A request as it travels to a peer, `hops` being the hops it will have made on arrival.
-pub(super) fn encode_request(hops: u8, request: Request) -> Vec<u8> {
+pub(crate) fn encode_request(hops: u8, request: Request) -> Vec<u8> {
     peer::encode_request(&peer::Envelope { hops, request })
 }
 
 /// A peer's answer: its reply, or the error it failed with.
-pub(super) fn decode_reply(bytes: &[u8]) -> Result<Reply> {
+pub(crate) fn decode_reply(bytes: &[u8]) -> Result<Reply> {
     peer::decode_reply(bytes)?.map_err(Error::from)
 }
 

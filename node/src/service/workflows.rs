@@ -1,20 +1,24 @@
 //! Workflow operations: start, read, commands routed to the workflow's actor, and the read-side
 //! queries (running, search, correlated) that scan the partitions' committed state.
 
-use super::routing::through_failover;
-use super::Inner;
+use super::Definitions;
 use crate::error::{Error, Result};
+use crate::host::{read, through_failover, Host};
 use crate::partition::Partition;
 use crate::partition::{keys, WorkflowOp};
-use crate::service::SearchQuery;
 use engine::{Input, StartInput};
 use proto::limits::SEARCH_RESULTS_MAX;
-use proto::model::{Json, SearchResult, StartWorkflowRequest, Workflow, WorkflowSummary};
-use proto::peer::{Hit, Reply, Request, HOPS_MAX};
+use proto::model::{
+    Json, RerunWorkflowRequest, SearchResult, SkipTaskRequest, StartWorkflowRequest, Workflow,
+    WorkflowSummary,
+};
+use proto::peer::{Hit, Reply, Request};
 use proto::record::WorkflowRecord;
-use proto::{NodeId, PartitionId, WorkflowId};
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use proto::{PartitionId, WorkflowId};
+use rand::SeedableRng;
+use std::sync::{Arc, Mutex};
+
+pub use proto::peer::SearchQuery;
 
 pub(crate) fn parse_workflow_id(id: &str) -> Result<WorkflowId> {
     WorkflowId::parse(id).map_err(|e| Error::Invalid(e.to_string()))
@@ -35,7 +39,7 @@ fn check_priority(priority: i32) -> Result<()> {
     Ok(())
 }
 
-/// A checked start request ([`Inner::prepare_start`]), not submitted yet.
+/// A checked start request ([`Workflows::prepare_start`]), not submitted yet.
 pub(super) struct PreparedStart {
     /// The new workflow's id.
     pub(super) id: WorkflowId,
@@ -44,7 +48,65 @@ pub(super) struct PreparedStart {
     start: StartInput,
 }
 
-impl Inner {
+/// The workflows service.
+pub struct Workflows {
+    pub(crate) host: Arc<Host>,
+    definitions: Arc<Definitions>,
+    /// Randomness for new workflow ids (at the edge: it picks the partition and the id).
+    rng: Mutex<rand_chacha::ChaCha8Rng>,
+}
+
+impl Workflows {
+    /// The service; `seed` fixes its randomness (the simulator's), else it comes from the OS.
+    pub(crate) fn new(
+        host: Arc<Host>,
+        definitions: Arc<Definitions>,
+        seed: Option<u64>,
+    ) -> Arc<Self> {
+        let rng = seed.map_or_else(
+            rand_chacha::ChaCha8Rng::from_entropy,
+            rand_chacha::ChaCha8Rng::seed_from_u64,
+        );
+        Arc::new(Self {
+            host,
+            definitions,
+            rng: Mutex::new(rng),
+        })
+    }
+
+    /// A fresh workflow id on one of the partitions this node leads, picked at random, so that
+    /// the start and the workflow's later steps need no forwarding; on any partition when this
+    /// node leads none. Clients spread over the nodes spread the workflows over the leaders.
+    pub(crate) fn new_workflow_id(&self) -> WorkflowId {
+        use rand::RngCore;
+        let led: Vec<u16> = read(&self.host.partitions)
+            .iter()
+            .filter(|(_, p)| p.group.is_leader())
+            .map(|(id, _)| *id)
+            .collect();
+        let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+        let random = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
+        let partition = if led.is_empty() {
+            u16::try_from(random % u128::from(self.host.partition_count())).unwrap_or(0)
+        } else {
+            led[usize::try_from(random % led.len() as u128).unwrap_or(0)]
+        };
+        WorkflowId::new(PartitionId(partition), random)
+    }
+
+    /// The id of the run that a start with idempotency key `key` of workflow `name` creates: bits
+    /// from a hash of both, so every retry of that start (on any node, after any failover) names
+    /// the same workflow and the partition's version check lets only the first one create it.
+    pub(crate) fn keyed_workflow_id(&self, name: &str, key: &str) -> WorkflowId {
+        let material = format!("idempotency:{name}:{key}");
+        let hi = proto::hash::fnv1a(proto::hash::FNV_OFFSET, material.as_bytes());
+        let lo = proto::hash::fnv1a(hi ^ 0x9e37_79b9_7f4a_7c15, material.as_bytes());
+        let bits = (u128::from(hi) << 64) | u128::from(lo);
+        let partition =
+            PartitionId(u16::try_from(bits % u128::from(self.host.partition_count())).unwrap_or(0));
+        WorkflowId::new(partition, bits)
+    }
+
     pub async fn start_workflow(&self, request: StartWorkflowRequest) -> Result<String> {
         self.start_workflow_from(request, None).await
     }
@@ -69,18 +131,19 @@ impl Inner {
         check_priority(request.priority)?;
         let mut def = match request.workflow_def {
             Some(def) => {
-                self.check_workflow_def(&def)?;
+                self.definitions.check_workflow_def(&def)?;
                 def
             }
             None => {
-                self.catch_up_meta().await?;
+                self.host.catch_up_meta().await?;
                 if request.name.trim().is_empty() {
                     return Err(Error::Invalid("workflow name cannot be empty".into()));
                 }
-                self.workflow_def(&request.name, request.version)?
+                self.definitions
+                    .workflow_def(&request.name, request.version)?
             }
         };
-        self.defs.resolve(&mut def);
+        self.host.defs.resolve(&mut def);
         let key = match request.idempotency_key.as_deref().map(str::trim) {
             Some("") | None => None,
             Some(k) if k.len() > IDEMPOTENCY_KEY_BYTES_MAX => {
@@ -117,7 +180,11 @@ impl Inner {
     /// Starts a prepared workflow; answers its id.
     pub(super) async fn submit_start(&self, prepared: PreparedStart) -> Result<String> {
         let PreparedStart { id, keyed, start } = prepared;
-        match self.route_op(&id, WorkflowOp::Start(Box::new(start))).await {
+        match self
+            .host
+            .route_op(&id, WorkflowOp::Start(Box::new(start)))
+            .await
+        {
             Ok(_) => Ok(id.to_string()),
             // A start with this key already created the run (perhaps this very request, retried
             // after its answer was lost): answer that run's id.
@@ -135,9 +202,9 @@ impl Inner {
         input: Json,
         correlation_id: Option<String>,
     ) -> Result<()> {
-        self.catch_up_meta().await?;
-        let mut def = self.workflow_def(name, version)?;
-        self.defs.resolve(&mut def);
+        self.host.catch_up_meta().await?;
+        let mut def = self.definitions.workflow_def(name, version)?;
+        self.host.defs.resolve(&mut def);
         let start = StartInput {
             workflow_id: id.clone(),
             def,
@@ -150,14 +217,15 @@ impl Inner {
             re_run_from_workflow_id: None,
             event: None,
         };
-        self.route_op(&id, WorkflowOp::Start(Box::new(start)))
+        self.host
+            .route_op(&id, WorkflowOp::Start(Box::new(start)))
             .await
             .map(|_| ())
     }
 
     pub async fn workflow(&self, id: &str, include_tasks: bool) -> Result<Workflow> {
         let id = parse_workflow_id(id)?;
-        let mut wf = self.record(&id).await?.workflow;
+        let mut wf = self.host.record(&id).await?.workflow;
         if !include_tasks {
             wf.tasks.clear();
         }
@@ -166,7 +234,8 @@ impl Inner {
 
     pub async fn command(&self, id: &str, input: Input) -> Result<()> {
         let id = parse_workflow_id(id)?;
-        self.route_op(&id, WorkflowOp::Input(Box::new(input)))
+        self.host
+            .route_op(&id, WorkflowOp::Input(Box::new(input)))
             .await
             .map(|_| ())
     }
@@ -174,10 +243,12 @@ impl Inner {
     pub async fn restart(&self, id: &str, use_latest: bool) -> Result<()> {
         let wid = parse_workflow_id(id)?;
         let def = if use_latest {
-            let current = self.record(&wid).await?.workflow;
-            self.catch_up_meta().await?;
-            let mut def = self.workflow_def(&current.workflow_name, None)?;
-            self.defs.resolve(&mut def);
+            let current = self.host.record(&wid).await?.workflow;
+            self.host.catch_up_meta().await?;
+            let mut def = self
+                .definitions
+                .workflow_def(&current.workflow_name, None)?;
+            self.host.defs.resolve(&mut def);
             Some(def)
         } else {
             None
@@ -185,9 +256,56 @@ impl Inner {
         self.command(id, Input::Restart { def }).await
     }
 
+    pub async fn pause(&self, id: &str) -> Result<()> {
+        self.command(id, Input::Pause).await
+    }
+
+    pub async fn resume(&self, id: &str) -> Result<()> {
+        self.command(id, Input::Resume).await
+    }
+
+    pub async fn terminate(&self, id: &str, reason: Option<String>) -> Result<()> {
+        if let Some(r) = &reason {
+            proto::check::text("reason", r, proto::limits::REASON_LEN_MAX)?;
+        }
+        self.command(id, Input::Terminate { reason }).await
+    }
+
+    pub async fn retry(&self, id: &str) -> Result<()> {
+        self.command(id, Input::Retry).await
+    }
+
+    /// Reruns in place; answers the workflow id.
+    pub async fn rerun(&self, id: &str, request: RerunWorkflowRequest) -> Result<String> {
+        self.command(id, Input::Rerun(request)).await?;
+        Ok(id.to_owned())
+    }
+
+    pub async fn skip_task(
+        &self,
+        id: &str,
+        reference: &str,
+        request: SkipTaskRequest,
+    ) -> Result<()> {
+        let input = Input::SkipTask {
+            reference: reference.to_owned(),
+            request,
+        };
+        self.command(id, input).await
+    }
+
+    /// Runs the workflow's decider now (`PUT /api/workflow/decide/{id}`).
+    pub async fn decide(&self, id: &str) -> Result<()> {
+        self.command(id, Input::Decide).await
+    }
+
+    /// Removes a workflow and its history (`DELETE /api/workflow/{id}/remove`).
     pub async fn remove(&self, id: &str) -> Result<()> {
         let id = parse_workflow_id(id)?;
-        self.route_op(&id, WorkflowOp::Remove).await.map(|_| ())
+        self.host
+            .route_op(&id, WorkflowOp::Remove)
+            .await
+            .map(|_| ())
     }
 
     /// Ids of RUNNING workflows of a name (and version), from every partition: the local replicas,
@@ -197,22 +315,23 @@ impl Inner {
     }
 
     async fn running_once(&self, name: &str, version: Option<u32>) -> Result<Vec<String>> {
-        self.list_every_partition(
-            |hosted| running_in(hosted, name, version),
-            |partitions| Request::Running {
-                name: name.to_owned(),
-                version,
-                partitions,
-            },
-            |reply| match reply {
-                Reply::Ids(ids) => Ok(ids),
-                other => Err(other),
-            },
-        )
-        .await
+        self.host
+            .list_every_partition(
+                |hosted| running_in(hosted, name, version),
+                |partitions| Request::Running {
+                    name: name.to_owned(),
+                    version,
+                    partitions,
+                },
+                |reply| match reply {
+                    Reply::Ids(ids) => Ok(ids),
+                    other => Err(other),
+                },
+            )
+            .await
     }
 
-    /// Every workflow matching `query`, newest first, from every partition (as [`Inner::running`]).
+    /// Every workflow matching `query`, newest first, from every partition (as [`Workflows::running`]).
     /// Scans committed state: indexes for search are deliberately kept off the commit path,
     /// so searching costs the writes nothing.
     pub async fn search(&self, query: SearchQuery) -> Result<SearchResult<WorkflowSummary>> {
@@ -227,6 +346,7 @@ impl Inner {
 
     async fn search_once(&self, query: &SearchQuery) -> Result<SearchResult<WorkflowSummary>> {
         let (total, mut hits) = self
+            .host
             .ask_every_partition(
                 |hosted| search_in(hosted, query),
                 |partitions| Request::Search {
@@ -254,83 +374,6 @@ impl Inner {
             total_hits: total,
             results,
         })
-    }
-
-    /// What every partition answers: `local` over the partitions hosted here, and the leader of
-    /// the others, asked `ask` for a group of them at a time, through `add` (which hands back a
-    /// reply it does not expect).
-    pub(super) async fn ask_every_partition<T>(
-        &self,
-        local: impl FnOnce(&[Arc<Partition>]) -> Result<T>,
-        ask: impl Fn(Vec<PartitionId>) -> Request,
-        mut add: impl FnMut(&mut T, Reply) -> std::result::Result<(), Reply>,
-    ) -> Result<T> {
-        let mut out = local(&self.hosted())?;
-        for (peer, partitions) in self.hosted_elsewhere().await? {
-            let reply = self
-                .ask_leader_of(&partitions, peer, ask(partitions.clone()))
-                .await?;
-            add(&mut out, reply)
-                .map_err(|other| Error::Internal(format!("unexpected answer {other:?}")))?;
-        }
-        Ok(out)
-    }
-
-    /// [`Inner::ask_every_partition`] for answers that are lists: the lists of every partition,
-    /// one after another.
-    pub(super) async fn list_every_partition<I>(
-        &self,
-        local: impl FnOnce(&[Arc<Partition>]) -> Result<Vec<I>>,
-        ask: impl Fn(Vec<PartitionId>) -> Request,
-        unpack: impl Fn(Reply) -> std::result::Result<Vec<I>, Reply>,
-    ) -> Result<Vec<I>> {
-        self.ask_every_partition(local, ask, |out, reply| {
-            out.extend(unpack(reply)?);
-            Ok(())
-        })
-        .await
-    }
-
-    /// Asks `peer`, the leader of `partitions` as located, to scan them; a failure forgets where
-    /// they were led, so a retry locates them again.
-    pub(super) async fn ask_leader_of(
-        &self,
-        partitions: &[PartitionId],
-        peer: NodeId,
-        ask: Request,
-    ) -> Result<Reply> {
-        let answer = self.forward(peer, HOPS_MAX - 1, ask).await;
-        if answer.is_err() {
-            partitions.iter().for_each(|p| self.forget_leader(*p));
-        }
-        answer
-    }
-
-    /// The partitions this node does not host, grouped by the node that leads each.
-    pub(super) async fn hosted_elsewhere(&self) -> Result<BTreeMap<NodeId, Vec<PartitionId>>> {
-        let mut by_leader: BTreeMap<NodeId, Vec<PartitionId>> = BTreeMap::new();
-        for p in (0..self.partition_count()).map(PartitionId) {
-            if self.partition(p).is_some() {
-                continue;
-            }
-            let leader = self.locate(p).await.ok_or_else(|| {
-                Error::Unavailable(format!("partition {p} has no known leader now; retry"))
-            })?;
-            by_leader.entry(leader).or_default().push(p);
-        }
-        Ok(by_leader)
-    }
-
-    /// The local replicas of `partitions`; all of them must be hosted here.
-    pub(crate) fn replicas_of(&self, partitions: &[PartitionId]) -> Result<Vec<Arc<Partition>>> {
-        partitions
-            .iter()
-            .map(|p| {
-                self.partition(*p).ok_or_else(|| {
-                    Error::Unavailable(format!("partition {p} is not hosted here any more; retry"))
-                })
-            })
-            .collect()
     }
 
     pub async fn correlated(
@@ -378,7 +421,7 @@ pub(crate) fn running_in(
     let mut out = Vec::new();
     for p in partitions {
         for kv in p.state().scan_prefix(keys::running_prefix(name)) {
-            let (k, v) = kv.map_err(super::storage)?;
+            let (k, v) = kv.map_err(crate::host::storage)?;
             let wf_version = (v.len() == 4).then(|| u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
             if version.is_some() && wf_version != version {
                 continue;

@@ -3,16 +3,21 @@
 //! schedule's partition starts the workflow once per scheduled time; the workflow id derives
 //! from the schedule and the time, so a time fired twice across a failover starts once).
 
-use super::Inner;
+use super::follow::{follow, Followers};
+use super::{Definitions, Events, Loops, Workflows};
 use crate::error::{Error, Result};
 use crate::events::{GateEvent, WEBHOOK};
+use crate::host::Host;
 use crate::partition::keys;
 use chrono::{DateTime, TimeZone, Utc};
 use hmac::{Hmac, KeyInit, Mac};
 use proto::model::{EpochMs, StartWorkflowRequest, Webhook, WorkflowSchedule};
 use proto::record::{EventSource, MetaCommand, MetaOutcome, PartitionCommand};
 use proto::PartitionId;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
+use tokio::task::JoinHandle;
 
 /// The header carrying a delivery's Unix time in seconds (signed with the body).
 pub const TIMESTAMP_HEADER: &str = "x-baton-timestamp";
@@ -171,27 +176,71 @@ pub fn sign(secret: &str, timestamp: &str, delivery: &str, body: &[u8]) -> Strin
     format!("sha256={}", hex(&mac.finalize().into_bytes()))
 }
 
-impl Inner {
+/// The pause before a schedule that could not fire tries again.
+const SCHEDULE_RETRY_MS: u64 = 500;
+
+/// The triggers service: webhooks and cron schedules.
+pub struct Triggers {
+    pub(crate) host: Arc<Host>,
+    definitions: Arc<Definitions>,
+    workflows: Arc<Workflows>,
+    events: Arc<Events>,
+    pub(crate) loops: Loops,
+}
+
+/// What the triggers service calls.
+pub(crate) struct Parts {
+    pub host: Arc<Host>,
+    pub definitions: Arc<Definitions>,
+    pub workflows: Arc<Workflows>,
+    pub events: Arc<Events>,
+}
+
+impl Triggers {
+    /// The service; it starts the runners of the schedules whose partitions this node leads
+    /// (following leadership).
+    pub(crate) fn start(parts: Parts) -> Arc<Self> {
+        let triggers = Arc::new(Self {
+            host: parts.host,
+            definitions: parts.definitions,
+            workflows: parts.workflows,
+            events: parts.events,
+            loops: Loops::default(),
+        });
+        let weak = Arc::downgrade(&triggers);
+        triggers.loops.add(tokio::spawn(follow(weak)));
+        triggers
+    }
+
     // ---- webhooks ----
 
     pub async fn put_webhook(&self, mut webhook: Webhook) -> Result<()> {
         check_webhook(&webhook)?;
         webhook.create_time = self
+            .host
             .defs
             .webhook(&webhook.name)
-            .map_or(self.clock.now_ms(), |w| w.create_time);
-        self.propose_meta(MetaCommand::PutWebhook(Box::new(webhook)))
+            .map_or(self.host.clock.now_ms(), |w| w.create_time);
+        self.host
+            .propose_meta(MetaCommand::PutWebhook(Box::new(webhook)))
             .await
             .map(|_| ())
     }
 
     pub async fn webhooks(&self) -> Result<Vec<Webhook>> {
-        self.catch_up_meta().await?;
-        Ok(self.defs.webhooks().iter().map(Webhook::redacted).collect())
+        self.host.catch_up_meta().await?;
+        Ok(self
+            .host
+            .defs
+            .webhooks()
+            .iter()
+            .map(Webhook::redacted)
+            .collect())
     }
 
     pub async fn delete_webhook(&self, name: &str) -> Result<()> {
         match self
+            .host
             .propose_meta(MetaCommand::DeleteWebhook {
                 name: name.to_owned(),
             })
@@ -215,8 +264,9 @@ impl Inner {
         traceparent: Option<&str>,
         body: &[u8],
     ) -> Result<(String, bool)> {
-        self.catch_up_meta().await?;
+        self.host.catch_up_meta().await?;
         let webhook = self
+            .host
             .defs
             .webhook(name)
             .ok_or_else(|| Error::NotFound(format!("No such webhook: {name}")))?;
@@ -228,6 +278,7 @@ impl Inner {
             return unauthorized(&format!("{TIMESTAMP_HEADER} is not Unix seconds"));
         };
         let skew = self
+            .host
             .clock
             .now_ms()
             .saturating_sub(seconds.saturating_mul(1000));
@@ -267,7 +318,7 @@ impl Inner {
             // Content seen within the tolerance is a replay, whatever the configured window.
             dedup_window_ms: Some(self.events.dedup_window_ms().max(webhook.tolerance_ms())),
         };
-        self.admit(event).await
+        self.events.admit(event).await
     }
 
     /// Checks a delivery's signature on the blocking pool: an HMAC over a body of up to 4 MiB
@@ -298,7 +349,7 @@ impl Inner {
     pub async fn put_schedule(&self, mut schedule: WorkflowSchedule) -> Result<()> {
         check_name("schedule", &schedule.name)?;
         let cron = Cron::parse(&schedule)?;
-        let now = self.clock.now_ms();
+        let now = self.host.clock.now_ms();
         let from = schedule.schedule_start_time.unwrap_or(now).max(now);
         if next_off_runtime(std::sync::Arc::new(cron), from)
             .await?
@@ -317,8 +368,9 @@ impl Inner {
                 schedule.name
             )));
         }
-        self.catch_up_meta().await?;
-        self.workflow_def(&request.name, request.version)?;
+        self.host.catch_up_meta().await?;
+        self.definitions
+            .workflow_def(&request.name, request.version)?;
         if let (Some(a), Some(b)) = (schedule.schedule_start_time, schedule.schedule_end_time) {
             if b <= a {
                 return Err(Error::Invalid(format!(
@@ -327,25 +379,28 @@ impl Inner {
                 )));
             }
         }
-        let now = self.clock.now_ms();
+        let now = self.host.clock.now_ms();
         schedule.create_time = self
+            .host
             .defs
             .schedule(&schedule.name)
             .map_or(now, |s| s.create_time);
         schedule.updated_time = now;
-        self.propose_meta(MetaCommand::PutSchedule(Box::new(schedule)))
+        self.host
+            .propose_meta(MetaCommand::PutSchedule(Box::new(schedule)))
             .await
             .map(|_| ())
     }
 
     pub async fn schedules(&self) -> Result<Vec<WorkflowSchedule>> {
-        self.catch_up_meta().await?;
-        Ok(self.defs.schedules())
+        self.host.catch_up_meta().await?;
+        Ok(self.host.defs.schedules())
     }
 
     pub async fn schedule(&self, name: &str) -> Result<WorkflowSchedule> {
-        self.catch_up_meta().await?;
-        self.defs
+        self.host.catch_up_meta().await?;
+        self.host
+            .defs
             .schedule(name)
             .ok_or_else(|| Error::NotFound(format!("No such schedule: {name}")))
     }
@@ -353,14 +408,16 @@ impl Inner {
     pub async fn set_schedule_paused(&self, name: &str, paused: bool) -> Result<()> {
         let mut s = self.schedule(name).await?;
         s.paused = paused;
-        s.updated_time = self.clock.now_ms();
-        self.propose_meta(MetaCommand::PutSchedule(Box::new(s)))
+        s.updated_time = self.host.clock.now_ms();
+        self.host
+            .propose_meta(MetaCommand::PutSchedule(Box::new(s)))
             .await
             .map(|_| ())
     }
 
     pub async fn delete_schedule(&self, name: &str) -> Result<()> {
         match self
+            .host
             .propose_meta(MetaCommand::DeleteSchedule {
                 name: name.to_owned(),
             })
@@ -373,7 +430,7 @@ impl Inner {
 
     /// The partition whose leader runs a schedule (and keeps its mark).
     pub(crate) fn schedule_partition(&self, name: &str) -> PartitionId {
-        self.key_partition(proto::hash::stable_hash(
+        self.host.key_partition(proto::hash::stable_hash(
             format!("schedule:{name}").as_bytes(),
         ))
     }
@@ -382,15 +439,15 @@ impl Inner {
     /// one fired (only the latest without catch-up), marks it, and answers how long to sleep.
     pub(crate) async fn run_schedule(&self, name: &str) -> Result<Duration> {
         let recheck = Duration::from_millis(SCHEDULE_RECHECK_MS.unsigned_abs());
-        let Some(s) = self.defs.schedule(name) else {
+        let Some(s) = self.host.defs.schedule(name) else {
             return Ok(recheck);
         };
         let cron = std::sync::Arc::new(Cron::parse(&s)?);
         let partition = self.schedule_partition(name);
-        let p = self.partition(partition).ok_or_else(|| {
+        let p = self.host.partition(partition).ok_or_else(|| {
             Error::Unavailable(format!("partition {partition} is not hosted here"))
         })?;
-        let now = self.clock.now_ms();
+        let now = self.host.clock.now_ms();
         let mark = read_i64(p.state(), &keys::schedule_mark(name));
         // Never fired: from its creation (a time due while the runner was starting still fires).
         let base = [
@@ -420,25 +477,63 @@ impl Inner {
             request.input.insert("_scheduledTime".into(), t.into());
             request.input.insert("_executedTime".into(), now.into());
             request.idempotency_key = Some(format!("schedule:{name}:{t}"));
-            self.start_workflow_from(request, Some(&format!("schedule:{name}")))
+            self.workflows
+                .start_workflow_from(request, Some(&format!("schedule:{name}")))
                 .await?;
             let label = crate::metrics::label(crate::metrics::Names::Schedule, name);
             metrics::counter!(crate::metrics::SCHEDULES_FIRED, "schedule" => label).increment(1);
-            self.partition_command(
-                partition,
-                PartitionCommand::MarkSchedule {
-                    name: name.to_owned(),
-                    time: t,
-                },
-            )
-            .await?;
+            self.host
+                .partition_command(
+                    partition,
+                    PartitionCommand::MarkSchedule {
+                        name: name.to_owned(),
+                        time: t,
+                    },
+                )
+                .await?;
             tracing::debug!(schedule = name, time = t, "schedule fired");
         }
-        let next = next_off_runtime(cron, self.clock.now_ms().max(at)).await?;
+        let next = next_off_runtime(cron, self.host.clock.now_ms().max(at)).await?;
         let wait = next.map_or(SCHEDULE_RECHECK_MS, |n| {
-            (n - self.clock.now_ms()).clamp(1, SCHEDULE_RECHECK_MS)
+            (n - self.host.clock.now_ms()).clamp(1, SCHEDULE_RECHECK_MS)
         });
         Ok(Duration::from_millis(wait.unsigned_abs()))
+    }
+}
+
+/// Each schedule runs on the leader of its partition.
+impl Followers for Triggers {
+    type Key = String;
+
+    async fn wanted(self: Arc<Self>) -> BTreeSet<String> {
+        let led = self.host.led_partitions().await;
+        self.host
+            .defs
+            .schedules()
+            .into_iter()
+            .filter(|s| led.contains(&self.schedule_partition(&s.name)))
+            .map(|s| s.name)
+            .collect()
+    }
+
+    fn start(triggers: Weak<Self>, name: &String) -> JoinHandle<()> {
+        tokio::spawn(run_schedule_while_led(triggers, name.clone()))
+    }
+}
+
+/// Fires a schedule at its times while this node leads the schedule's partition.
+async fn run_schedule_while_led(triggers: Weak<Triggers>, name: String) {
+    loop {
+        let Some(t) = triggers.upgrade() else { return };
+        let wait = match t.run_schedule(&name).await {
+            Ok(wait) => wait,
+            Err(e) => {
+                tracing::warn!(schedule = %name, error = %e, "schedule could not fire; retrying");
+                Duration::from_millis(SCHEDULE_RETRY_MS)
+            }
+        };
+        drop(t);
+        tokio::time::sleep(wait).await;
     }
 }
 

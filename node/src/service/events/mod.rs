@@ -1,15 +1,21 @@
 //! Event handlers: validated here and replicated through the meta group, like definitions.
 
-use super::routing::through_failover;
-use super::Inner;
+mod consumers;
+mod dead_letters;
+pub(crate) use dead_letters::dead_letters_in;
+mod outbox;
+
+use super::follow::follow;
+use super::{Loops, Tasks, Workflows};
 use crate::error::{Error, Result};
 use crate::events::eval::{self, condition_holds};
 use crate::events::pool::ScriptPool;
 use crate::events::script::ScriptError;
 use crate::events::{GateEvent, Providers, CONDUCTOR};
+use crate::host::{through_failover, Host};
 use crate::partition::WorkflowOp;
 use crate::partition::{keys, Partition};
-use engine::{Input, PendingEvent};
+use engine::{Effect, Input, PendingEvent};
 use proto::limits::{EVENT_QUEUE_MAX, EXECUTIONS_MAX, NAME_LEN_MAX};
 use proto::model::split_event;
 use proto::model::{
@@ -25,7 +31,7 @@ use proto::{PartitionId, TaskId, WorkflowId};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use tokio::sync::Notify;
+use tokio::sync::mpsc;
 
 /// Checks that `provider:queue` names a provider this node has enabled and a queue its broker
 /// accepts (event handlers, and the sinks of EVENT tasks); `what` names the requester in errors.
@@ -135,13 +141,14 @@ pub(crate) fn check_handler(h: &EventHandler, providers: &Providers) -> Result<(
     Ok(())
 }
 
-impl Inner {
+impl Events {
     /// `POST /api/event` (`create`) and `PUT /api/event`.
     pub async fn put_event_handler(&self, handler: EventHandler, create: bool) -> Result<()> {
-        check_handler(&handler, &self.events.providers)?;
-        check_handler_condition(&handler, &self.events.scripts).await?;
+        check_handler(&handler, &self.providers)?;
+        check_handler_condition(&handler, &self.scripts).await?;
         let name = handler.name.clone();
         match self
+            .host
             .propose_meta(MetaCommand::PutEventHandler {
                 handler: Box::new(handler),
                 create,
@@ -161,6 +168,7 @@ impl Inner {
 
     pub async fn delete_event_handler(&self, name: &str) -> Result<()> {
         match self
+            .host
             .propose_meta(MetaCommand::DeleteEventHandler {
                 name: name.to_owned(),
             })
@@ -174,8 +182,8 @@ impl Inner {
     }
 
     pub async fn event_handlers(&self) -> Result<Vec<EventHandler>> {
-        self.catch_up_meta().await?;
-        Ok(self.defs.event_handlers())
+        self.host.catch_up_meta().await?;
+        Ok(self.host.defs.event_handlers())
     }
 
     /// The handlers of one event (`provider:queue`), only the active ones when `active_only`.
@@ -184,8 +192,9 @@ impl Inner {
         event: &str,
         active_only: bool,
     ) -> Result<Vec<EventHandler>> {
-        self.catch_up_meta().await?;
+        self.host.catch_up_meta().await?;
         Ok(self
+            .host
             .defs
             .event_handlers()
             .into_iter()
@@ -194,15 +203,28 @@ impl Inner {
     }
 }
 
-/// Node-wide event state: the providers, the script pool conditions run in, and a wake-up per
-/// partition for its own queues' consumer.
-pub(crate) struct Events {
+/// The events service: event handlers (replicated through the meta group, like definitions),
+/// the event gate, the consumers of Baton's own queues and the brokers' (`consumers`), dead
+/// letters, and the outbox of effects a workflow addresses outside itself (`outbox`).
+pub struct Events {
+    pub(crate) host: Arc<Host>,
+    workflows: Arc<Workflows>,
+    tasks: Arc<Tasks>,
+    pub(crate) providers: Providers,
+    pub(crate) scripts: ScriptPool,
+    /// Why the last handling of a message failed, by (event, message id), until its next
+    /// attempt records it (see `dead_letters`).
+    failures: Mutex<BTreeMap<(String, String), String>>,
+    loops: Loops,
+}
+
+/// What the events service is made of.
+pub(crate) struct Parts {
+    pub host: Arc<Host>,
+    pub workflows: Arc<Workflows>,
+    pub tasks: Arc<Tasks>,
     pub providers: Providers,
     pub scripts: ScriptPool,
-    wake: Mutex<BTreeMap<u16, Arc<Notify>>>,
-    /// Why the last handling of a message failed, by (event, message id), until its next
-    /// attempt records it (see `server::dead_letters`).
-    failures: Mutex<BTreeMap<(String, String), String>>,
 }
 
 /// How many failure reasons [`Events`] keeps for messages awaiting their next attempt; past it
@@ -210,17 +232,31 @@ pub(crate) struct Events {
 const FAILURES_REMEMBERED: usize = 4_096;
 
 impl Events {
-    pub fn new(providers: Providers, scripts: ScriptPool) -> Self {
-        Self {
-            providers,
-            scripts,
-            wake: Mutex::default(),
+    /// The service; it starts its consumers (following leadership) and the outbox.
+    pub(crate) fn start(parts: Parts, outbox: mpsc::Receiver<Effect>) -> Arc<Self> {
+        let events = Arc::new(Self {
+            host: parts.host,
+            workflows: parts.workflows,
+            tasks: parts.tasks,
+            providers: parts.providers,
+            scripts: parts.scripts,
             failures: Mutex::default(),
-        }
+            loops: Loops::default(),
+        });
+        let weak = Arc::downgrade(&events);
+        events.loops.add(tokio::spawn(follow(weak.clone())));
+        events.loops.add(tokio::spawn(outbox::run(weak, outbox)));
+        events
+    }
+
+    /// Stops the scripts first (one still running must hold nothing below up), then the loops.
+    pub(crate) fn shutdown(&self) {
+        self.scripts.shutdown();
+        self.loops.stop();
     }
 
     /// Remembers why a message's handling failed, for its next attempt.
-    pub fn remember_failure(&self, message: &Message, reason: String) {
+    pub(crate) fn remember_failure(&self, message: &Message, reason: String) {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         if failures.len() >= FAILURES_REMEMBERED {
             failures.clear();
@@ -229,24 +265,13 @@ impl Events {
     }
 
     /// Why a message's last handling failed, if this node remembers.
-    pub fn take_failure(&self, message: &Message) -> Option<String> {
+    pub(crate) fn take_failure(&self, message: &Message) -> Option<String> {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         failures.remove(&(message.event.clone(), message.id.clone()))
     }
 
-    /// The wake-up of `partition`'s own-queue consumer.
-    pub fn waker(&self, partition: PartitionId) -> Arc<Notify> {
-        let mut wake = self.wake.lock().unwrap_or_else(|e| e.into_inner());
-        wake.entry(partition.0).or_default().clone()
-    }
-
-    pub fn dedup_window_ms(&self) -> i64 {
+    pub(crate) fn dedup_window_ms(&self) -> i64 {
         self.providers.dedup_window_ms()
-    }
-
-    /// A message was queued in `partition` (on its leader, this node).
-    pub fn queued(&self, partition: PartitionId) {
-        self.waker(partition).notify_one();
     }
 }
 
@@ -290,7 +315,7 @@ pub(crate) fn executions_in(
     let mut out = Vec::new();
     for p in replicas {
         for kv in p.state().scan_prefix(&prefix) {
-            let (_, v) = kv.map_err(super::storage)?;
+            let (_, v) = kv.map_err(crate::host::storage)?;
             if let Ok(e) = record::decode::<EventExecution>(&v) {
                 out.push(e);
             }
@@ -302,16 +327,12 @@ pub(crate) fn executions_in(
     Ok(out)
 }
 
-impl Inner {
+impl Events {
     /// The partition that holds a message's execution records (and its queue row, unless the
     /// event gate placed it by fingerprint).
     pub(crate) fn message_partition(&self, message_id: &str) -> PartitionId {
-        self.key_partition(proto::hash::stable_hash(message_id.as_bytes()))
-    }
-
-    /// The partition a hashed key lives on.
-    pub(crate) fn key_partition(&self, hash: u64) -> PartitionId {
-        PartitionId(u16::try_from(hash % u64::from(self.partition_count())).unwrap_or(0))
+        self.host
+            .key_partition(proto::hash::stable_hash(message_id.as_bytes()))
     }
 
     /// Queues a message on one of Baton's own queues (`conductor:{queue}`); answers its id.
@@ -354,9 +375,9 @@ impl Inner {
                 )))
             }
             Some(m) => m,
-            None => self.new_workflow_id().to_string(),
+            None => self.workflows.new_workflow_id().to_string(),
         };
-        let now = self.clock.now_ms();
+        let now = self.host.clock.now_ms();
         let dedup = event.dedup_window_ms.map(|window_ms| Dedup {
             fingerprint: proto::hash::fnv1a(
                 proto::hash::stable_hash(event.event.as_bytes()),
@@ -367,7 +388,7 @@ impl Inner {
         });
         // A gated message is queued where its fingerprint is kept, so that copies meet.
         let partition = match &dedup {
-            Some(d) => self.key_partition(d.fingerprint),
+            Some(d) => self.host.key_partition(d.fingerprint),
             None => self.message_partition(&id),
         };
         let source = event.source.name();
@@ -386,7 +407,7 @@ impl Inner {
             message: Box::new(message),
             dedup,
         };
-        let outcome = self.partition_command(partition, command).await?;
+        let outcome = self.host.partition_command(partition, command).await?;
         if let PartitionOutcome::Published { .. } | PartitionOutcome::Duplicate = outcome {
             let queued = matches!(outcome, PartitionOutcome::Published { .. });
             crate::metrics::event_offered(source, queued);
@@ -413,6 +434,7 @@ impl Inner {
         let limit = limit.clamp(1, EXECUTIONS_MAX);
         through_failover(|| async {
             let mut out = self
+                .host
                 .list_every_partition(
                     |hosted| executions_in(hosted, handler, limit),
                     |partitions| Request::Executions {
@@ -436,11 +458,12 @@ impl Inner {
     pub(crate) async fn handle_message(&self, message: &Message) -> Verdict {
         // Every handler written before the message arrived must see it: the local replica of
         // the meta group may lag its leader (a node that just took over a partition).
-        if let Err(e) = self.catch_up_meta().await {
+        if let Err(e) = self.host.catch_up_meta().await {
             tracing::debug!(message = %message.id, error = %e, "handlers not current; the message will be delivered again");
             return Verdict::Retry(format!("the handlers could not be read: {e}"));
         }
         let handlers: Vec<EventHandler> = self
+            .host
             .defs
             .event_handlers()
             .into_iter()
@@ -468,7 +491,7 @@ impl Inner {
             execution: Box::new(execution),
             create,
         };
-        match self.partition_command(partition, command).await? {
+        match self.host.partition_command(partition, command).await? {
             PartitionOutcome::Execution(e) => Ok(*e),
             other => Err(Error::Internal(format!(
                 "unexpected execution outcome {other:?}"
@@ -491,7 +514,7 @@ impl Inner {
             message_id: message.id.clone(),
             name: h.name.clone(),
             event: message.event.clone(),
-            created: self.clock.now_ms(),
+            created: self.host.clock.now_ms(),
             status,
             action,
             output,
@@ -506,7 +529,7 @@ impl Inner {
         // As in Conductor, the condition sees the payload with its inline JSON expanded.
         let expanded = eval::expand_inline_json(&message.payload);
         let evaluator = h.evaluator_type.as_deref();
-        let scripts = &self.events.scripts;
+        let scripts = &self.scripts;
         let holds = condition_holds(scripts, evaluator, h.condition.as_deref(), &expanded).await;
         let skip = match holds {
             Ok(true) => None,
@@ -638,7 +661,7 @@ impl Inner {
                     append_array: u.append_array,
                     key: key.to_owned(),
                 };
-                self.command(&u.workflow_id, input).await?;
+                self.workflows.command(&u.workflow_id, input).await?;
                 Ok(Json::from_iter([(
                     "workflowId".into(),
                     u.workflow_id.into(),
@@ -671,7 +694,10 @@ impl Inner {
             idempotency_key: Some(idempotency_key(key)),
             ..Default::default()
         };
-        let id = self.start_workflow_from(request, Some(&h.event)).await?;
+        let id = self
+            .workflows
+            .start_workflow_from(request, Some(&h.event))
+            .await?;
         Ok(Json::from_iter([("workflowId".into(), id.into())]))
     }
 
@@ -703,7 +729,7 @@ impl Inner {
             worker_id: Some(format!("event:{}", h.name)),
             ..Default::default()
         };
-        self.update_task(result).await?;
+        self.tasks.update_task(result).await?;
         Ok(Json::from_iter([
             ("workflowId".into(), workflow_id.into()),
             ("taskId".into(), task_id.into()),
@@ -727,6 +753,7 @@ impl Inner {
             .termination_reason
             .or_else(|| Some(format!("terminated by event handler {}", h.name)));
         match self
+            .workflows
             .command(&t.workflow_id, Input::Terminate { reason })
             .await
         {
@@ -743,7 +770,7 @@ impl Inner {
     async fn event_task(&self, d: &TaskDetails) -> Result<(String, String)> {
         if let Some(task_id) = d.task_id.as_deref().filter(|t| !t.is_empty()) {
             let task = TaskId::parse(task_id).map_err(|e| Error::Invalid(e.to_string()))?;
-            let workflow = self.task_owner(&task).await?;
+            let workflow = self.host.task_owner(&task).await?;
             return Ok((workflow.to_string(), task_id.to_owned()));
         }
         let (Some(w), Some(r)) = (d.workflow_id.as_deref(), d.task_ref_name.as_deref()) else {
@@ -752,7 +779,7 @@ impl Inner {
             ));
         };
         let id = super::workflows::parse_workflow_id(w)?;
-        let record = self.record(&id).await?;
+        let record = self.host.record(&id).await?;
         let task = super::tasks::task_by_ref(&record.workflow, r)?;
         Ok((w.to_owned(), task.task_id.to_string()))
     }
@@ -767,7 +794,7 @@ const PUBLISH_RETRY_MS: u64 = 30_000;
 /// timer repeats it.
 const PUBLICATION_MS: u64 = 2 * PUBLISH_RETRY_MS;
 
-impl Inner {
+impl Events {
     /// Publishes an EVENT task's message and reports the outcome to its workflow, within
     /// [`PUBLICATION_MS`].
     pub(crate) async fn publish_task_event(&self, workflow_id: &WorkflowId, event: PendingEvent) {
@@ -801,6 +828,7 @@ impl Inner {
             error,
         };
         if let Err(e) = self
+            .host
             .route_op(workflow_id, WorkflowOp::Input(Box::new(input)))
             .await
         {
@@ -816,12 +844,7 @@ impl Inner {
         })?;
         let payload = Value::Object(event.payload.clone());
         let id = event.task_id.to_string();
-        match self
-            .events
-            .providers
-            .check(provider)
-            .map_err(Error::Invalid)?
-        {
+        match self.providers.check(provider).map_err(Error::Invalid)? {
             None => {
                 // The workflow's id, without its dashes, is a W3C-shaped trace id.
                 let trace_id = event
@@ -842,8 +865,7 @@ impl Inner {
             Some(broker) => {
                 let bytes = serde_json::to_vec(&payload)
                     .map_err(|e| Error::Internal(format!("event payload: {e}")))?;
-                self.events
-                    .providers
+                self.providers
                     .brokers
                     .publish(broker, queue, Some(&id), &bytes)
                     .await

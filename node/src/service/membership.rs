@@ -9,9 +9,9 @@
 //! intact; no step waits for long (a new replica is added as a learner and promoted in a later
 //! round, once its leader reports it caught up), so one slow partition does not hold up the rest.
 
-use super::open::GROUP_TREES;
-use super::{read, storage, write, Inner};
+use super::Loops;
 use crate::error::{Error, Result};
+use crate::host::{read, storage, write, Host, GROUP_TREES};
 use crate::partition::machine::WorkflowMachine;
 use crate::partition::Partition;
 use crate::placement::plan::{self, Action, GroupView, Member, View};
@@ -31,65 +31,37 @@ const GROUPS_TIMEOUT_MS: u64 = 2_000;
 /// messages (300 entries each) under load, and within the log the leader keeps after a snapshot,
 /// so promoting it to voter neither stalls commits nor needs a snapshot install.
 const CAUGHT_UP_LAG: u64 = 1_000;
+/// Longest a transfer's target waits to see the old leader's step-down before it leaves the
+/// election to its timer, and how often it looks.
+const ELECT_WAIT_MS: u64 = 500;
+const ELECT_POLL_MS: u64 = 5;
 /// How long the voters that should not take over a transferred leadership hold their elections.
 const HOLD_ELECTIONS_MS: u64 = 5_000;
-/// Longest a node keeps trying to join through its seed.
-const JOIN_DEADLINE_MS: u64 = 60_000;
 
-/// Joins a running cluster through the member at `seed`: the meta leader records this node and adds
-/// it to the meta group; answers the cluster's partition count. Retries until the deadline (the
-/// seed may still be starting).
-pub(super) async fn join(
-    transport: &cluster::Transport,
-    seed: SocketAddr,
-    node: NodeId,
-    listen: SocketAddr,
-) -> Result<u16> {
-    let entry = NodeEntry {
-        id: node,
-        addr: listen.to_string(),
-        draining: false,
-    };
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(JOIN_DEADLINE_MS);
-    loop {
-        let request = super::routing::encode_request(0, Request::Join(entry.clone()));
-        let timeout = Duration::from_millis(peer::FORWARD_TIMEOUT_MS);
-        let error = match transport
-            .introduce(seed, cluster::Service::Forward, request, timeout)
-            .await
-        {
-            Ok((seed_id, bytes)) => match super::routing::decode_reply(&bytes) {
-                Ok(Reply::Joined {
-                    partitions,
-                    members,
-                }) => {
-                    for m in &members {
-                        if let (true, Ok(addr)) = (m.id != node, m.addr.parse()) {
-                            transport.set_peer(m.id, addr);
-                        }
-                    }
-                    tracing::info!(%node, seed = %seed_id, partitions, members = members.len(), "joined the cluster");
-                    return Ok(partitions);
-                }
-                Ok(other) => format!("unexpected answer {other:?}"),
-                Err(e @ Error::Invalid(_)) | Err(e @ Error::Conflict(_)) => return Err(e),
-                Err(e) => e.to_string(),
-            },
-            Err(e) => e.to_string(),
-        };
-        if tokio::time::Instant::now() >= deadline {
-            return Err(Error::Unavailable(format!(
-                "could not join the cluster through {seed}: {error}"
-            )));
+/// The membership service.
+pub struct Membership {
+    pub(crate) host: Arc<Host>,
+    pub(crate) loops: Loops,
+}
+
+impl Membership {
+    /// The service; in a cluster it starts the membership loop.
+    pub(crate) fn start(host: Arc<Host>) -> Arc<Self> {
+        let membership = Arc::new(Self {
+            host,
+            loops: Loops::default(),
+        });
+        if membership.host.transport.is_some() {
+            let weak = Arc::downgrade(&membership);
+            membership.loops.add(tokio::spawn(run(weak)));
         }
-        tracing::info!(%seed, reason = %error, "join not accepted yet; retrying");
-        tokio::time::sleep(Duration::from_millis(ROUND_MS)).await;
+        membership
     }
 }
 
 /// The node's membership loop: keeps the address book in step with the meta group, registers this
 /// node there, and runs the controller while this node leads the meta group.
-pub(super) async fn run(inner: Weak<Inner>) {
+async fn run(inner: Weak<Membership>) {
     let mut registered = false;
     loop {
         tokio::time::sleep(Duration::from_millis(ROUND_MS)).await;
@@ -98,7 +70,7 @@ pub(super) async fn run(inner: Weak<Inner>) {
         if !registered {
             registered = inner.register_self().await;
         }
-        if inner.meta.is_leader() {
+        if inner.host.meta.is_leader() {
             inner.control_round().await;
         }
     }
@@ -119,19 +91,19 @@ fn parse_addr(entry: &NodeEntry) -> Result<SocketAddr> {
     })
 }
 
-impl Inner {
+impl Membership {
     /// Copies the meta group's member record into the address book and the transport.
     fn sync_members(&self) {
-        let recorded = self.defs.nodes();
+        let recorded = self.host.defs.nodes();
         if recorded.is_empty() {
             return;
         }
-        let mut members = write(&self.members);
-        members.retain(|id, _| *id == self.node || recorded.iter().any(|e| e.id == *id));
+        let mut members = write(&self.host.members);
+        members.retain(|id, _| *id == self.host.node || recorded.iter().any(|e| e.id == *id));
         for entry in recorded {
             if let Ok(addr) = entry.addr.parse::<SocketAddr>() {
-                if members.insert(entry.id, addr) != Some(addr) && entry.id != self.node {
-                    if let Some(t) = &self.transport {
+                if members.insert(entry.id, addr) != Some(addr) && entry.id != self.host.node {
+                    if let Some(t) = &self.host.transport {
                         t.set_peer(entry.id, addr);
                     }
                 }
@@ -141,23 +113,24 @@ impl Inner {
 
     /// Records this node (and its peer address) in the meta group if it is not there yet.
     async fn register_self(&self) -> bool {
-        let Some(listen) = self.listen else {
+        let Some(listen) = self.host.listen else {
             return true;
         };
         let addr = listen.to_string();
         if self
+            .host
             .defs
-            .node(self.node)
+            .node(self.host.node)
             .is_some_and(|entry| entry.addr == addr)
         {
             return true;
         }
         let entry = NodeEntry {
-            id: self.node,
+            id: self.host.node,
             addr,
             draining: false,
         };
-        match self.propose_meta(MetaCommand::PutNode(entry)).await {
+        match self.host.propose_meta(MetaCommand::PutNode(entry)).await {
             Ok(_) => true,
             Err(e) => {
                 tracing::debug!(error = %e, "could not register this node yet");
@@ -170,87 +143,96 @@ impl Inner {
     /// answers what it needs to start.
     pub(crate) async fn accept_join(&self, entry: NodeEntry) -> Result<Reply> {
         let addr = parse_addr(&entry)?;
-        if let Some(known) = self.defs.node(entry.id) {
-            if known.addr != entry.addr && self.meta.status().voters.contains(&entry.id) {
+        if let Some(known) = self.host.defs.node(entry.id) {
+            if known.addr != entry.addr && self.host.meta.status().voters.contains(&entry.id) {
                 return Err(Error::Conflict(format!(
                     "node {} is already a member at {}",
                     entry.id.0, known.addr
                 )));
             }
         }
-        self.propose_meta(MetaCommand::PutNode(entry.clone()))
+        self.host
+            .propose_meta(MetaCommand::PutNode(entry.clone()))
             .await?;
-        let status = self.meta.status();
+        let status = self.host.meta.status();
         if !status.voters.contains(&entry.id) && !status.learners.contains(&entry.id) {
-            self.meta.add_learner(entry.id, addr).await.map_err(|e| {
-                Error::Unavailable(format!("adding node {}: {e}; retry", entry.id.0))
-            })?;
+            self.host
+                .meta
+                .add_learner(entry.id, addr)
+                .await
+                .map_err(|e| {
+                    Error::Unavailable(format!("adding node {}: {e}; retry", entry.id.0))
+                })?;
         }
-        write(&self.members).insert(entry.id, addr);
+        write(&self.host.members).insert(entry.id, addr);
         Ok(Reply::Joined {
-            partitions: self.partition_count,
-            members: self.defs.nodes(),
+            partitions: self.host.partition_count(),
+            members: self.host.defs.nodes(),
         })
     }
 
     /// Starts hosting an empty replica of `partition` (idempotent); its leader then adds it.
-    pub(crate) async fn host(&self, partition: PartitionId) -> Result<()> {
-        let _serial = self.hosting.lock().await;
-        if self.partition(partition).is_some() {
+    pub(crate) async fn host_replica(&self, partition: PartitionId) -> Result<()> {
+        let _serial = self.host.hosting.lock().await;
+        if self.host.partition(partition).is_some() {
             return Ok(());
         }
         let name = format!("p{}", partition.0);
         for tree in GROUP_TREES {
-            self.db
+            self.host
+                .db
                 .open_tree(format!("{name}/{tree}"))
                 .map_err(storage)?;
         }
         let no_addrs = BTreeMap::new();
         let link = self
+            .host
             .router
             .as_ref()
             .map(|r| (r, &no_addrs, Vec::new(), None));
-        let group = super::open::open_group(
-            &self.db,
+        let group = crate::host::open_group(
+            &self.host.db,
             name,
-            self.node,
+            self.host.node,
             link,
             Arc::new(WorkflowMachine),
-            self.snapshot_logs,
+            self.host.snapshot_logs,
         )
         .await?;
-        let p = Partition::start(partition, group, self.env.clone());
-        write(&self.partitions).insert(partition.0, Arc::new(p));
+        let p = Partition::start(partition, group, self.host.env.clone());
+        write(&self.host.partitions).insert(partition.0, Arc::new(p));
         tracing::info!(%partition, "hosting a new replica");
         Ok(())
     }
 
     /// Stops hosting `partition` and deletes its replica. Only for a replica that has left the
     /// partition's membership (the controller checks with the leader first).
-    pub(crate) async fn unhost(&self, partition: PartitionId) -> Result<()> {
-        let _serial = self.hosting.lock().await;
-        let Some(p) = write(&self.partitions).remove(&partition.0) else {
+    pub(crate) async fn unhost_replica(&self, partition: PartitionId) -> Result<()> {
+        let _serial = self.host.hosting.lock().await;
+        let Some(p) = write(&self.host.partitions).remove(&partition.0) else {
             return Ok(());
         };
         p.stop().await;
-        self.db
+        self.host
+            .db
             .raft_log()
             .drop_group(&format!("p{}", partition.0))
             .await
             .map_err(storage)?;
         for tree in GROUP_TREES {
-            self.db
+            self.host
+                .db
                 .drop_tree(format!("p{}/{tree}", partition.0))
                 .map_err(storage)?;
         }
-        self.db.flush().await.map_err(storage)?;
+        self.host.db.flush().await.map_err(storage)?;
         tracing::info!(%partition, "replica removed from this node");
         Ok(())
     }
 
     /// A hosted partition this node leads, for a membership change.
     fn led(&self, partition: PartitionId) -> Result<Arc<Partition>> {
-        match self.partition(partition) {
+        match self.host.partition(partition) {
             Some(p) if p.group.is_leader() => Ok(p),
             _ => Err(Error::Unavailable(format!(
                 "partition {partition} is not led here; retry"
@@ -313,7 +295,7 @@ impl Inner {
 
     /// On the partition's leader: removes `node` (voter or learner, never the leader itself).
     pub(crate) async fn remove_replica(&self, partition: PartitionId, node: NodeId) -> Result<()> {
-        if node == self.node {
+        if node == self.host.node {
             return Err(Error::Conflict(format!(
                 "partition {partition}: the leader cannot remove itself; step down first"
             )));
@@ -344,7 +326,7 @@ impl Inner {
 
     /// On the partition's leader: leaves the membership, so the other voters elect a new leader
     /// (the controller adds a replica back afterwards).
-    pub(crate) async fn step_down(&self, partition: PartitionId) -> Result<()> {
+    pub(crate) async fn step_down(&self, partition: PartitionId) -> Result<u64> {
         let p = self.led(partition)?;
         if p.group.status().voters.len() < 2 {
             return Err(Error::Conflict(format!(
@@ -352,22 +334,29 @@ impl Inner {
             )));
         }
         p.group
-            .remove_voter(self.node)
+            .remove_voter(self.host.node)
             .await
             .map_err(|e| Error::Unavailable(format!("partition {partition}: {e}")))?;
         tracing::info!(%partition, "stepped down as leader");
-        Ok(())
+        Ok(p.group.status().last_log_index.unwrap_or(0))
     }
 
-    /// Starts no election for `partition` for `ms` (openraft's election timer is off meanwhile):
+    /// Starts no election for `partition` for `ms` (openraft's election timer is off meanwhile;
+    /// 0 lifts a hold):
     /// during a leadership transfer, the voters other than the chosen one hold theirs. A voter
     /// that refuses the chosen one's vote because its log is behind starts its elections again
     /// at once (`cluster`'s router), since that transfer cannot complete.
     pub(crate) fn hold_elections(&self, partition: PartitionId, ms: u64) -> Result<()> {
         let p = self
+            .host
             .partition(partition)
             .ok_or_else(|| Error::NotFound(format!("partition {partition} is not hosted here")))?;
         let raft = p.group.raft().clone();
+        if ms == 0 {
+            // A hold lifted: the transfer it was for cannot complete.
+            raft.runtime_config().elect(true);
+            return Ok(());
+        }
         raft.runtime_config().elect(false);
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(ms.min(HOLD_ELECTIONS_MS))).await;
@@ -376,8 +365,47 @@ impl Inner {
         Ok(())
     }
 
+    /// Starts an election for `partition` on this node (a leadership transfer's target) as soon
+    /// as its replica has the membership without `leaving`, the leader that stepped down, and
+    /// its log reaches `last_log`, that leader's last entry: a replica behind it would be
+    /// refused, so it answers `Unavailable` after [`ELECT_WAIT_MS`] instead.
+    pub(crate) async fn elect(
+        &self,
+        partition: PartitionId,
+        leaving: NodeId,
+        last_log: u64,
+    ) -> Result<()> {
+        let p = self
+            .host
+            .partition(partition)
+            .ok_or_else(|| Error::NotFound(format!("partition {partition} is not hosted here")))?;
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(ELECT_WAIT_MS);
+        let caught_up = |s: &cluster::GroupStatus| {
+            !s.voters.contains(&leaving) && s.last_log_index.unwrap_or(0) >= last_log
+        };
+        while !caught_up(&p.group.status()) {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::Unavailable(format!(
+                    "partition {partition}: this replica has not caught up with node {leaving}'s step-down (entry {last_log})"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(ELECT_POLL_MS)).await;
+        }
+        // The other voters refuse any candidate while the lease they gave the old leader runs
+        // (openraft's leader lease: the election timeout's maximum since they last heard from
+        // it); a candidate refused meanwhile would only have raised the term.
+        let lease = Duration::from_millis(p.group.raft().config().election_timeout_max);
+        tokio::time::sleep(lease).await;
+        p.group
+            .raft()
+            .trigger()
+            .elect()
+            .await
+            .map_err(|e| Error::Unavailable(format!("partition {partition}: {e}")))
+    }
+
     /// Hands `partition`'s leadership to voter `to`: the other voters hold their elections, the
-    /// leader steps down, and `to` (whose election timer runs) is elected.
+    /// leader steps down, and `to` starts its election at once (its election timer also runs).
     async fn transfer_to(&self, view: &View, partition: PartitionId, to: NodeId) -> Result<()> {
         let g = view
             .partitions
@@ -400,28 +428,47 @@ impl Inner {
             };
             self.on(*v, hold, short).await?;
         }
-        self.on(leader, Request::StepDown { partition }, short)
-            .await
-            .map(drop)
+        let last_log = match self
+            .on(leader, Request::StepDown { partition }, short)
+            .await?
+        {
+            Reply::Index(i) => i,
+            other => return Err(Error::Internal(format!("a step-down answered {other:?}"))),
+        };
+        // The chosen voter campaigns at once rather than after its election timeout. If it
+        // cannot (it missed the leader's last entries, so it would lose), the others' holds are
+        // lifted and their timers elect one of them.
+        let elect = Request::Elect {
+            partition,
+            leaving: leader,
+            last_log,
+        };
+        if let Err(e) = self.on(to, elect, short).await {
+            tracing::info!(%partition, %to, error = %e, "the transfer's target cannot be elected; the other voters elect");
+            for v in g.voters.iter().filter(|v| **v != leader && **v != to) {
+                let lift = Request::HoldElections { partition, ms: 0 };
+                if let Err(e) = self.on(*v, lift, short).await {
+                    tracing::debug!(%partition, voter = %v, error = %e, "could not lift a hold");
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The leader of a partition this node hosts, as it knows it.
     pub(crate) fn local_leader(&self, partition: PartitionId) -> Option<NodeId> {
-        self.partition(partition).and_then(|p| p.group.leader())
+        self.host
+            .partition(partition)
+            .and_then(|p| p.group.leader())
     }
 
     /// Runs a request on `node`: here, or forwarded.
     async fn on(&self, node: NodeId, request: Request, within: Duration) -> Result<Reply> {
-        if node == self.node {
+        if node == self.host.node {
             // The same deadline as a forwarded request: a step this node performs itself can
             // wait forever (a leader that removed itself never learns that the change
             // committed), and the controller must go on to its next round.
-            return match tokio::time::timeout(
-                within,
-                Box::pin(self.answer(peer::HOPS_MAX, request)),
-            )
-            .await
-            {
+            return match tokio::time::timeout(within, Box::pin(self.answer(request))).await {
                 Ok(reply) => reply,
                 Err(_) => Err(Error::Unavailable(format!(
                     "{node} did not finish the request within {} ms",
@@ -429,13 +476,14 @@ impl Inner {
                 ))),
             };
         }
-        self.forward_within(node, peer::HOPS_MAX - 1, request, within)
+        self.host
+            .forward_within(node, peer::HOPS_MAX - 1, request, within)
             .await
     }
 
     /// Every member's view of the groups it hosts (members that do not answer are left out).
     pub(crate) async fn gather(&self) -> BTreeMap<NodeId, Vec<cluster::GroupStatus>> {
-        let mut nodes: Vec<NodeId> = read(&self.members).keys().copied().collect();
+        let mut nodes: Vec<NodeId> = read(&self.host.members).keys().copied().collect();
         nodes.sort();
         let within = Duration::from_millis(GROUPS_TIMEOUT_MS);
         let asks = nodes
@@ -455,6 +503,7 @@ impl Inner {
     async fn view(&self) -> View {
         let reports = self.gather().await;
         let members = self
+            .host
             .defs
             .nodes()
             .into_iter()
@@ -488,7 +537,7 @@ impl Inner {
             }
         }
         let meta = groups.remove("meta").unwrap_or_default();
-        let partitions = (0..self.partition_count)
+        let partitions = (0..self.host.partition_count())
             .map(|p| {
                 let g = groups.remove(&format!("p{p}")).unwrap_or_default();
                 (PartitionId(p), g)
@@ -505,7 +554,7 @@ impl Inner {
     /// off from its quorum still believes it leads until it hears of a newer term; the read-index
     /// round trip first keeps such a stale leader from running a second controller.
     async fn control_round(&self) {
-        let confirm = self.meta.raft().ensure_linearizable();
+        let confirm = self.host.meta.raft().ensure_linearizable();
         let wait = Duration::from_millis(GROUPS_TIMEOUT_MS);
         if !matches!(tokio::time::timeout(wait, confirm).await, Ok(Ok(_))) {
             return;
@@ -532,14 +581,20 @@ impl Inner {
         match action {
             Action::MetaAddLearner(node) => {
                 let addr = self.member_addr(*node)?;
-                self.meta.add_learner(*node, addr).await.map_err(meta_err)
+                self.host
+                    .meta
+                    .add_learner(*node, addr)
+                    .await
+                    .map_err(meta_err)
             }
             Action::MetaSetVoters(voters) => self
+                .host
                 .meta
                 .change_voters(voters.clone())
                 .await
                 .map_err(meta_err),
             Action::MetaRemoveLearner(node) => self
+                .host
                 .meta
                 .remove_learners(BTreeSet::from([*node]))
                 .await
@@ -596,7 +651,7 @@ impl Inner {
     }
 
     fn member_addr(&self, node: NodeId) -> Result<SocketAddr> {
-        read(&self.members)
+        read(&self.host.members)
             .get(&node)
             .copied()
             .ok_or_else(|| Error::NotFound(format!("node {} is not a member", node.0)))
@@ -616,17 +671,18 @@ impl Inner {
 
     /// Runs a join on the meta leader.
     pub(crate) async fn route_join(&self, entry: NodeEntry) -> Result<Reply> {
-        if self.transport.is_none() {
+        if self.host.transport.is_none() {
             return Err(Error::Invalid(
                 "this node runs alone (no --cluster); it cannot take members".into(),
             ));
         }
-        if self.meta.is_leader() {
+        if self.host.meta.is_leader() {
             return self.accept_join(entry).await;
         }
-        match self.meta.leader() {
-            Some(l) if l != self.node => {
-                self.forward(l, peer::HOPS_MAX - 1, Request::Join(entry))
+        match self.host.meta.leader() {
+            Some(l) if l != self.host.node => {
+                self.host
+                    .forward(l, peer::HOPS_MAX - 1, Request::Join(entry))
                     .await
             }
             _ => Err(Error::Unavailable(
@@ -639,6 +695,7 @@ impl Inner {
     /// leaderships to the other members.
     pub(crate) async fn set_draining(&self, id: NodeId, draining: bool) -> Result<()> {
         match self
+            .host
             .propose_meta(MetaCommand::SetDraining { id, draining })
             .await?
         {
@@ -649,7 +706,7 @@ impl Inner {
 
     /// Forgets a drained member. Refused while it still holds a replica or votes in the meta group.
     pub(crate) async fn remove_node(&self, id: NodeId) -> Result<()> {
-        let Some(entry) = self.defs.node(id) else {
+        let Some(entry) = self.host.defs.node(id) else {
             return Err(Error::NotFound(format!("node {} is not a member", id.0)));
         };
         if !entry.draining {
@@ -680,8 +737,10 @@ impl Inner {
             )));
         }
         // The controller then drops it from the meta group's learners.
-        self.propose_meta(MetaCommand::RemoveNode { id }).await?;
-        write(&self.members).remove(&id);
+        self.host
+            .propose_meta(MetaCommand::RemoveNode { id })
+            .await?;
+        write(&self.host.members).remove(&id);
         Ok(())
     }
 
@@ -692,7 +751,7 @@ impl Inner {
         partition: PartitionId,
         to: Option<NodeId>,
     ) -> Result<NodeId> {
-        if partition.0 >= self.partition_count {
+        if partition.0 >= self.host.partition_count() {
             return Err(Error::NotFound(format!("no partition {partition}")));
         }
         let view = self.view().await;
@@ -760,7 +819,7 @@ pub struct ReplicaStatus {
     pub lag: Option<u64>,
 }
 
-impl Inner {
+impl Membership {
     /// Members, and every group's leader, term, membership and replicas with their lag.
     pub(crate) async fn cluster_status(&self) -> ClusterStatus {
         let reports = self.gather().await;
@@ -810,6 +869,7 @@ impl Inner {
             groups.push(summary);
         }
         let nodes = self
+            .host
             .defs
             .nodes()
             .into_iter()
@@ -836,8 +896,8 @@ impl Inner {
 
     /// Builds a snapshot of every group hosted here and purges the log it covers.
     pub(crate) async fn snapshot_all(&self) -> Result<()> {
-        let hosted = self.hosted();
-        let groups = std::iter::once(&self.meta).chain(hosted.iter().map(|p| &p.group));
+        let hosted = self.host.hosted();
+        let groups = std::iter::once(&self.host.meta).chain(hosted.iter().map(|p| &p.group));
         for g in groups {
             let failed = |e: String| Error::Unavailable(format!("snapshot of {}: {e}", g.name()));
             let index = g
@@ -855,5 +915,52 @@ impl Inner {
             }
         }
         Ok(())
+    }
+}
+
+impl Membership {
+    /// Answers a membership request of the controller (a peer's, or this node's own): hosting,
+    /// replicas, leadership, the groups' status, joining, and the meta group's read index.
+    pub(crate) async fn answer(&self, request: Request) -> Result<Reply> {
+        let done = |r: Result<()>| r.map(|()| Reply::Done);
+        match request {
+            Request::Join(entry) => self.route_join(entry).await,
+            Request::Groups => Ok(Reply::Groups(self.host.group_statuses())),
+            Request::Locate { partition } => Ok(Reply::Leader(self.local_leader(partition))),
+            Request::Host { partition } => done(self.host_replica(partition).await),
+            Request::Unhost { partition } => done(self.unhost_replica(partition).await),
+            Request::AddReplica {
+                partition,
+                node,
+                addr,
+            } => done(self.add_replica(partition, node, &addr).await),
+            Request::Promote { partition, node } => done(self.promote(partition, node).await),
+            Request::RemoveReplica { partition, node } => {
+                done(self.remove_replica(partition, node).await)
+            }
+            Request::StepDown { partition } => self.step_down(partition).await.map(Reply::Index),
+            Request::HoldElections { partition, ms } => done(self.hold_elections(partition, ms)),
+            Request::Elect {
+                partition,
+                leaving,
+                last_log,
+            } => done(self.elect(partition, leaving, last_log).await),
+            Request::MetaReadIndex => {
+                // The leader's committed index covers every acknowledged definition write.
+                let read = self
+                    .host
+                    .meta
+                    .raft()
+                    .ensure_linearizable()
+                    .await
+                    .map_err(|e| {
+                        Error::Unavailable(format!("not the meta leader any more ({e}); retry"))
+                    })?;
+                Ok(Reply::Index(read.map_or(0, |l| l.index)))
+            }
+            other => Err(Error::Internal(format!(
+                "a peer asked for {other:?}, which no service here answers"
+            ))),
+        }
     }
 }

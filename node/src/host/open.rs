@@ -1,29 +1,29 @@
-//! Opening a node: its storage, its peer transport (cluster), the partition count, the members
-//! it knows, the groups it hosts, and the loops it runs. Each step is its own function; `open_with`
-//! runs them in order.
+//! Opening the host: its storage, its peer transport (cluster), the partition count (joining a
+//! running cluster on a first start with `--join`), the members it knows, the groups it hosts,
+//! and the watch over their failures. Each step is its own function; [`Host::open`] runs them in
+//! order.
 
-use super::{events, membership, storage, Inner, Options, OUTBOX_LEN_MAX};
+use super::{storage, Host};
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
-use crate::meta::{Definitions, MetaMachine};
+use crate::meta::{MetaMachine, MetaState};
+use crate::options::Options;
 use crate::partition::machine::WorkflowMachine;
 use crate::partition::{Partition, PartitionEnv};
 use crate::placement;
-use crate::queue::TaskQueues;
-use crate::Node;
-use engine::Effect;
+use proto::peer::{Reply, Request};
+use proto::record::NodeEntry;
 use proto::{NodeId, PartitionId};
-use rand::SeedableRng;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
-use tokio::sync::mpsc;
+use std::time::Duration;
 
 /// Where the partition count is recorded in the data directory, so a restart cannot change it.
 const PARTITIONS_KEY: &[u8] = b"baton/partitions";
 
 /// The trees of group `name`.
-pub(super) const GROUP_TREES: [&str; 3] = ["log", "raft", "state"];
+pub(crate) const GROUP_TREES: [&str; 3] = ["log", "raft", "state"];
 
 /// Partitions with a replica in this database (their trees exist).
 fn stored_partitions(db: &cluster::storage::Db, partitions: u16) -> Vec<u16> {
@@ -46,7 +46,7 @@ type GroupLink<'a> = (
 );
 
 /// Opens one group, alone (embedded) or with its initial voters (cluster).
-pub(super) async fn open_group(
+pub(crate) async fn open_group(
     db: &cluster::storage::Db,
     name: String,
     node: NodeId,
@@ -106,12 +106,12 @@ const FAILURE_CHECK_MS: u64 = 250;
 /// Watches every group of the node; the first that stopped for good (a storage failure, a panic
 /// of its Raft core) ends the node, which restarts from what is durable.
 async fn watch_failures(
-    inner: std::sync::Weak<Inner>,
+    host: std::sync::Weak<Host>,
     on_failure: Option<Arc<dyn Fn(String) + Send + Sync>>,
 ) {
     loop {
-        tokio::time::sleep(std::time::Duration::from_millis(FAILURE_CHECK_MS)).await;
-        let Some(inner) = inner.upgrade() else { return };
+        tokio::time::sleep(Duration::from_millis(FAILURE_CHECK_MS)).await;
+        let Some(inner) = host.upgrade() else { return };
         let failed = std::iter::once(inner.meta.clone())
             .chain(inner.hosted().iter().map(|p| p.group.clone()))
             .find_map(|g| g.failure().map(|e| format!("group {}: {e}", g.name())));
@@ -125,92 +125,94 @@ async fn watch_failures(
     }
 }
 
-/// Opens the node's storage, transport and groups, and starts following its partitions' leadership.
-pub async fn open(options: &Options) -> Result<Node> {
-    open_with(options, Seams::default()).await
+impl Host {
+    /// Opens the host over `seams`: the storage, then the peer transport (cluster), the partition
+    /// count, the members known, the groups this node hosts (their partitions delivering through
+    /// `env`, whose clock and partition count are set here), and the watch over their failures.
+    pub(crate) async fn open(
+        options: &Options,
+        seams: &mut Seams,
+        env: impl FnOnce(Arc<dyn Clock>, u16) -> PartitionEnv,
+    ) -> Result<Arc<Host>> {
+        if options.partitions == 0 {
+            return Err(Error::Invalid("--partitions must be at least 1".into()));
+        }
+        let db = open_db(options, seams.db.take())?;
+        let stored = stored_partition_count(&db)?;
+        let fresh = stored.is_none();
+        let (transport, router) = start_transport(options, seams.transport.take())?;
+        let partitions = partition_count(options, stored, transport.as_ref()).await?;
+        let members = known_members(options, &db, transport.as_ref())?;
+        let hosted = hosted_partitions(options, &db, fresh, partitions);
+        create_trees(&db, &hosted)?;
+        if fresh {
+            record_partition_count(&db, partitions).await?;
+        }
+        let plan = GroupPlan {
+            db: &db,
+            options,
+            router: router.as_ref(),
+            initial: &initial_members(options),
+            snapshot_logs: seams.snapshot_logs,
+        };
+        let (meta, groups) = plan.open_all(&hosted).await;
+        let meta = meta?;
+        let clock: Arc<dyn Clock> = seams.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+        let env = env(clock.clone(), partitions);
+        let parts = start_partitions(&hosted, groups, &env)?;
+        let host = Arc::new(Host {
+            node: options.node,
+            members: RwLock::new(members),
+            clock,
+            defs: MetaState::new(meta.state().clone()),
+            meta,
+            partition_count: partitions,
+            partitions: RwLock::new(parts),
+            env,
+            hosting: tokio::sync::Mutex::new(()),
+            leader_hints: Mutex::new(BTreeMap::new()),
+            listen: options.cluster.as_ref().map(|c| c.listen),
+            transport,
+            router,
+            peers_down: Mutex::new(BTreeMap::new()),
+            snapshot_logs: seams.snapshot_logs,
+            db,
+            queued: Mutex::default(),
+            watch: Mutex::default(),
+        });
+        let watch = tokio::spawn(watch_failures(
+            Arc::downgrade(&host),
+            seams.on_storage_failure.take(),
+        ));
+        *host.watch.lock().unwrap_or_else(|e| e.into_inner()) = Some(watch);
+        Ok(host)
+    }
 }
 
-/// [`open`] over the given seams: the storage, then the peer transport (cluster), the partition
-/// count (joining a running cluster on the first start of a node added to it), the members known,
-/// the groups this node hosts, and finally the node's loops.
-pub async fn open_with(options: &Options, seams: Seams) -> Result<Node> {
-    if options.partitions == 0 {
-        return Err(Error::Invalid("--partitions must be at least 1".into()));
-    }
-    let db = open_db(options, seams.db)?;
-    let stored = stored_partition_count(&db)?;
-    let fresh = stored.is_none();
-    let (transport, router) = start_transport(options, seams.transport)?;
-    let partitions = partition_count(options, stored, transport.as_ref()).await?;
-    let members = known_members(options, &db, transport.as_ref())?;
-    // The initial placement is computed from the initial members only (the same on every node).
-    let initial: Vec<NodeId> = match &options.cluster {
+/// The initial members (the initial placement is computed from them only, the same on every node).
+fn initial_members(options: &Options) -> Vec<NodeId> {
+    match &options.cluster {
         None => vec![options.node],
         Some(c) => c.members.keys().copied().collect(),
-    };
-    let hosted: Vec<u16> = if fresh {
+    }
+}
+
+/// The partitions this node hosts: by the initial placement in a fresh data directory, else those
+/// it has a replica of.
+fn hosted_partitions(
+    options: &Options,
+    db: &cluster::storage::Db,
+    fresh: bool,
+    partitions: u16,
+) -> Vec<u16> {
+    if fresh {
+        let initial = initial_members(options);
         (0..partitions)
             .filter(|p| initially_hosts(*p, &initial, options.node))
             .collect()
     } else {
-        stored_partitions(&db, partitions)
-    };
-    create_trees(&db, &hosted)?;
-    if fresh {
-        record_partition_count(&db, partitions).await?;
+        stored_partitions(db, partitions)
     }
-    let plan = GroupPlan {
-        db: &db,
-        options,
-        router: router.as_ref(),
-        initial: &initial,
-        snapshot_logs: seams.snapshot_logs,
-    };
-    let (meta, groups) = plan.open_all(&hosted).await;
-    let meta = meta?;
-    let clock: Arc<dyn Clock> = seams.clock.unwrap_or_else(|| Arc::new(SystemClock));
-    let queues = Arc::new(TaskQueues::default());
-    let (outbox_tx, outbox_rx) = mpsc::channel(OUTBOX_LEN_MAX);
-    let env = PartitionEnv {
-        clock: clock.clone(),
-        queues: queues.clone(),
-        watches: Default::default(),
-        outbox: outbox_tx,
-        partitions,
-    };
-    let parts = start_partitions(&hosted, groups, &env)?;
-    let inner = Arc::new(Inner {
-        node: options.node,
-        members: RwLock::new(members),
-        clock,
-        defs: Definitions::new(meta.state().clone()),
-        meta,
-        partition_count: partitions,
-        partitions: RwLock::new(parts),
-        env,
-        hosting: tokio::sync::Mutex::new(()),
-        leader_hints: Mutex::new(BTreeMap::new()),
-        listen: options.cluster.as_ref().map(|c| c.listen),
-        queues,
-        transport,
-        router,
-        peers_down: Mutex::new(BTreeMap::new()),
-        backlogs: Default::default(),
-        poll_turn: std::sync::atomic::AtomicUsize::new(0),
-        rng: Mutex::new(seams.seed.map_or_else(
-            rand_chacha::ChaCha8Rng::from_entropy,
-            rand_chacha::ChaCha8Rng::seed_from_u64,
-        )),
-        snapshot_logs: seams.snapshot_logs,
-        db,
-        events: events::Events::new(
-            crate::events::Providers::new(options.events.clone()),
-            crate::events::pool::ScriptPool::for_node(options.events.script_host.clone()),
-        ),
-        loops: Mutex::default(),
-    });
-    start_loops(&inner, outbox_rx, seams.on_storage_failure);
-    Ok(Node { inner })
 }
 
 /// Starts following the leadership of every hosted partition's group.
@@ -316,7 +318,7 @@ async fn partition_count(
     }
     if let (Some(c), Some(t)) = (&options.cluster, transport) {
         if let Some(seed) = c.join {
-            return membership::join(t, seed, options.node, c.listen).await;
+            return join(t, seed, options.node, c.listen).await;
         }
     }
     Ok(options.partitions)
@@ -338,7 +340,7 @@ fn known_members(
             m
         }
     };
-    for entry in Definitions::new(meta_state).nodes() {
+    for entry in MetaState::new(meta_state).nodes() {
         if let Ok(addr) = entry.addr.parse() {
             members.entry(entry.id).or_insert(addr);
         }
@@ -428,35 +430,58 @@ impl GroupPlan<'_> {
     }
 }
 
-/// Starts the node's loops (peer requests and the membership controller and backlog watchers in a
-/// cluster, the outbox, the event consumers, the failure watch); `Inner::shutdown` stops them.
-fn start_loops(
-    inner: &Arc<Inner>,
-    outbox: mpsc::Receiver<Effect>,
-    on_failure: Option<Arc<dyn Fn(String) + Send + Sync>>,
-) {
-    let weak = || Arc::downgrade(inner);
-    let mut loops = vec![
-        tokio::spawn(super::perform_outbox(weak(), outbox)),
-        tokio::spawn(super::consumers::run(weak())),
-        tokio::spawn(watch_failures(weak(), on_failure)),
-    ];
-    if let Some(t) = &inner.transport {
-        let serving = weak();
-        t.register(
-            cluster::Service::Forward,
-            move |peer: NodeId, bytes: Vec<u8>| {
-                let serving = serving.clone();
-                async move {
-                    match serving.upgrade() {
-                        Some(inner) => Ok(inner.serve_forward(peer, bytes).await),
-                        None => Err("node is shutting down".to_owned()),
+/// Longest a node keeps trying to join through its seed.
+const JOIN_DEADLINE_MS: u64 = 60_000;
+/// Pause between attempts to join.
+const JOIN_RETRY_MS: u64 = 500;
+
+/// Joins a running cluster through the member at `seed`: the meta leader records this node and adds
+/// it to the meta group; answers the cluster's partition count. Retries until the deadline (the
+/// seed may still be starting).
+async fn join(
+    transport: &cluster::Transport,
+    seed: SocketAddr,
+    node: NodeId,
+    listen: SocketAddr,
+) -> Result<u16> {
+    let entry = NodeEntry {
+        id: node,
+        addr: listen.to_string(),
+        draining: false,
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(JOIN_DEADLINE_MS);
+    loop {
+        let request = super::encode_request(0, Request::Join(entry.clone()));
+        let timeout = Duration::from_millis(proto::peer::FORWARD_TIMEOUT_MS);
+        let error = match transport
+            .introduce(seed, cluster::Service::Forward, request, timeout)
+            .await
+        {
+            Ok((seed_id, bytes)) => match super::decode_reply(&bytes) {
+                Ok(Reply::Joined {
+                    partitions,
+                    members,
+                }) => {
+                    for m in &members {
+                        if let (true, Ok(addr)) = (m.id != node, m.addr.parse()) {
+                            transport.set_peer(m.id, addr);
+                        }
                     }
+                    tracing::info!(%node, seed = %seed_id, partitions, members = members.len(), "joined the cluster");
+                    return Ok(partitions);
                 }
+                Ok(other) => format!("unexpected answer {other:?}"),
+                Err(e @ Error::Invalid(_)) | Err(e @ Error::Conflict(_)) => return Err(e),
+                Err(e) => e.to_string(),
             },
-        );
-        loops.push(tokio::spawn(membership::run(weak())));
-        loops.push(tokio::spawn(super::backlog::run(weak())));
+            Err(e) => e.to_string(),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::Unavailable(format!(
+                "could not join the cluster through {seed}: {error}"
+            )));
+        }
+        tracing::info!(%seed, reason = %error, "join not accepted yet; retrying");
+        tokio::time::sleep(Duration::from_millis(JOIN_RETRY_MS)).await;
     }
-    *inner.loops.lock().unwrap_or_else(|e| e.into_inner()) = loops;
 }

@@ -9,11 +9,11 @@
 //! ([`retry_pause`]). Operators list dead letters (`GET
 //! /api/admin/dead-letters`), remove them, or queue them again.
 
-use super::events::{Message, Verdict};
-use super::routing::through_failover;
-use super::Inner;
+use super::Events;
+use super::{Message, Verdict};
 use crate::error::{Error, Result};
 use crate::events::GateEvent;
+use crate::host::through_failover;
 use crate::partition::{keys, Partition};
 use proto::limits::{DEAD_LETTERS_MAX, EVENT_ATTEMPTS_MAX, EVENT_HANDLING_MS_MAX};
 use proto::model::split_event;
@@ -23,12 +23,12 @@ use proto::record::{self, EventSource, PartitionCommand, PartitionOutcome};
 use std::sync::Arc;
 use std::time::Duration;
 
-impl Inner {
+impl Events {
     /// Handles one delivery of a message, its attempt counted first; sets it aside once it
     /// has failed [`EVENT_ATTEMPTS_MAX`] times. `Ack` also when it was set aside. Answers the
     /// verdict with how long to wait before a delivery again.
     pub(crate) async fn consume_message(&self, message: &Message) -> (Verdict, Duration) {
-        let last_error = self.events.take_failure(message);
+        let last_error = self.take_failure(message);
         let attempts = match self.begin_attempt(message, last_error).await {
             Ok(a) => a,
             Err(e) => {
@@ -73,7 +73,7 @@ impl Inner {
                 self.set_aside(message, attempts, reason).await
             }
             Verdict::Retry(reason) => {
-                self.events.remember_failure(message, reason.clone());
+                self.remember_failure(message, reason.clone());
                 Verdict::Retry(reason)
             }
         }
@@ -83,10 +83,11 @@ impl Inner {
         let command = PartitionCommand::BeginAttempt {
             event: m.event.clone(),
             message_id: m.id.clone(),
-            now: self.clock.now_ms(),
+            now: self.host.clock.now_ms(),
             last_error,
         };
         match self
+            .host
             .partition_command(self.message_partition(&m.id), command)
             .await?
         {
@@ -104,7 +105,7 @@ impl Inner {
             message_id: m.id.clone(),
         };
         let partition = self.message_partition(&m.id);
-        if let Err(e) = self.partition_command(partition, command).await {
+        if let Err(e) = self.host.partition_command(partition, command).await {
             tracing::debug!(message = %m.id, error = %e, "could not forget a handled message's attempts");
         }
     }
@@ -120,12 +121,13 @@ impl Inner {
             attempts: attempts.attempts,
             reason: reason.clone(),
             first_attempt: attempts.first,
-            created: self.clock.now_ms(),
+            created: self.host.clock.now_ms(),
         };
         let command = PartitionCommand::PutDeadLetter {
             letter: Box::new(letter),
         };
         match self
+            .host
             .partition_command(self.message_partition(&m.id), command)
             .await
         {
@@ -139,6 +141,7 @@ impl Inner {
         let limit = limit.clamp(1, DEAD_LETTERS_MAX);
         through_failover(|| async {
             let mut out = self
+                .host
                 .list_every_partition(
                     |hosted| dead_letters_in(hosted, limit),
                     |partitions| Request::DeadLetters { partitions, limit },
@@ -161,6 +164,7 @@ impl Inner {
             message_id: message_id.to_owned(),
         };
         match self
+            .host
             .partition_command(self.message_partition(message_id), command)
             .await?
         {
@@ -186,11 +190,11 @@ impl Inner {
 
     /// A dead letter, read on a replica this node hosts, else through the listing.
     async fn find_dead_letter(&self, event: &str, message_id: &str) -> Result<Option<DeadLetter>> {
-        if let Some(p) = self.partition(self.message_partition(message_id)) {
+        if let Some(p) = self.host.partition(self.message_partition(message_id)) {
             let row = p
                 .state()
                 .get(keys::dead_letter(event, message_id))
-                .map_err(super::storage)?;
+                .map_err(crate::host::storage)?;
             return row
                 .map(|r| record::decode::<DeadLetter>(&r))
                 .transpose()
@@ -207,12 +211,7 @@ impl Inner {
         let (provider, queue) = split_event(&letter.event).ok_or_else(|| {
             Error::Invalid(format!("event '{}' is not provider:queue", letter.event))
         })?;
-        match self
-            .events
-            .providers
-            .check(provider)
-            .map_err(Error::Invalid)?
-        {
+        match self.providers.check(provider).map_err(Error::Invalid)? {
             None => {
                 let event = GateEvent {
                     source: EventSource::Queue,
@@ -227,8 +226,7 @@ impl Inner {
             Some(broker) => {
                 let bytes = serde_json::to_vec(&letter.payload)
                     .map_err(|e| Error::Internal(format!("event payload: {e}")))?;
-                self.events
-                    .providers
+                self.providers
                     .brokers
                     .publish(broker, queue, Some(&letter.message_id), &bytes)
                     .await
@@ -259,7 +257,7 @@ pub(crate) fn dead_letters_in(
     let mut out = Vec::new();
     for p in replicas {
         for kv in p.state().scan_prefix(keys::DEAD_LETTER_PREFIX) {
-            let (_, v) = kv.map_err(super::storage)?;
+            let (_, v) = kv.map_err(crate::host::storage)?;
             if let Ok(letter) = record::decode::<DeadLetter>(&v) {
                 out.push(letter);
             }

@@ -1,18 +1,19 @@
 //! The event consumers: on each partition's leader, one consumer of Baton's own queues held in
-//! that partition, one consumer per external broker queue (`nats:`, `amqp_*:`) whose event
-//! hashes to that partition, and the runner of every cron schedule that hashes there. They follow leadership: a node runs exactly the consumers of the
-//! partitions it leads, so a failover moves them with the partition.
+//! that partition and one consumer per external broker queue (`nats:`, `amqp_*:`) whose event
+//! hashes to that partition. They follow leadership (`service::follow`): a node runs exactly the
+//! consumers of the partitions it leads, so a failover moves them with the partition.
 //!
 //! A message is acknowledged only after every action of every active handler of its event
 //! reached a committed final execution record, or after it was set aside as a dead letter
-//! (`server::dead_letters`: its handling failed too often); otherwise it is left for
+//! (`dead_letters`: its handling failed too often); otherwise it is left for
 //! redelivery, and the records make the repeat do nothing twice.
 
-use super::events::{Message, Verdict};
-use super::Inner;
+use super::Events;
+use super::{Message, Verdict};
 use crate::events::brokers::{Consumer, Delivery, Provider};
 use crate::events::{eval, INTERNAL};
 use crate::partition::keys;
+use crate::service::follow::Followers;
 use futures::StreamExt;
 use proto::limits::EVENT_INFLIGHT_MAX;
 use proto::model::split_event;
@@ -24,106 +25,56 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-/// How often the set of consumers is brought in line with leadership and handlers.
-const RECONCILE_MS: u64 = 250;
 /// How long a consumer of Baton's own queues waits for a wake-up before looking again.
 const RESCAN_MS: u64 = 1_000;
-/// The pause before a schedule that could not fire tries again.
+/// The pause before a consumed message whose removal failed is handled again.
 const RETRY_PAUSE_MS: u64 = 500;
 /// The pause before reopening a broker consumer that failed.
 const REOPEN_MS: u64 = 1_000;
 
 /// What one consumer consumes.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Key {
+pub(crate) enum Key {
     /// Baton's own queues held in this partition.
     Own(PartitionId),
     /// An external broker's queue: the event `provider:queue`.
     Broker(String),
-    /// A cron schedule, run on the leader of its partition.
-    Schedule(String),
 }
 
-/// Runs until the node shuts down: starts and stops consumers as leadership and handlers change.
-pub(super) async fn run(inner: Weak<Inner>) {
-    let mut running: BTreeMap<Key, JoinHandle<()>> = BTreeMap::new();
-    loop {
-        tokio::time::sleep(Duration::from_millis(RECONCILE_MS)).await;
-        let Some(node) = inner.upgrade() else { break };
-        let wanted = wanted(&node).await;
-        drop(node);
-        running.retain(|key, task| {
-            let keep = wanted.contains(key) && !task.is_finished();
-            if !keep {
-                task.abort();
-            }
-            keep
-        });
-        for key in wanted {
-            if running.contains_key(&key) {
+impl Followers for Events {
+    type Key = Key;
+
+    /// The consumers this node should run now.
+    async fn wanted(self: Arc<Self>) -> BTreeSet<Key> {
+        let led = self.host.led_partitions().await;
+        let mut out: BTreeSet<Key> = led.iter().map(|p| Key::Own(*p)).collect();
+        for h in self.host.defs.event_handlers() {
+            let Some((provider, _)) = h.provider_and_queue() else {
                 continue;
-            }
-            let task = match &key {
-                Key::Own(p) => tokio::spawn(own_queues(inner.clone(), *p)),
-                Key::Broker(event) => tokio::spawn(broker_queue(inner.clone(), event.clone())),
-                Key::Schedule(name) => tokio::spawn(schedule(inner.clone(), name.clone())),
             };
-            running.insert(key, task);
-        }
-    }
-    for task in running.values() {
-        task.abort();
-    }
-}
-
-/// The consumers this node should run now.
-async fn wanted(node: &Inner) -> BTreeSet<Key> {
-    let mut led = BTreeSet::new();
-    for p in node.hosted() {
-        if p.is_local_leader().await {
-            led.insert(p.id);
-        }
-    }
-    let mut out: BTreeSet<Key> = led.iter().map(|p| Key::Own(*p)).collect();
-    for h in node.defs.event_handlers() {
-        let Some((provider, _)) = h.provider_and_queue() else {
-            continue;
-        };
-        if h.active
-            && !INTERNAL.contains(&provider)
-            && node.events.providers.check(provider).is_ok()
-            && led.contains(&node.message_partition(&h.event))
-        {
-            out.insert(Key::Broker(h.event.clone()));
-        }
-    }
-    for s in node.defs.schedules() {
-        if led.contains(&node.schedule_partition(&s.name)) {
-            out.insert(Key::Schedule(s.name));
-        }
-    }
-    out
-}
-
-/// Fires a schedule at its times while this node leads the schedule's partition.
-async fn schedule(inner: Weak<Inner>, name: String) {
-    loop {
-        let Some(node) = inner.upgrade() else { return };
-        let wait = match node.run_schedule(&name).await {
-            Ok(wait) => wait,
-            Err(e) => {
-                tracing::warn!(schedule = %name, error = %e, "schedule could not fire; retrying");
-                Duration::from_millis(RETRY_PAUSE_MS)
+            if h.active
+                && !INTERNAL.contains(&provider)
+                && self.providers.check(provider).is_ok()
+                && led.contains(&self.message_partition(&h.event))
+            {
+                out.insert(Key::Broker(h.event.clone()));
             }
-        };
-        drop(node);
-        tokio::time::sleep(wait).await;
+        }
+        out
+    }
+
+    fn start(events: Weak<Self>, key: &Key) -> JoinHandle<()> {
+        match key {
+            Key::Own(p) => tokio::spawn(own_queues(events, *p)),
+            Key::Broker(event) => tokio::spawn(broker_queue(events, event.clone())),
+        }
     }
 }
 
 /// The events of the providers Baton keeps itself that active handlers listen on.
-fn own_events_with_handlers(node: &Inner) -> BTreeSet<String> {
-    node.defs
+fn own_events_with_handlers(node: &Events) -> BTreeSet<String> {
+    node.host
+        .defs
         .event_handlers()
         .into_iter()
         .filter(|h| h.active)
@@ -137,13 +88,16 @@ fn own_events_with_handlers(node: &Inner) -> BTreeSet<String> {
 /// its own committed command) on its own: a slow one holds up no other, and a free slot takes
 /// the next message at once. A message that must be delivered again waits longer after each
 /// failure (`dead_letters::retry_pause`).
-async fn own_queues(inner: Weak<Inner>, partition: PartitionId) {
+async fn own_queues(inner: Weak<Events>, partition: PartitionId) {
     let wake = match inner.upgrade() {
-        Some(node) => node.events.waker(partition),
+        Some(node) => node.host.queue_waker(partition),
         None => return,
     };
     let mut inflight = futures::stream::FuturesUnordered::new();
-    let mut busy: BTreeSet<(String, u64)> = BTreeSet::new();
+    // The queue rows being handled, with their message ids: copies of one message (an EVENT
+    // task's message is published again until its workflow records the publication) are
+    // handled one at a time, so they do not count each other's attempts as failed ones.
+    let mut busy: BTreeMap<(String, u64), String> = BTreeMap::new();
     let mut later: BTreeMap<(String, u64), Instant> = BTreeMap::new();
     loop {
         let Some(node) = inner.upgrade() else { return };
@@ -152,10 +106,16 @@ async fn own_queues(inner: Weak<Inner>, partition: PartitionId) {
         let free = EVENT_INFLIGHT_MAX.saturating_sub(inflight.len());
         let skip = |queue: &str, seq: u64| {
             let key = (queue.to_owned(), seq);
-            busy.contains(&key) || later.contains_key(&key)
+            busy.contains_key(&key) || later.contains_key(&key)
         };
         for (queue, seq, message) in pending(&node, partition, free, skip) {
-            busy.insert((queue.clone(), seq));
+            let copy_in_hand = busy
+                .iter()
+                .any(|((q, _), id)| *q == queue && *id == message.id);
+            if copy_in_hand {
+                continue;
+            }
+            busy.insert((queue.clone(), seq), message.id.clone());
             inflight.push(consume_own(node.clone(), partition, queue, seq, message));
         }
         drop(node);
@@ -180,7 +140,7 @@ async fn own_queues(inner: Weak<Inner>, partition: PartitionId) {
 /// Handles one message of an own queue and removes it once done; answers its key and, if it
 /// must be delivered again, after how long.
 async fn consume_own(
-    node: Arc<Inner>,
+    node: Arc<Events>,
     partition: PartitionId,
     queue: String,
     seq: u64,
@@ -203,7 +163,7 @@ async fn consume_own(
                 queue: queue.clone(),
                 seq,
             };
-            match node.partition_command(partition, ack).await {
+            match node.host.partition_command(partition, ack).await {
                 Ok(_) => None,
                 Err(e) => {
                     tracing::warn!(%partition, error = %e, "could not remove a consumed message; it will be handled again (its records make that harmless)");
@@ -223,12 +183,12 @@ async fn consume_own(
 /// row is named by its whole event, `provider:queue`) and `skip` does not refuse: the gate's
 /// priority first (webhooks), then oldest first.
 fn pending(
-    node: &Inner,
+    node: &Events,
     partition: PartitionId,
     limit: usize,
     skip: impl Fn(&str, u64) -> bool,
 ) -> Vec<(String, u64, QueueMessage)> {
-    let Some(p) = node.partition(partition) else {
+    let Some(p) = node.host.partition(partition) else {
         return Vec::new();
     };
     if limit == 0 {
@@ -262,7 +222,7 @@ fn pending(
 }
 
 /// Consumes one external broker queue while this node leads the partition its event hashes to.
-async fn broker_queue(inner: Weak<Inner>, event: String) {
+async fn broker_queue(inner: Weak<Events>, event: String) {
     let Some((provider, queue)) = split_event(&event) else {
         return;
     };
@@ -271,7 +231,7 @@ async fn broker_queue(inner: Weak<Inner>, event: String) {
     };
     loop {
         let Some(node) = inner.upgrade() else { return };
-        let brokers = node.events.providers.brokers.clone();
+        let brokers = node.providers.brokers.clone();
         drop(node);
         match brokers.consume(provider, queue).await {
             Ok(consumer) => {
@@ -288,7 +248,7 @@ async fn broker_queue(inner: Weak<Inner>, event: String) {
 
 /// Handles deliveries until the consumer fails, with at most [`EVENT_INFLIGHT_MAX`] at once.
 async fn consume(
-    inner: &Weak<Inner>,
+    inner: &Weak<Events>,
     event: &str,
     mut consumer: Consumer,
 ) -> Result<(), crate::events::brokers::BrokerError> {
@@ -305,7 +265,7 @@ async fn consume(
     }
 }
 
-async fn handle_delivery(node: Arc<Inner>, event: String, delivery: Delivery) {
+async fn handle_delivery(node: Arc<Events>, event: String, delivery: Delivery) {
     let message = Message {
         trace_id: crate::events::derived_trace_id(&delivery.message_id),
         id: delivery.message_id.clone(),

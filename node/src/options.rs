@@ -1,0 +1,61 @@
+//! How to run a node: its data directory, its addresses, its partitions and its cluster.
+
+use proto::NodeId;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// How this node takes part in a cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// This node's peer (QUIC) address.
+    pub listen: SocketAddr,
+    /// Every initial member with its peer address, this node included; identical on every node.
+    /// Empty for a node that joins a running cluster.
+    pub members: BTreeMap<NodeId, SocketAddr>,
+    /// A member's peer address to join the cluster through (a node added to a running cluster;
+    /// only used on the first start of its data directory).
+    pub join: Option<SocketAddr>,
+    /// Directory with `ca.pem` and this node's `node-<id>.pem` / `node-<id>.key` (`baton certs`).
+    pub certs: PathBuf,
+}
+
+/// How to run a node.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub data_dir: PathBuf,
+    pub http: SocketAddr,
+    /// Workflow partitions; fixed when the data directory is created.
+    pub partitions: u16,
+    pub node: NodeId,
+    /// `None`: the embedded single node.
+    pub cluster: Option<ClusterOptions>,
+    /// `Some`: serve QUIC workers (`--workers`).
+    pub workers: Option<WorkerGatewayOptions>,
+    /// The external event brokers (disabled when absent).
+    pub events: crate::events::EventOptions,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("baton-data"),
+            http: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            partitions: 8,
+            node: NodeId(1),
+            cluster: None,
+            workers: None,
+            events: Default::default(),
+        }
+    }
+}
+
+/// Where the gateway listens and the certificates it uses.
+#[derive(Debug, Clone)]
+pub struct WorkerGatewayOptions {
+    /// UDP address of the worker endpoint.
+    pub listen: SocketAddr,
+    /// Directory with `ca.pem`, this node's `node-<id>.pem` / `.key` and `workers-ca.pem`
+    /// (`baton certs`).
+    pub certs: PathBuf,
+}

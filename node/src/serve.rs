@@ -1,0 +1,54 @@
+//! The `baton` node's front doors: the HTTP API and, when asked for, the QUIC worker gateway,
+//! over one node's services, until a shutdown signal.
+
+use crate::options::Options;
+
+/// Runs a node until `shutdown` resolves: the HTTP API on `options.http`.
+pub async fn serve(
+    options: Options,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let node = crate::service::open(&options)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let listener = tokio::net::TcpListener::bind(options.http)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", options.http))?;
+    let gateway = match &options.workers {
+        Some(w) => {
+            let g = crate::gateway::worker::WorkerGateway::start(node.clone(), w)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            tracing::info!(workers = %w.listen, "serving QUIC workers");
+            Some(g)
+        }
+        None => None,
+    };
+    // One shutdown signal for both front doors: QUIC workers are told to drain while the HTTP
+    // server finishes its requests.
+    let (stopping, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        stopping.send_replace(true);
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let workers_done = {
+        let stop = stopped(stop_rx.clone());
+        async move {
+            stop.await;
+            if let Some(g) = gateway {
+                g.shutdown().await;
+            }
+        }
+    };
+    tracing::info!(node = %options.node, http = %options.http, data_dir = %options.data_dir.display(), partitions = node.host.partition_count(), hosted = node.host.hosted().len(), members = node.host.peers().len() + 1, "baton node serving");
+    let app = crate::api::router(node.clone());
+    let listener = crate::api::listener::Bounded::new(listener);
+    let idle = std::time::Duration::from_secs(proto::limits::HTTP_IDLE_SECS);
+    let http = crate::api::server::serve(listener, app, idle, stopped(stop_rx));
+    tokio::join!(http, workers_done);
+    node.shutdown().await;
+    tracing::info!("baton node stopped");
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! The node's services, one owner per concern, each with its own state, its own loops and a
+//! shutdown that stops them. The HTTP API (`crate::api`), the QUIC gateway (`crate::gateway`) and
+//! peers' requests ([`peer`]) call them through [`Node`]. Every service works through the shared
+//! [`Host`] (groups, members, routing); a service calls only services listed before it here:
+//!
+//! - [`Definitions`]: task and workflow definitions;
+//! - [`Workflows`]: start, execute, read, operate on and search workflows;
+//! - [`Tasks`]: polls, task results and reads, the ready-task queues and the peers' backlogs;
+//! - [`Events`]: event handlers, the event gate, the consumers of queues, dead letters, and the
+//!   outbox of effects addressed outside a workflow;
+//! - [`Triggers`]: webhooks and cron schedules;
+//! - [`Membership`]: members, replicas and the controller that places them;
+//! - [`Admin`]: health, gauges, quarantine, digests.
+
+mod admin;
+pub mod backlog;
+mod definitions;
+mod events;
+mod follow;
+mod membership;
+mod peer;
+mod tasks;
+pub mod triggers;
+pub mod wait;
+mod workflows;
+
+pub use admin::{Admin, Health, QuarantineEntry, StoppedPartition};
+pub use definitions::Definitions;
+pub use events::Events;
+pub use membership::{ClusterStatus, GroupSummary, Membership, NodeStatus, ReplicaStatus};
+pub use tasks::{PollRequest, Tasks};
+pub use triggers::Triggers;
+pub use workflows::{SearchQuery, Workflows};
+
+use crate::error::Result;
+use crate::host::{Host, Seams};
+use crate::options::Options;
+use crate::partition::PartitionEnv;
+use crate::queue::TaskQueues;
+use std::sync::{Arc, Mutex};
+use tokio::task::JoinHandle;
+
+/// Most effects waiting for the node to perform them (failure-workflow starts, EVENT tasks'
+/// messages).
+const OUTBOX_LEN_MAX: usize = 1_024;
+
+/// A running node: its services. Cheap to clone.
+#[derive(Clone)]
+pub struct Node {
+    pub definitions: Arc<Definitions>,
+    pub workflows: Arc<Workflows>,
+    pub tasks: Arc<Tasks>,
+    pub events: Arc<Events>,
+    pub triggers: Arc<Triggers>,
+    pub membership: Arc<Membership>,
+    pub admin: Arc<Admin>,
+    pub(crate) host: Arc<Host>,
+}
+
+/// Opens a node with production seams (see [`open_with`]).
+pub async fn open(options: &Options) -> Result<Node> {
+    open_with(options, Seams::default()).await
+}
+
+/// Opens a node over `seams`: the host (storage, transport, groups), then each service in order,
+/// each starting its own loops; in a cluster, peers' requests are answered from then on.
+pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
+    let queues = Arc::new(TaskQueues::default());
+    let (outbox, outbox_rx) = tokio::sync::mpsc::channel(OUTBOX_LEN_MAX);
+    let env = |clock, partitions| PartitionEnv {
+        clock,
+        queues: queues.clone(),
+        watches: Default::default(),
+        outbox,
+        partitions,
+    };
+    let host = Host::open(options, &mut seams, env).await?;
+    let providers = crate::events::Providers::new(options.events.clone());
+    let definitions = Arc::new(Definitions::new(host.clone(), providers.clone()));
+    let workflows = Workflows::new(host.clone(), definitions.clone(), seams.seed);
+    let tasks = Tasks::start(host.clone(), queues);
+    let scripts = crate::events::pool::ScriptPool::for_node(options.events.script_host.clone());
+    let events = Events::start(
+        events::Parts {
+            host: host.clone(),
+            workflows: workflows.clone(),
+            tasks: tasks.clone(),
+            providers,
+            scripts,
+        },
+        outbox_rx,
+    );
+    let triggers = Triggers::start(triggers::Parts {
+        host: host.clone(),
+        definitions: definitions.clone(),
+        workflows: workflows.clone(),
+        events: events.clone(),
+    });
+    let membership = Membership::start(host.clone());
+    let admin = Arc::new(Admin::new(host.clone(), tasks.clone(), workflows.clone()));
+    let node = Node {
+        definitions,
+        workflows,
+        tasks,
+        events,
+        triggers,
+        membership,
+        admin,
+        host,
+    };
+    peer::serve(&node);
+    Ok(node)
+}
+
+impl Node {
+    /// This node's id.
+    pub fn id(&self) -> proto::NodeId {
+        self.host.node
+    }
+
+    /// Stops the services' loops (the highest first), then the host's groups and transport.
+    pub async fn shutdown(&self) {
+        // First: a script still running must not hold anything below up.
+        self.events.shutdown();
+        self.triggers.loops.stop();
+        self.membership.loops.stop();
+        self.tasks.loops.stop();
+        self.host.shutdown().await;
+    }
+}
+
+/// The loops a service started; [`Loops::stop`] aborts them (shutdown).
+#[derive(Default)]
+pub(crate) struct Loops(Mutex<Vec<JoinHandle<()>>>);
+
+impl Loops {
+    pub(crate) fn add(&self, handle: JoinHandle<()>) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(handle);
+    }
+
+    pub(crate) fn stop(&self) {
+        for l in std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner())) {
+            l.abort();
+        }
+    }
+}
