@@ -53,8 +53,12 @@ pub const BOUNDS_FULL: &str = "baton_bounds_full_total";
 /// Workflows of a partition hosted here whose stored record could not be decoded and was set
 /// aside (label `partition`); see `GET /api/admin/quarantine`.
 pub const QUARANTINED_WORKFLOWS: &str = "baton_quarantined_workflows";
-/// Partitions led here whose actors cannot start (label `partition`, value 1); see `/health`.
+/// Partitions whose replica here does not run (label `partition`, value 1): led here with actors
+/// that cannot start, or stopped after its group failed until it is reopened; see `/health`.
 pub const PARTITION_STOPPED: &str = "baton_partition_stopped";
+/// Times a partition's group failed here and its replica was stopped to be reopened (label
+/// `partition`).
+pub const REPLICA_FAILURES: &str = "baton_replica_failures_total";
 /// Proposals of a spell of leadership that had ended (labels `partition`, `outcome`): `refused`,
 /// one for each made after its spell ended; `awaited`, one each time a new spell had to wait for
 /// the last spell's proposals in flight before recovering. Either keeps an old actor's write from

@@ -45,6 +45,7 @@ counters! {
     JoinCompleted => "join completed",
     EventPublishedAgain => "EVENT task published again by its timer",
     StaleProposal => "proposal of an ended leadership refused or awaited",
+    ReplicaReopened => "partition replica stopped by a storage error, reopened in place",
 }
 
 impl Counter {

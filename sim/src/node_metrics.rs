@@ -16,20 +16,18 @@ pub fn install() {
     });
 }
 
-/// The sum of the counter `name` over all its labels, on every node of this process, since the
-/// last reading; every counter starts again from 0.
-pub fn take_counter(name: &str) -> u64 {
+/// The sums of the counters `names` over all their labels, on every node of this process, since
+/// the last reading; every counter starts again from 0.
+pub fn take_counters<const N: usize>(names: [&str; N]) -> [u64; N] {
+    let mut sums = [0; N];
     let Some(Some(snapshotter)) = SNAPSHOTTER.get() else {
-        return 0;
+        return sums;
     };
-    snapshotter
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .filter(|(key, ..)| key.key().name() == name)
-        .map(|(.., value)| match value {
-            DebugValue::Counter(n) => n,
-            _ => 0,
-        })
-        .sum()
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let at = names.iter().position(|n| *n == key.key().name());
+        if let (Some(i), DebugValue::Counter(n)) = (at, value) {
+            sums[i] += n;
+        }
+    }
+    sums
 }

@@ -21,6 +21,11 @@ use std::time::Duration;
 
 /// Simulated time per step.
 const TICK_MS: u64 = 2;
+/// The nodes' own counters the simulator reads (see `node_metrics`), in the order it reads them.
+const NODE_COUNTERS: [&str; 2] = [
+    node::metrics::STALE_PROPOSALS,
+    node::metrics::REPLICA_FAILURES,
+];
 /// Raft groups snapshot this often in the simulation (production: 10,000), so snapshots are
 /// built, purged and installed within a run.
 const SNAPSHOT_LOGS: u64 = 200;
@@ -125,7 +130,7 @@ pub fn run(config: &Config) -> Report {
     };
     let counters = Arc::new(Counters::default());
     crate::node_metrics::install();
-    crate::node_metrics::take_counter(node::metrics::STALE_PROPOSALS);
+    crate::node_metrics::take_counters(NODE_COUNTERS);
     let net = Net::new(
         ChaCha8Rng::seed_from_u64(rng.gen()),
         plan.net,
@@ -732,10 +737,9 @@ impl Run {
         self.counters.add(Counter::LateResultAbsorbed, late);
         let outcomes = self.count_outcomes(&records);
         let started = self.fold_ending(&records, now, steps);
-        self.counters.add(
-            Counter::StaleProposal,
-            crate::node_metrics::take_counter(node::metrics::STALE_PROPOSALS),
-        );
+        let [stale, reopened] = crate::node_metrics::take_counters(NODE_COUNTERS);
+        self.counters.add(Counter::StaleProposal, stale);
+        self.counters.add(Counter::ReplicaReopened, reopened);
         Report {
             seed: self.config.seed,
             trace_hash: self.trace,

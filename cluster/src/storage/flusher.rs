@@ -53,6 +53,11 @@ impl Flusher {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The error of the flush that failed, if one did (every later flush fails with it).
+    pub(super) fn failure(&self) -> Option<StorageError> {
+        self.state().failed.clone()
+    }
+
     /// Flushes the backend ran so far.
     pub(super) fn flushes(&self) -> u64 {
         self.flushes.load(Ordering::Relaxed)

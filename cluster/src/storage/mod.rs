@@ -172,6 +172,13 @@ impl Db {
         self.flusher.flushes() + self.log.syncs()
     }
 
+    /// Why this storage can make nothing durable any more, if so: a tree flush failed, or the
+    /// Raft log failed a write or a sync. Every group of the node shares both, so this fails them
+    /// all, unlike an error of one group's own trees.
+    pub fn failure(&self) -> Option<StorageError> {
+        self.flusher.failure().or_else(|| self.log.failure())
+    }
+
     /// Makes every tree write so far durable (all trees; the Raft log syncs on its own).
     /// Concurrent callers share flushes: one that began after a caller's writes serves it (see
     /// [`flusher`]). A slow flush is logged.

@@ -6,8 +6,12 @@
 mod open;
 pub use open::Seams;
 pub(crate) use open::{open_group, GROUP_TREES};
+mod recover;
 mod routing;
 mod scan;
+#[cfg(test)]
+mod tests;
+pub(crate) use recover::{Recovery, RecoveryState};
 pub(crate) use routing::{decode_reply, encode_request, through_failover, Target};
 
 use crate::clock::Clock;
@@ -52,6 +56,8 @@ pub struct Host {
     /// A wake-up per partition for the consumer of its own event queues, rung when a message is
     /// queued there through this node.
     queued: Mutex<BTreeMap<u16, Arc<Notify>>>,
+    /// Replicas whose group stopped after a failure, while they are reopened (`recover`).
+    recovering: Mutex<BTreeMap<u16, Recovery>>,
     /// The failure watch `open` started; shutdown stops it.
     watch: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }

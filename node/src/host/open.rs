@@ -94,35 +94,12 @@ pub struct Seams {
     /// Snapshot every this many log entries instead of the default (the simulator snapshots
     /// often so that snapshot installs happen within a run).
     pub snapshot_logs: Option<u64>,
-    /// What to do when a group stops because its storage failed (or its Raft core panicked);
-    /// `None`: log it and exit the process with status 70, so that its supervisor restarts it
-    /// from what is durable (fail-stop: a replica that cannot write must not keep answering).
-    pub on_storage_failure: Option<Arc<dyn Fn(String) + Send + Sync>>,
-}
-
-/// How often the node checks its groups for a failure.
-const FAILURE_CHECK_MS: u64 = 250;
-
-/// Watches every group of the node; the first that stopped for good (a storage failure, a panic
-/// of its Raft core) ends the node, which restarts from what is durable.
-async fn watch_failures(
-    host: std::sync::Weak<Host>,
-    on_failure: Option<Arc<dyn Fn(String) + Send + Sync>>,
-) {
-    loop {
-        tokio::time::sleep(Duration::from_millis(FAILURE_CHECK_MS)).await;
-        let Some(inner) = host.upgrade() else { return };
-        let failed = std::iter::once(inner.meta.clone())
-            .chain(inner.hosted().iter().map(|p| p.group.clone()))
-            .find_map(|g| g.failure().map(|e| format!("group {}: {e}", g.name())));
-        let Some(reason) = failed else { continue };
-        tracing::error!(node = %inner.node, %reason, "a group stopped: this node stops (fail-stop)");
-        match &on_failure {
-            Some(f) => f(reason),
-            None => std::process::exit(70),
-        }
-        return;
-    }
+    /// What to do when storage every group needs fails (the meta group stops, a tree flush or the
+    /// Raft log fails); `None`: log it and exit the process with status 70, so that its
+    /// supervisor restarts it from what is durable (fail-stop: a replica that cannot write must
+    /// not keep answering). A partition whose group alone stops is reopened instead (see
+    /// `host::recover`).
+    pub on_storage_failure: super::recover::OnNodeFailure,
 }
 
 impl Host {
@@ -178,9 +155,10 @@ impl Host {
             snapshot_logs: seams.snapshot_logs,
             db,
             queued: Mutex::default(),
+            recovering: Mutex::default(),
             watch: Mutex::default(),
         });
-        let watch = tokio::spawn(watch_failures(
+        let watch = tokio::spawn(super::recover::watch_failures(
             Arc::downgrade(&host),
             seams.on_storage_failure.take(),
         ));

@@ -6,8 +6,9 @@
 use super::workflows::parse_workflow_id;
 use super::{Tasks, Workflows};
 use crate::error::{Error, Result};
-use crate::host::Host;
+use crate::host::{Host, RecoveryState};
 use crate::partition::stored;
+use crate::partition::Partition;
 use proto::record::{PartitionCommand, PartitionOutcome};
 use std::sync::Arc;
 
@@ -21,17 +22,25 @@ pub struct Health {
     pub healthy: bool,
     pub partitions: usize,
     pub partitions_led: usize,
-    /// Partitions led here whose actors could not start, with why: none of their workflows
-    /// run, so the node is not healthy while any is listed.
+    /// Partitions whose replica here does not run, with why: led here with actors that could not
+    /// start (none of their workflows run), or stopped after their group failed, until they are
+    /// reopened. The node is not healthy while any is listed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub partitions_stopped: Vec<StoppedPartition>,
 }
 
-/// A partition led here that cannot run (see [`Health`]).
+/// A partition whose replica here does not run (see [`Health`]).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct StoppedPartition {
     pub partition: u16,
     pub reason: String,
+    /// For a replica stopped after its group failed: failures in a row, and how long until it
+    /// is reopened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failures: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reopen_in_ms: Option<u64>,
 }
 
 /// A quarantined workflow as `GET /api/admin/quarantine` lists it.
@@ -88,21 +97,41 @@ impl Admin {
             }
             None => false,
         };
-        let partitions_stopped: Vec<_> = hosted
-            .iter()
-            .filter_map(|p| {
-                p.stopped().map(|reason| StoppedPartition {
-                    partition: p.id.0,
-                    reason,
-                })
-            })
-            .collect();
+        let partitions_stopped = self.stopped_partitions(&hosted);
         Health {
             healthy: meta_ok && partitions_ok && partitions_stopped.is_empty(),
             partitions: hosted.len(),
             partitions_led: led,
             partitions_stopped,
         }
+    }
+
+    /// The partitions whose replica here does not run (see [`Health::partitions_stopped`]).
+    fn stopped_partitions(&self, hosted: &[Arc<Partition>]) -> Vec<StoppedPartition> {
+        let actors = hosted.iter().filter_map(|p| {
+            p.stopped().map(|reason| StoppedPartition {
+                partition: p.id.0,
+                reason,
+                failures: None,
+                reopen_in_ms: None,
+            })
+        });
+        let now = tokio::time::Instant::now();
+        let groups = self.host.stopped_replicas().into_iter().map(|(p, r)| {
+            let retry_at = match r.state {
+                RecoveryState::Stopped { retry_at } => retry_at,
+                RecoveryState::Running { .. } => now,
+            };
+            StoppedPartition {
+                partition: p,
+                reason: r.reason,
+                failures: Some(r.failures),
+                reopen_in_ms: Some(retry_at.saturating_duration_since(now).as_millis() as u64),
+            }
+        });
+        let mut all: Vec<_> = actors.chain(groups).collect();
+        all.sort_by_key(|s| s.partition);
+        all
     }
 
     /// Every quarantined workflow of the partitions hosted here, by partition and id.
@@ -163,6 +192,10 @@ impl Admin {
                 .set(quarantined as f64);
             let stopped = if p.stopped().is_some() { 1.0 } else { 0.0 };
             metrics::gauge!(crate::metrics::PARTITION_STOPPED, "partition" => label).set(stopped);
+        }
+        for (p, _) in self.host.stopped_replicas() {
+            metrics::gauge!(crate::metrics::PARTITION_STOPPED, "partition" => p.to_string())
+                .set(1.0);
         }
     }
 }

@@ -12,7 +12,6 @@
 use super::Loops;
 use crate::error::{Error, Result};
 use crate::host::{read, storage, write, Host, GROUP_TREES};
-use crate::partition::machine::WorkflowMachine;
 use crate::partition::Partition;
 use crate::placement::plan::{self, Action, GroupView, Member, View};
 use proto::peer::{self, Reply, Request};
@@ -32,9 +31,8 @@ const GROUPS_TIMEOUT_MS: u64 = 2_000;
 /// so promoting it to voter neither stalls commits nor needs a snapshot install.
 const CAUGHT_UP_LAG: u64 = 1_000;
 /// Longest a transfer's target waits to see the old leader's step-down before it leaves the
-/// election to its timer, and how often it looks.
+/// election to its timer.
 const ELECT_WAIT_MS: u64 = 500;
-const ELECT_POLL_MS: u64 = 5;
 /// How long the voters that should not take over a transferred leadership hold their elections.
 const HOLD_ELECTIONS_MS: u64 = 5_000;
 
@@ -173,35 +171,10 @@ impl Membership {
 
     /// Starts hosting an empty replica of `partition` (idempotent); its leader then adds it.
     pub(crate) async fn host_replica(&self, partition: PartitionId) -> Result<()> {
-        let _serial = self.host.hosting.lock().await;
-        if self.host.partition(partition).is_some() {
-            return Ok(());
+        if self.host.partition(partition).is_none() {
+            self.host.start_replica(partition).await?;
+            tracing::info!(%partition, "hosting a new replica");
         }
-        let name = format!("p{}", partition.0);
-        for tree in GROUP_TREES {
-            self.host
-                .db
-                .open_tree(format!("{name}/{tree}"))
-                .map_err(storage)?;
-        }
-        let no_addrs = BTreeMap::new();
-        let link = self
-            .host
-            .router
-            .as_ref()
-            .map(|r| (r, &no_addrs, Vec::new(), None));
-        let group = crate::host::open_group(
-            &self.host.db,
-            name,
-            self.host.node,
-            link,
-            Arc::new(WorkflowMachine),
-            self.host.snapshot_logs,
-        )
-        .await?;
-        let p = Partition::start(partition, group, self.host.env.clone());
-        write(&self.host.partitions).insert(partition.0, Arc::new(p));
-        tracing::info!(%partition, "hosting a new replica");
         Ok(())
     }
 
@@ -209,10 +182,13 @@ impl Membership {
     /// partition's membership (the controller checks with the leader first).
     pub(crate) async fn unhost_replica(&self, partition: PartitionId) -> Result<()> {
         let _serial = self.host.hosting.lock().await;
-        let Some(p) = write(&self.host.partitions).remove(&partition.0) else {
+        let running = write(&self.host.partitions).remove(&partition.0);
+        let stopped = self.host.forget_recovery(partition);
+        if let Some(p) = &running {
+            p.stop().await;
+        } else if !stopped {
             return Ok(());
-        };
-        p.stop().await;
+        }
         self.host
             .db
             .raft_log()
@@ -379,17 +355,16 @@ impl Membership {
             .host
             .partition(partition)
             .ok_or_else(|| Error::NotFound(format!("partition {partition} is not hosted here")))?;
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(ELECT_WAIT_MS);
-        let caught_up = |s: &cluster::GroupStatus| {
-            !s.voters.contains(&leaving) && s.last_log_index.unwrap_or(0) >= last_log
-        };
-        while !caught_up(&p.group.status()) {
-            if tokio::time::Instant::now() >= deadline {
-                return Err(Error::Unavailable(format!(
-                    "partition {partition}: this replica has not caught up with node {leaving}'s step-down (entry {last_log})"
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(ELECT_POLL_MS)).await;
+        let mut metrics = p.group.raft().metrics();
+        let caught_up = metrics.wait_for(|m| {
+            !m.membership_config.voter_ids().any(|v| v == leaving.0)
+                && m.last_log_index.unwrap_or(0) >= last_log
+        });
+        let wait = Duration::from_millis(ELECT_WAIT_MS);
+        if !matches!(tokio::time::timeout(wait, caught_up).await, Ok(Ok(_))) {
+            return Err(Error::Unavailable(format!(
+                "partition {partition}: this replica has not caught up with node {leaving}'s step-down (entry {last_log})"
+            )));
         }
         // The other voters refuse any candidate while the lease they gave the old leader runs
         // (openraft's leader lease: the election timeout's maximum since they last heard from

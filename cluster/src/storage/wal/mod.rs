@@ -245,6 +245,16 @@ impl Wal {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Why the log stopped taking writes, if it did: a failed write (the file's end is unknown)
+    /// or a failed sync (what the file holds is unknown). Every group's log is in it, so no group
+    /// of the node can make anything durable after one.
+    pub fn failure(&self) -> Option<StorageError> {
+        self.lock()
+            .failed
+            .clone()
+            .or_else(|| self.flusher.failure())
+    }
+
     /// `fdatasync`s run since the log was opened.
     pub fn syncs(&self) -> u64 {
         self.syncs.load(Ordering::Relaxed)
