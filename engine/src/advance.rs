@@ -10,6 +10,14 @@ use proto::limits::WORKFLOW_TASKS_MAX;
 use proto::model::{task_type, Json, RetryLogic, TaskDef, TaskStatus, WorkflowStatus};
 use rand::Rng as _;
 
+/// Schedules the first task of the definition and runs the loop (used by start, restart, rerun).
+pub(crate) fn begin(ctx: &mut Ctx<'_>) {
+    if let Some(first) = ctx.wf.workflow_definition.tasks.first().cloned() {
+        schedule::schedule(ctx, &first);
+    }
+    advance(ctx);
+}
+
 /// Runs the loop until nothing more happens.
 pub(crate) fn advance(ctx: &mut Ctx<'_>) {
     if ctx.wf.status != WorkflowStatus::Running {

@@ -2,7 +2,7 @@
 //! Worker inputs (lease, result) and timers are handled here; user operations live in `ops`; what
 //! happens after a task ends lives in `advance`.
 
-use super::advance::{self, advance};
+use super::advance::{self, advance, begin};
 use super::derive::{self, is_worker};
 use super::state::Ctx;
 use super::{ops, schedule, *};
@@ -53,14 +53,6 @@ pub fn start(start: StartInput, now: NowMs, rng: Rng) -> Result<Decision, Error>
     ctx.changed = true;
     begin(&mut ctx);
     Ok(ctx.finish(0))
-}
-
-/// Schedules the first task of the definition and runs the loop (used by start, restart, rerun).
-pub(crate) fn begin(ctx: &mut Ctx<'_>) {
-    if let Some(first) = ctx.wf.workflow_definition.tasks.first().cloned() {
-        schedule::schedule(ctx, &first);
-    }
-    advance(ctx);
 }
 
 /// Decides `inputs` in order, each on the record the one before left, exactly as if each had been

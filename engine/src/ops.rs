@@ -2,8 +2,7 @@
 //! a task. Each checks the workflow's state first and refuses (Conflict) with Conductor-like wording,
 //! changing nothing, when the operation does not apply.
 
-use super::advance::advance;
-use super::decide::begin;
+use super::advance::{advance, begin};
 use super::nav;
 use super::schedule::{self, new_task};
 use super::state::Ctx;

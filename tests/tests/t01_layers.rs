@@ -1,9 +1,12 @@
-//! The workspace's shape holds: no crate's top-level modules import each other in a circle, and
-//! each of the node's services uses only the services listed before it in `node::service`.
+//! The workspace's shape holds: in no crate do the modules of one folder (the crate's root, or a
+//! module's folder) import each other in a circle, and each of the node's services uses only the
+//! services listed before it in `node::service`.
 //!
-//! Imports are read from the sources as text (`crate::module`, and `super::module` in a file at
-//! the crate's root), tests and comments left out: what the compiler resolves through a `use`
-//! of a re-export is seen where the re-export names its module.
+//! Imports are read from the sources as text (paths starting `crate::`, `super::` or `self::`,
+//! with one level of `{..}` groups), tests and comments left out: what the compiler resolves
+//! through a `use` of a re-export is seen where the re-export names its module. A module that
+//! uses its parent's items, or its own children, is not a circle; two siblings that use each
+//! other (directly or through other siblings) are.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -47,9 +50,11 @@ fn sources(path: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// A file's code: without its tests (`#[cfg(test)]` onwards, or a `tests.rs`) and comments.
+/// A file's code: without its tests (`#[cfg(test)]` onwards, or a `tests.rs` or `*_tests.rs`) and
+/// comments.
 fn code(path: &Path) -> String {
-    if path.file_name().is_some_and(|n| n == "tests.rs") {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name == "tests.rs" || name.ends_with("_tests.rs") {
         return String::new();
     }
     let text = std::fs::read_to_string(path).expect("readable source");
@@ -60,51 +65,110 @@ fn code(path: &Path) -> String {
         .join("\n")
 }
 
-/// The identifiers that follow `prefix` in `text`.
-fn after<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
-    text.match_indices(prefix)
-        .map(|(i, _)| {
-            let rest = &text[i + prefix.len()..];
-            let end = rest
-                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-                .unwrap_or(rest.len());
-            &rest[..end]
-        })
-        .collect()
+/// A module's path in its crate, from its file (`a/b.rs` and `a/b/mod.rs` are `a::b`).
+type ModPath = Vec<String>;
+
+fn module_path(src: &Path, file: &Path) -> ModPath {
+    let rel = file
+        .strip_prefix(src)
+        .expect("a file of the crate")
+        .with_extension("");
+    let mut path: ModPath = rel
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    if path
+        .last()
+        .is_some_and(|l| ["mod", "lib", "main"].contains(&l.as_str()))
+    {
+        path.pop();
+    }
+    path
 }
 
-/// A crate's top-level modules and the others each imports.
-fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let modules: BTreeSet<String> = std::fs::read_dir(src)
-        .expect("a crate's src")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| !p.ends_with("lib.rs") && !p.ends_with("main.rs"))
-        .filter_map(|p| Some(p.file_stem()?.to_str()?.to_owned()))
-        .collect();
-    let mut graph = BTreeMap::new();
-    for m in &modules {
-        let mut uses = BTreeSet::new();
-        let file = src.join(format!("{m}.rs"));
-        let at_root: BTreeSet<PathBuf> = [file.clone()].into();
-        let mut files = sources(&src.join(m));
-        files.extend(sources(&file));
-        for f in files {
-            let text = code(&f);
-            let mut named = after(&text, "crate::");
-            if at_root.contains(&f) {
-                named.extend(after(&text, "super::"));
+/// The paths `text` names from `crate::`, `super::` or `self::`, as segments (a `{a, b::c}` group
+/// gives one path per item).
+fn named_paths(text: &str) -> Vec<Vec<String>> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut out = Vec::new();
+    for head in ["crate::", "super::", "self::"] {
+        for (i, _) in text.match_indices(head) {
+            if text[..i]
+                .chars()
+                .next_back()
+                .is_some_and(|c| ident(c) || c == ':')
+            {
+                continue;
             }
-            uses.extend(
-                named
-                    .into_iter()
-                    .filter(|n| n != m && modules.contains(*n))
-                    .map(str::to_owned),
-            );
+            let mut segments = vec![head.trim_end_matches(':').to_owned()];
+            let mut rest = &text[i + head.len()..];
+            loop {
+                if let Some(group) = rest.strip_prefix('{') {
+                    let group = &group[..group.find('}').unwrap_or(group.len())];
+                    for item in group.split(',') {
+                        let item = item.split(" as ").next().unwrap_or("").trim();
+                        let mut path = segments.clone();
+                        path.extend(item.split("::").map(|s| s.trim().to_owned()));
+                        out.push(path);
+                    }
+                    break;
+                }
+                let end = rest.find(|c: char| !ident(c)).unwrap_or(rest.len());
+                segments.push(rest[..end].to_owned());
+                match rest[end..].strip_prefix("::") {
+                    Some(more) => rest = more,
+                    None => {
+                        out.push(segments);
+                        break;
+                    }
+                }
+            }
         }
-        graph.insert(m.clone(), uses);
     }
-    graph
+    out
+}
+
+/// The module a path named in module `at` resolves to: the longest prefix that is a module.
+fn resolve(at: &ModPath, path: &[String], modules: &BTreeSet<ModPath>) -> Option<ModPath> {
+    let (mut base, mut rest) = match path[0].as_str() {
+        "crate" => (Vec::new(), &path[1..]),
+        "self" => (at.clone(), &path[1..]),
+        _ => (at[..at.len().saturating_sub(1)].to_vec(), &path[1..]),
+    };
+    while rest.first().is_some_and(|s| s == "super") {
+        base.pop();
+        rest = &rest[1..];
+    }
+    let mut full = base;
+    full.extend(rest.iter().cloned());
+    while !full.is_empty() && !modules.contains(&full) {
+        full.pop();
+    }
+    (!full.is_empty() && &full != at).then_some(full)
+}
+
+/// For every folder of a crate (its root included): the folder's modules and the siblings each
+/// imports, a module counting with everything below it.
+fn folder_graphs(src: &Path) -> BTreeMap<ModPath, BTreeMap<String, BTreeSet<String>>> {
+    let files = sources(src);
+    let modules: BTreeSet<ModPath> = files.iter().map(|f| module_path(src, f)).collect();
+    let mut graphs: BTreeMap<ModPath, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for file in &files {
+        let at = module_path(src, file);
+        let text = code(file);
+        for target in named_paths(&text)
+            .iter()
+            .filter_map(|p| resolve(&at, p, &modules))
+        {
+            let shared = at.iter().zip(&target).take_while(|(a, b)| a == b).count();
+            if shared < at.len() && shared < target.len() {
+                let graph = graphs.entry(at[..shared].to_vec()).or_default();
+                let uses = graph.entry(at[shared].clone()).or_default();
+                uses.insert(target[shared].clone());
+            }
+        }
+    }
+    graphs
 }
 
 /// A path of imports that comes back to where it started, if there is one.
@@ -140,22 +204,48 @@ fn circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
 }
 
 #[test]
-fn no_crate_has_a_circle_of_imports_between_its_modules() {
+fn no_folder_of_any_crate_has_a_circle_of_imports_between_its_modules() {
     for name in CRATES {
         let src = workspace().join(name).join("src");
-        let graph = module_graph(&src);
         assert!(
-            !graph.is_empty(),
+            sources(&src).len() > 1,
             "{name}: no modules found in {}",
             src.display()
         );
-        if let Some(c) = circle(&graph) {
-            panic!(
-                "{name}: its modules import each other in a circle: {}",
-                c.join(" -> ")
-            );
+        let graphs = folder_graphs(&src);
+        for (folder, graph) in &graphs {
+            if let Some(c) = circle(graph) {
+                panic!(
+                    "{name}: the modules of {} import each other in a circle: {}",
+                    if folder.is_empty() {
+                        "the crate's root".to_owned()
+                    } else {
+                        folder.join("::")
+                    },
+                    c.join(" -> ")
+                );
+            }
         }
     }
+}
+
+#[test]
+fn imports_are_read_through_groups_and_relative_paths() {
+    let modules: BTreeSet<ModPath> = [vec!["a"], vec!["b"], vec!["b", "c"], vec!["b", "d"]]
+        .into_iter()
+        .map(|m| m.into_iter().map(str::to_owned).collect())
+        .collect();
+    let at: ModPath = vec!["b".to_owned(), "c".to_owned()];
+    let text = "use super::{d::Thing, Other};\nuse crate::a::f;\nx::crate::no;";
+    let found: BTreeSet<ModPath> = named_paths(text)
+        .iter()
+        .filter_map(|p| resolve(&at, p, &modules))
+        .collect();
+    let expected: BTreeSet<ModPath> = [vec!["a"], vec!["b"], vec!["b", "d"]]
+        .into_iter()
+        .map(|m| m.into_iter().map(str::to_owned).collect())
+        .collect();
+    assert_eq!(found, expected);
 }
 
 #[test]

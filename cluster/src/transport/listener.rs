@@ -9,8 +9,8 @@
 //! that per connection. Not here: calling peers (see [`super::QuicTransport`]).
 
 use super::frame::{self, CODE_HELLO, STATUS_ERROR, STATUS_OK};
-use super::handle::{Shared, CLOSE_REFUSED, HELLO_BYTES_MAX};
 use super::service::Service;
+use super::shared::{Shared, CLOSE_REFUSED, HELLO_BYTES_MAX};
 use crate::tls;
 use proto::NodeId;
 use rustls::pki_types::CertificateDer;

@@ -20,6 +20,7 @@ pub mod link;
 mod listener;
 pub mod options;
 pub mod service;
+mod shared;
 
 pub use handle::{QuicTransport, TransportStats};
 pub use handler::{Handler, HandlerFuture};

@@ -24,7 +24,7 @@ use proto::record::{self, PartitionCommand, PartitionOutcome, WorkflowRecord};
 use proto::{PartitionId, WorkflowId};
 use ractor::{Actor, ActorRef};
 use std::sync::{Arc, OnceLock};
-use supervisor::{PartitionSupervisor, SupervisorMsg};
+use supervisor::PartitionSupervisor;
 use timer::{TimerActor, TimerArgs, TimerMsg};
 use tokio::sync::{mpsc, oneshot};
 use workflow::WorkflowMsg;
@@ -33,6 +33,15 @@ use workflow::WorkflowMsg;
 const CALL_TIMEOUT_MS: u64 = 30_000;
 /// Longest a leader waits for a quorum to confirm its leadership before answering a no-op.
 const CONFIRM_TIMEOUT_MS: u64 = 2_000;
+
+/// What a partition's supervisor is told: by callers and timers, for a workflow's actor, and by
+/// the workflow actors themselves.
+pub enum SupervisorMsg {
+    /// Deliver a message to a workflow's actor.
+    Route(WorkflowId, WorkflowMsg),
+    /// A workflow actor has handled `processed` messages and has nothing to do.
+    Idle(WorkflowId, u64),
+}
 
 /// What the actors of one partition share.
 pub struct PartitionCtx {

@@ -4,19 +4,12 @@
 //! never sent to an actor that is stopping. No names, no global registry.
 
 use super::workflow::{queued, Inbox, Reply, WorkflowActor, WorkflowArgs, WorkflowMsg};
-use super::PartitionCtx;
+use super::{PartitionCtx, SupervisorMsg};
 use crate::error::Error;
 use proto::WorkflowId;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-pub enum SupervisorMsg {
-    /// Deliver a message to a workflow's actor.
-    Route(WorkflowId, WorkflowMsg),
-    /// A workflow actor has handled `processed` messages and has nothing to do.
-    Idle(WorkflowId, u64),
-}
 
 pub struct PartitionSupervisor;
 

@@ -4,8 +4,8 @@
 //! wheel; the workflow's next publication re-arms whatever it still needs. Nothing here is stored: after
 //! a restart the partition re-publishes every running workflow's timers from state.
 
-use super::supervisor::SupervisorMsg;
 use super::workflow::WorkflowMsg;
+use super::SupervisorMsg;
 use crate::clock::Clock;
 use engine::{NowMs, Timer, TimerKey};
 use proto::WorkflowId;

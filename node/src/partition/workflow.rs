@@ -4,8 +4,8 @@
 //! updates its state, publishes the workflow's ready tasks and timers, and answers the caller.
 
 use super::machine::stored_version;
-use super::supervisor::SupervisorMsg;
 use super::PartitionCtx;
+use super::SupervisorMsg;
 use crate::error::{Error, Result};
 use crate::queue::Handoff;
 use engine::{Decision, Effect, Input, StartInput, TimerKey};

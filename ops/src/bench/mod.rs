@@ -34,6 +34,7 @@ mod calibrate;
 mod client;
 mod failover;
 mod peers;
+mod pool;
 mod quic_workers;
 mod stats;
 mod target;
@@ -44,11 +45,12 @@ use anyhow::{bail, Context};
 use calibrate::Calibration;
 use client::Client;
 use peers::{PeerResult, PeerWorkload};
+use pool::Pool;
 use quic_workers::QuicWorkers;
 use std::path::PathBuf;
 use std::time::Duration;
 use target::{Target, TargetSpec};
-use workers::{Pool, Workers};
+use workers::Workers;
 use workloads::{Completion, Outcome};
 
 /// How the target makes records durable (printed with every result).

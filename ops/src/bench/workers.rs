@@ -22,30 +22,6 @@ pub struct Counters {
     pub errors: AtomicU64,
 }
 
-/// The bench's workers, of either kind.
-pub enum Pool {
-    Http(Workers),
-    Quic(super::quic_workers::QuicWorkers),
-}
-
-impl Pool {
-    /// Stops the workers; answers (tasks completed, failed requests or refused results).
-    pub fn stop(self) -> (u64, u64) {
-        let counters = match &self {
-            Pool::Http(w) => w.counters.clone(),
-            Pool::Quic(w) => w.counters.clone(),
-        };
-        match self {
-            Pool::Http(w) => w.stop(),
-            Pool::Quic(w) => w.stop(),
-        }
-        (
-            counters.completed.load(Ordering::Relaxed),
-            counters.errors.load(Ordering::Relaxed),
-        )
-    }
-}
-
 /// Running worker threads; [`Workers::stop`] ends them.
 pub struct Workers {
     stop: Arc<AtomicBool>,
