@@ -443,55 +443,34 @@ impl Load {
             "task attempts handed out more than once: {twice:?}"
         );
 
-        // Per workflow: distinct task ids, one COMPLETED attempt per branch, join output from it.
         let mut workflows: BTreeMap<String, Value> = BTreeMap::new();
         let mut timed_out = 0;
         for (n, id) in started {
             let wf = reader.workflow(id);
-            assert_eq!(wf["status"], "COMPLETED");
-            assert_eq!(
-                wf["input"]["n"],
-                json!(n),
-                "workflow {id} has the input of start {n}"
-            );
-            let all_ids: Vec<&str> = tasks(&wf)
-                .iter()
-                .filter_map(|t| t["taskId"].as_str())
-                .collect();
-            let unique: BTreeSet<&str> = all_ids.iter().copied().collect();
-            assert_eq!(
-                all_ids.len(),
-                unique.len(),
-                "a task id appears twice in {id}: {wf:#}"
-            );
-            for reference in ["a", "b"] {
-                let all = attempts(&wf, reference);
-                timed_out += all.iter().filter(|t| t["status"] == "TIMED_OUT").count();
-                let completed: Vec<&Value> = all
-                    .into_iter()
-                    .filter(|t| t["status"] == "COMPLETED")
-                    .collect();
-                assert_eq!(
-                    completed.len(),
-                    1,
-                    "{id}: {reference} must have exactly one COMPLETED attempt: {wf:#}"
-                );
-                let task = completed[0];
-                assert_eq!(
-                    task["outputData"]["task"], task["taskId"],
-                    "{id}: output of another attempt: {task:#}"
-                );
-                assert_eq!(task["outputData"]["n"], json!(n));
-                let join = task_by_ref(&wf, "join").expect("join");
-                assert_eq!(
-                    join["outputData"][reference], task["outputData"],
-                    "{id}: join output of {reference}"
-                );
-            }
+            timed_out += check_workflow(*n, id, &wf);
             workflows.insert(id.clone(), wf);
         }
+        let acked = self.check_acknowledged(reader, &workflows, events);
+        eprintln!(
+            "{} workflows completed; {} acknowledged updates; {timed_out} attempts timed out (poll \
+             answers lost in the outage)",
+            started.len(),
+            acked
+        );
+        let tasks_total = 2 * self.config.workflows;
+        assert!(
+            acked >= tasks_total,
+            "{acked} acknowledged updates for {tasks_total} tasks"
+        );
+    }
 
-        // Every acknowledged update is reflected in the attempt it was for.
+    /// Every acknowledged update is reflected in the attempt it was for; how many there were.
+    fn check_acknowledged(
+        &self,
+        reader: &Reader,
+        workflows: &BTreeMap<String, Value>,
+        events: &str,
+    ) -> usize {
         let acked = self.record.acked.lock().expect("lock").clone();
         let delivered_by = self.record.delivered_by.lock().expect("lock").clone();
         for (task_id, ack) in &acked {
@@ -524,19 +503,56 @@ impl Load {
                 "acknowledged output of {task_id} lost ({context})"
             );
         }
-        eprintln!(
-            "{} workflows completed; {} acknowledged updates; {timed_out} attempts timed out (poll \
-             answers lost in the outage)",
-            started.len(),
-            acked.len()
+        acked.len()
+    }
+}
+
+/// One started workflow: COMPLETED with start `n`'s input, distinct task ids, one COMPLETED
+/// attempt per branch with its own output (also in the join's output). Answers how many of its
+/// attempts timed out.
+fn check_workflow(n: usize, id: &str, wf: &Value) -> usize {
+    assert_eq!(wf["status"], "COMPLETED");
+    assert_eq!(
+        wf["input"]["n"],
+        json!(n),
+        "workflow {id} has the input of start {n}"
+    );
+    let all_ids: Vec<&str> = tasks(wf)
+        .iter()
+        .filter_map(|t| t["taskId"].as_str())
+        .collect();
+    let unique: BTreeSet<&str> = all_ids.iter().copied().collect();
+    assert_eq!(
+        all_ids.len(),
+        unique.len(),
+        "a task id appears twice in {id}: {wf:#}"
+    );
+    let mut timed_out = 0;
+    for reference in ["a", "b"] {
+        let all = attempts(wf, reference);
+        timed_out += all.iter().filter(|t| t["status"] == "TIMED_OUT").count();
+        let completed: Vec<&Value> = all
+            .into_iter()
+            .filter(|t| t["status"] == "COMPLETED")
+            .collect();
+        assert_eq!(
+            completed.len(),
+            1,
+            "{id}: {reference} must have exactly one COMPLETED attempt: {wf:#}"
         );
-        let tasks_total = 2 * self.config.workflows;
-        assert!(
-            acked.len() >= tasks_total,
-            "{} acknowledged updates for {tasks_total} tasks",
-            acked.len()
+        let task = completed[0];
+        assert_eq!(
+            task["outputData"]["task"], task["taskId"],
+            "{id}: output of another attempt: {task:#}"
+        );
+        assert_eq!(task["outputData"]["n"], json!(n));
+        let join = task_by_ref(wf, "join").expect("join");
+        assert_eq!(
+            join["outputData"][reference], task["outputData"],
+            "{id}: join output of {reference}"
         );
     }
+    timed_out
 }
 
 fn starter(
@@ -619,63 +635,64 @@ fn worker(
                 continue;
             }
             for task in polled {
-                let task_id = task["taskId"]
-                    .as_str()
-                    .expect("polled task has an id")
-                    .to_string();
-                let wf = task["workflowInstanceId"]
-                    .as_str()
-                    .expect("workflowInstanceId")
-                    .to_string();
-                *record
-                    .deliveries
-                    .lock()
-                    .expect("lock")
-                    .entry(task_id.clone())
-                    .or_default() += 1;
-                record
-                    .delivered_by
-                    .lock()
-                    .expect("lock")
-                    .entry(task_id.clone())
-                    .or_insert((poll_via.clone(), wall_ms()));
-                let output =
-                    json!({ "task": task_id, "worker": name, "n": task["inputData"]["n"] });
-                let result = task_result(&task, "COMPLETED", output.clone(), None, None);
-                // Retry (on the next server the route picks) until acknowledged: a worker whose
-                // answer was lost in a crash sends again.
-                loop {
-                    if record.stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    let (via, api) = route.next();
-                    match api.try_update_task(&result) {
-                        Ok(reply) if reply.is_success() => {
-                            record.wrote(&wf);
-                            record.acked.lock().expect("lock").insert(
-                                task_id.clone(),
-                                Ack {
-                                    workflow_id: wf.clone(),
-                                    output: output.clone(),
-                                    via,
-                                    wall_ms: wall_ms(),
-                                },
-                            );
-                            record.completions.fetch_add(1, Ordering::Relaxed);
-                            break;
-                        }
-                        Ok(reply) if !route.retryable(reply.status) => {
-                            record
-                                .refused
-                                .lock()
-                                .expect("lock")
-                                .push(format!("{task_id} via {via}: {reply:?}"));
-                            break;
-                        }
-                        _ => thread::sleep(BACKOFF),
-                    }
+                if !complete(&*route, &record, &name, &poll_via, &task) {
+                    return;
                 }
             }
         }
     })
+}
+
+/// Completes one polled task, sending the update again (through the next server the route picks)
+/// until it is acknowledged or refused: a worker whose answer was lost in a crash sends again.
+/// False when the workers are stopping.
+fn complete(route: &dyn Route, record: &Record, name: &str, poll_via: &str, task: &Value) -> bool {
+    let task_id = task["taskId"]
+        .as_str()
+        .expect("polled task has an id")
+        .to_string();
+    let wf = task["workflowInstanceId"]
+        .as_str()
+        .expect("workflowInstanceId")
+        .to_string();
+    *record
+        .deliveries
+        .lock()
+        .expect("lock")
+        .entry(task_id.clone())
+        .or_default() += 1;
+    record
+        .delivered_by
+        .lock()
+        .expect("lock")
+        .entry(task_id.clone())
+        .or_insert((poll_via.to_owned(), wall_ms()));
+    let output = json!({ "task": task_id, "worker": name, "n": task["inputData"]["n"] });
+    let result = task_result(task, "COMPLETED", output.clone(), None, None);
+    loop {
+        if record.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let (via, api) = route.next();
+        match api.try_update_task(&result) {
+            Ok(reply) if reply.is_success() => {
+                record.wrote(&wf);
+                let ack = Ack {
+                    workflow_id: wf,
+                    output,
+                    via,
+                    wall_ms: wall_ms(),
+                };
+                record.acked.lock().expect("lock").insert(task_id, ack);
+                record.completions.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+            Ok(reply) if !route.retryable(reply.status) => {
+                let refusal = format!("{task_id} via {via}: {reply:?}");
+                record.refused.lock().expect("lock").push(refusal);
+                return true;
+            }
+            _ => thread::sleep(BACKOFF),
+        }
+    }
 }

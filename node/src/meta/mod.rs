@@ -59,89 +59,7 @@ pub struct MetaMachine;
 impl cluster::StateMachine for MetaMachine {
     fn apply(&self, state: &Tree, batch: &mut Batch, command: &[u8]) -> Vec<u8> {
         let outcome = match record::decode::<MetaCommand>(command) {
-            Ok(MetaCommand::PutTaskDefs(defs)) => {
-                for def in defs {
-                    batch.insert(task_key(&def.name), record::encode(&def));
-                }
-                MetaOutcome::Applied
-            }
-            Ok(MetaCommand::DeleteTaskDef { name }) => {
-                if matches!(state.contains_key(task_key(&name)), Ok(true)) {
-                    batch.remove(task_key(&name));
-                    MetaOutcome::Applied
-                } else {
-                    MetaOutcome::NotFound
-                }
-            }
-            Ok(MetaCommand::PutWorkflowDef(def)) => {
-                batch.insert(workflow_key(&def.name, def.version), record::encode(&def));
-                MetaOutcome::Applied
-            }
-            Ok(MetaCommand::DeleteWorkflowDef { name, version }) => {
-                let key = workflow_key(&name, version);
-                if matches!(state.contains_key(&key), Ok(true)) {
-                    batch.remove(key);
-                    MetaOutcome::Applied
-                } else {
-                    MetaOutcome::NotFound
-                }
-            }
-            Ok(MetaCommand::PutNode(mut entry)) => {
-                let key = node_key(entry.id);
-                if let Some(old) = read::<NodeEntry>(state, &key) {
-                    entry.draining = old.draining;
-                }
-                batch.insert(key, record::encode(&entry));
-                MetaOutcome::Applied
-            }
-            Ok(MetaCommand::SetDraining { id, draining }) => {
-                let key = node_key(id);
-                match read::<NodeEntry>(state, &key) {
-                    Some(mut entry) => {
-                        entry.draining = draining;
-                        batch.insert(key, record::encode(&entry));
-                        MetaOutcome::Applied
-                    }
-                    None => MetaOutcome::NotFound,
-                }
-            }
-            Ok(MetaCommand::RemoveNode { id }) => {
-                let key = node_key(id);
-                if matches!(state.contains_key(&key), Ok(true)) {
-                    batch.remove(key);
-                    MetaOutcome::Applied
-                } else {
-                    MetaOutcome::NotFound
-                }
-            }
-            Ok(MetaCommand::PutEventHandler { handler, create }) => {
-                let key = handler_key(&handler.name);
-                match (matches!(state.contains_key(&key), Ok(true)), create) {
-                    (true, true) => MetaOutcome::Exists,
-                    (false, false) => MetaOutcome::NotFound,
-                    _ => {
-                        batch.insert(key, record::encode(&handler));
-                        MetaOutcome::Applied
-                    }
-                }
-            }
-            Ok(MetaCommand::DeleteEventHandler { name }) => {
-                remove_existing(state, batch, handler_key(&name))
-            }
-            Ok(MetaCommand::PutWebhook(w)) => {
-                batch.insert(webhook_key(&w.name), record::encode(&w));
-                MetaOutcome::Applied
-            }
-            Ok(MetaCommand::DeleteWebhook { name }) => {
-                remove_existing(state, batch, webhook_key(&name))
-            }
-            Ok(MetaCommand::PutSchedule(s)) => {
-                batch.insert(schedule_key(&s.name), record::encode(&s));
-                MetaOutcome::Applied
-            }
-            Ok(MetaCommand::DeleteSchedule { name }) => {
-                remove_existing(state, batch, schedule_key(&name))
-            }
+            Ok(command) => apply(state, batch, command),
             Err(e) => {
                 tracing::error!(error = %e, "undecodable meta command; skipped");
                 MetaOutcome::Undecodable
@@ -149,6 +67,73 @@ impl cluster::StateMachine for MetaMachine {
         };
         record::encode(&outcome)
     }
+}
+
+/// Writes one command's changes into `batch`.
+fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
+    match command {
+        MetaCommand::PutTaskDefs(defs) => {
+            for def in defs {
+                batch.insert(task_key(&def.name), record::encode(&def));
+            }
+            MetaOutcome::Applied
+        }
+        MetaCommand::DeleteTaskDef { name } => remove_existing(state, batch, task_key(&name)),
+        MetaCommand::PutWorkflowDef(def) => {
+            batch.insert(workflow_key(&def.name, def.version), record::encode(&def));
+            MetaOutcome::Applied
+        }
+        MetaCommand::DeleteWorkflowDef { name, version } => {
+            remove_existing(state, batch, workflow_key(&name, version))
+        }
+        MetaCommand::PutNode(entry) => put_node(state, batch, entry),
+        MetaCommand::SetDraining { id, draining } => {
+            let key = node_key(id);
+            match read::<NodeEntry>(state, &key) {
+                Some(mut entry) => {
+                    entry.draining = draining;
+                    batch.insert(key, record::encode(&entry));
+                    MetaOutcome::Applied
+                }
+                None => MetaOutcome::NotFound,
+            }
+        }
+        MetaCommand::RemoveNode { id } => remove_existing(state, batch, node_key(id)),
+        MetaCommand::PutEventHandler { handler, create } => {
+            let key = handler_key(&handler.name);
+            match (matches!(state.contains_key(&key), Ok(true)), create) {
+                (true, true) => MetaOutcome::Exists,
+                (false, false) => MetaOutcome::NotFound,
+                _ => {
+                    batch.insert(key, record::encode(&handler));
+                    MetaOutcome::Applied
+                }
+            }
+        }
+        MetaCommand::DeleteEventHandler { name } => {
+            remove_existing(state, batch, handler_key(&name))
+        }
+        MetaCommand::PutWebhook(w) => {
+            batch.insert(webhook_key(&w.name), record::encode(&w));
+            MetaOutcome::Applied
+        }
+        MetaCommand::DeleteWebhook { name } => remove_existing(state, batch, webhook_key(&name)),
+        MetaCommand::PutSchedule(s) => {
+            batch.insert(schedule_key(&s.name), record::encode(&s));
+            MetaOutcome::Applied
+        }
+        MetaCommand::DeleteSchedule { name } => remove_existing(state, batch, schedule_key(&name)),
+    }
+}
+
+/// Records a member; one recorded already keeps whether it is draining.
+fn put_node(state: &Tree, batch: &mut Batch, mut entry: NodeEntry) -> MetaOutcome {
+    let key = node_key(entry.id);
+    if let Some(old) = read::<NodeEntry>(state, &key) {
+        entry.draining = old.draining;
+    }
+    batch.insert(key, record::encode(&entry));
+    MetaOutcome::Applied
 }
 
 fn read<T: serde::de::DeserializeOwned>(state: &Tree, key: &[u8]) -> Option<T> {
