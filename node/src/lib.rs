@@ -22,6 +22,8 @@ pub mod placement;
 mod queue;
 pub mod serve;
 pub mod service;
+#[cfg(test)]
+mod testing;
 mod watch;
 
 pub use error::Error;

@@ -1,7 +1,8 @@
 //! `Link`: the seam between a node and its peer network. Everything above it (Raft
 //! RPC of every group, forwarded requests, joining) talks to a [`Transport`], the cheap cloneable
 //! handle around one `Link`. Production links are QUIC ([`super::QuicTransport`]); the simulator
-//! plugs in its own link with seeded loss, delay, duplication, reordering and cuts.
+//! plugs in its own link with seeded loss, delay, duplication, reordering and cuts; tests of the
+//! layers above run several nodes in one process over [`super::mem`].
 //!
 //! The contract every link keeps: a call is one request and at most one answer, within the
 //! caller's timeout; a timed-out call may or may not have run on the peer; the handler registered

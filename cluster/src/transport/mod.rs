@@ -10,6 +10,8 @@
 //! `streams_per_connection_max`, inbound connections by `connections_max`, dials and calls by
 //! timeouts.
 //!
+//! [`mem`] is an in-process link for tests of the layers above (several nodes in one process).
+//!
 //! Not here: worker connections (their own ALPN and gateway), retries, or knowledge of what a
 //! payload means.
 
@@ -18,6 +20,7 @@ pub mod handle;
 pub mod handler;
 pub mod link;
 mod listener;
+pub mod mem;
 pub mod options;
 pub mod service;
 mod shared;

@@ -563,3 +563,7 @@ fn unexpected(reply: &Reply) -> Error {
         "a peer answered with an unexpected reply: {reply:?}"
     ))
 }
+
+#[cfg(test)]
+#[path = "routing_tests.rs"]
+mod tests;

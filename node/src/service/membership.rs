@@ -939,3 +939,7 @@ impl Membership {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "membership_tests.rs"]
+mod tests;
