@@ -2,14 +2,12 @@
 //! told to fail one partition's next write.
 
 use crate::host::Seams;
-use crate::partition::{Partition, WorkflowOp};
+use crate::partition::Partition;
 use crate::service::open_with;
+use crate::testing::start_op;
 use crate::{Node, Options};
 use cluster::storage::{Backend, Batch, IVec, KvIter, StorageError, StorageResult, TreeBackend};
-use engine::testing::{def_of, obj, simple};
-use engine::StartInput;
 use proto::{PartitionId, WorkflowId};
-use serde_json::json;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -157,21 +155,6 @@ impl Fixture {
     }
 }
 
-fn start(id: &WorkflowId) -> WorkflowOp {
-    WorkflowOp::Start(Box::new(StartInput {
-        workflow_id: id.clone(),
-        def: def_of(vec![simple("a")]),
-        input: obj(json!({})),
-        correlation_id: None,
-        priority: 0,
-        task_to_domain: Default::default(),
-        parent_workflow_id: None,
-        parent_workflow_task_id: None,
-        re_run_from_workflow_id: None,
-        event: None,
-    }))
-}
-
 /// Starts workflows on partition `p` until one is refused; the ids acknowledged.
 async fn start_until_refused(p: &Partition, from: u64) -> Vec<WorkflowId> {
     let mut acknowledged = Vec::new();
@@ -179,7 +162,7 @@ async fn start_until_refused(p: &Partition, from: u64) -> Vec<WorkflowId> {
     for n in from.. {
         assert!(tokio::time::Instant::now() < deadline, "no write failed");
         let id = WorkflowId::new(p.id, u128::from(n) << 64);
-        match p.try_call(&id, start(&id)).await {
+        match p.try_call(&id, start_op(&id)).await {
             Some(Ok(_)) => acknowledged.push(id),
             _ => break,
         }
@@ -196,7 +179,7 @@ async fn a_failed_partition_is_reopened_and_the_others_serve_on() {
         .map(|n| WorkflowId::new(PartitionId(0), n << 64))
         .collect();
     for id in &before {
-        let started = p0.try_call(id, start(id)).await;
+        let started = p0.try_call(id, start_op(id)).await;
         assert!(matches!(started, Some(Ok(_))), "{started:?}");
     }
     *f.armed.lock().expect("armed") = Some("p0/".into());
@@ -217,7 +200,7 @@ async fn a_failed_partition_is_reopened_and_the_others_serve_on() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let other = WorkflowId::new(PartitionId(1), 1 << 64);
-    let served = p1.try_call(&other, start(&other)).await;
+    let served = p1.try_call(&other, start_op(&other)).await;
     assert!(matches!(served, Some(Ok(_))), "p1 serves: {served:?}");
 
     // Reopened from what is durable: every start acknowledged before the failure is there.
@@ -236,7 +219,7 @@ async fn start_n(p: &Partition, from: u64, n: u64) -> u64 {
     let mut acknowledged = 0;
     for k in from..from + n {
         let id = WorkflowId::new(p.id, u128::from(k) << 64);
-        if matches!(p.try_call(&id, start(&id)).await, Some(Ok(_))) {
+        if matches!(p.try_call(&id, start_op(&id)).await, Some(Ok(_))) {
             acknowledged += 1;
         }
     }

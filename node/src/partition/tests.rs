@@ -8,12 +8,11 @@ use super::{Partition, WorkflowOp};
 use crate::error::Error;
 use crate::host::Seams;
 use crate::service::open_with;
+use crate::testing::start_op;
 use crate::Options;
-use engine::testing::{def_of, obj, simple};
-use engine::{Input, StartInput};
+use engine::Input;
 use proto::model::{TaskResult, TaskResultStatus};
 use proto::{PartitionId, TaskId, WorkflowId};
-use serde_json::json;
 use std::sync::Arc;
 
 struct Fixture {
@@ -47,21 +46,6 @@ impl Fixture {
         }
         p
     }
-}
-
-fn start_op(id: &WorkflowId) -> WorkflowOp {
-    WorkflowOp::Start(Box::new(StartInput {
-        workflow_id: id.clone(),
-        def: def_of(vec![simple("a")]),
-        input: obj(json!({"x": 1})),
-        correlation_id: None,
-        priority: 0,
-        task_to_domain: Default::default(),
-        parent_workflow_id: None,
-        parent_workflow_task_id: None,
-        re_run_from_workflow_id: None,
-        event: None,
-    }))
 }
 
 async fn call(p: &Partition, id: &WorkflowId, op: WorkflowOp) -> Result<(), Error> {
