@@ -135,16 +135,8 @@ impl H {
     pub fn try_start(def: WorkflowDef, input: Value) -> Result<H, Error> {
         let mut rng = ChaCha8Rng::seed_from_u64(7);
         let s = StartInput {
-            workflow_id: wf_id(),
-            def,
-            input: obj(input),
             correlation_id: Some("corr".into()),
-            priority: 0,
-            task_to_domain: BTreeMap::new(),
-            parent_workflow_id: None,
-            parent_workflow_task_id: None,
-            re_run_from_workflow_id: None,
-            event: None,
+            ..StartInput::new(wf_id(), def, obj(input))
         };
         let d = start(s, T0, &mut rng)?;
         let rec = stored(d.record.expect("start writes a record"));

@@ -202,16 +202,7 @@ pub(crate) fn workflow_on(p: PartitionId, n: u128) -> WorkflowId {
 
 /// Starts workflow `id`: one SIMPLE task, input `{"x": 1}`.
 pub(crate) fn start_op(id: &WorkflowId) -> WorkflowOp {
-    WorkflowOp::Start(Box::new(StartInput {
-        workflow_id: id.clone(),
-        def: def_of(vec![simple("a")]),
-        input: obj(serde_json::json!({"x": 1})),
-        correlation_id: None,
-        priority: 0,
-        task_to_domain: Default::default(),
-        parent_workflow_id: None,
-        parent_workflow_task_id: None,
-        re_run_from_workflow_id: None,
-        event: None,
-    }))
+    let def = def_of(vec![simple("a")]);
+    let input = obj(serde_json::json!({"x": 1}));
+    WorkflowOp::Start(Box::new(StartInput::new(id.clone(), def, input)))
 }

@@ -27,6 +27,25 @@ pub struct StartInput {
     pub event: Option<String>,
 }
 
+impl StartInput {
+    /// A start of `def` as `workflow_id` with `input` and nothing else: no correlation id,
+    /// priority 0, no domains, no parent, not a rerun, not started by an event.
+    pub fn new(workflow_id: WorkflowId, def: WorkflowDef, input: Json) -> StartInput {
+        StartInput {
+            workflow_id,
+            def,
+            input,
+            correlation_id: None,
+            priority: 0,
+            task_to_domain: BTreeMap::new(),
+            parent_workflow_id: None,
+            parent_workflow_task_id: None,
+            re_run_from_workflow_id: None,
+            event: None,
+        }
+    }
+}
+
 /// One input to a running workflow. Every input is decided against the current state; inputs that no
 /// longer apply (a result for a terminal task, a stale timer) change nothing.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

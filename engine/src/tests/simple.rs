@@ -490,18 +490,11 @@ fn retries_exhausted_fail_the_workflow() {
 fn domains_come_from_task_to_domain() {
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let s = StartInput {
-        workflow_id: wf_id(),
-        def: def_of(vec![simple("a")]),
-        input: Json::new(),
-        correlation_id: None,
         priority: 5,
         task_to_domain: [("*".to_string(), "blue".to_string())]
             .into_iter()
             .collect(),
-        parent_workflow_id: None,
-        parent_workflow_task_id: None,
-        re_run_from_workflow_id: None,
-        event: None,
+        ..StartInput::new(wf_id(), def_of(vec![simple("a")]), Json::new())
     };
     let rec = start(s, T0, &mut rng)
         .expect("starts")
@@ -524,18 +517,7 @@ fn start_is_deterministic_for_a_seed() {
 #[test]
 fn start_rejects_invalid_definitions() {
     let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let s = StartInput {
-        workflow_id: wf_id(),
-        def: def_of(vec![]),
-        input: Json::new(),
-        correlation_id: None,
-        priority: 0,
-        task_to_domain: BTreeMap::new(),
-        parent_workflow_id: None,
-        parent_workflow_task_id: None,
-        re_run_from_workflow_id: None,
-        event: None,
-    };
+    let s = StartInput::new(wf_id(), def_of(vec![]), Json::new());
     assert!(matches!(start(s, T0, &mut rng), Err(Error::Invalid(_))));
 }
 

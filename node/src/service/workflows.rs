@@ -159,16 +159,11 @@ impl Workflows {
             None => self.new_workflow_id(),
         };
         let start = StartInput {
-            workflow_id: id.clone(),
-            def,
-            input: request.input,
             correlation_id: request.correlation_id,
             priority: request.priority,
             task_to_domain: request.task_to_domain,
-            parent_workflow_id: None,
-            parent_workflow_task_id: None,
-            re_run_from_workflow_id: None,
             event: event.map(str::to_owned),
+            ..StartInput::new(id.clone(), def, request.input)
         };
         Ok(PreparedStart {
             id,
@@ -206,16 +201,8 @@ impl Workflows {
         let mut def = self.definitions.workflow_def(name, version)?;
         self.host.defs.resolve(&mut def);
         let start = StartInput {
-            workflow_id: id.clone(),
-            def,
-            input,
             correlation_id,
-            priority: 0,
-            task_to_domain: Default::default(),
-            parent_workflow_id: None,
-            parent_workflow_task_id: None,
-            re_run_from_workflow_id: None,
-            event: None,
+            ..StartInput::new(id.clone(), def, input)
         };
         self.host
             .route_op(&id, WorkflowOp::Start(Box::new(start)))
