@@ -77,6 +77,15 @@ pub(crate) fn schedule_next(ctx: &mut Ctx<'_>, def: &[proto::model::WorkflowTask
                 }
             }
         }
+        task_type::FORK_JOIN_DYNAMIC => {
+            let forked = t.input_data.get("forkedTaskDefs").cloned();
+            let branches: Vec<proto::model::WorkflowTask> = forked
+                .and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or_default();
+            for branch in &branches {
+                schedule::schedule(ctx, branch);
+            }
+        }
         task_type::SWITCH | task_type::DECISION => {
             let case = t
                 .output_data
@@ -199,7 +208,11 @@ fn evaluate_joins(ctx: &mut Ctx<'_>) -> bool {
     let mut moved = false;
     for i in 0..ctx.wf.tasks.len() {
         let j = &ctx.wf.tasks[i];
-        if j.task_type != proto::model::task_type::JOIN || j.status != TaskStatus::InProgress {
+        if j.task_type == task_type::EXCLUSIVE_JOIN && j.status == TaskStatus::InProgress {
+            moved |= evaluate_exclusive_join(ctx, i);
+            continue;
+        }
+        if j.task_type != task_type::JOIN || j.status != TaskStatus::InProgress {
             continue;
         }
         let mut output = Json::new();
@@ -245,6 +258,46 @@ fn evaluate_joins(ctx: &mut Ctx<'_>) -> bool {
         moved = true;
     }
     moved
+}
+
+/// EXCLUSIVE_JOIN (after a SWITCH/DECISION, one of whose cases ran): takes the outcome and
+/// output of the first of `joinOn` that ran (or, when none did, of `defaultExclusiveJoinTask`),
+/// once that task is final. Returns true if it moved.
+fn evaluate_exclusive_join(ctx: &mut Ctx<'_>, i: usize) -> bool {
+    let wt = &ctx.wf.tasks[i].workflow_task;
+    let ran = |refs: &[String]| {
+        refs.iter()
+            .filter_map(|r| ctx.wf.task_by_ref(r))
+            .find(|t| t.status != TaskStatus::Skipped)
+    };
+    let Some(t) = ran(&wt.join_on).or_else(|| ran(&wt.default_exclusive_join_task)) else {
+        return false;
+    };
+    if !(t.status.is_terminal() && t.executed && !t.retried) {
+        return false;
+    }
+    let (status, output) = (t.status, t.output_data.clone());
+    let reason = (!status.is_successful()).then(|| {
+        format!(
+            "{} {}: {}",
+            t.reference_task_name,
+            status.as_str(),
+            t.reason_for_incompletion.as_deref().unwrap_or("")
+        )
+    });
+    let now = ctx.now;
+    let j = &mut ctx.wf.tasks[i];
+    j.output_data = output;
+    j.end_time = now;
+    j.update_time = now;
+    j.status = if reason.is_some() {
+        TaskStatus::Failed
+    } else {
+        TaskStatus::Completed
+    };
+    j.reason_for_incompletion = reason;
+    ctx.changed = true;
+    true
 }
 
 /// Ends the workflow when every task is final: FAILED if a permissive task failed, else COMPLETED.

@@ -119,6 +119,10 @@ pub fn decide(
             key,
         } => ops::update_variables(&mut ctx, variables, append_array, key)?,
         Input::EventPublished { task_id, error } => event_published(&mut ctx, &task_id, error)?,
+        Input::Performed { task_id, outcome } => {
+            let i = find_task(&ctx, task_id.as_str())?;
+            super::work::performed(&mut ctx, i, outcome);
+        }
     }
     Ok(ctx.finish(record.version))
 }
@@ -420,7 +424,7 @@ fn timer(ctx: &mut Ctx<'_>, key: &TimerKey) {
         return;
     };
     match key.kind {
-        TimerKind::EventPublish => publish_again(ctx, i),
+        TimerKind::EventPublish | TimerKind::Perform => attempt_again(ctx, i),
         TimerKind::Wait => wait_elapsed(ctx, i),
         kind => task_timed_out(ctx, kind, i),
     }
@@ -439,8 +443,8 @@ fn workflow_timed_out(ctx: &mut Ctx<'_>) {
     }
 }
 
-/// An EVENT task's publish is due again.
-fn publish_again(ctx: &mut Ctx<'_>, i: usize) {
+/// An EVENT task's publication or a task's work is due again.
+fn attempt_again(ctx: &mut Ctx<'_>, i: usize) {
     // Recording the attempt is the write whose commit publishes the message again.
     let now = ctx.now;
     let t = &mut ctx.wf.tasks[i];
@@ -483,7 +487,10 @@ fn task_timed_out(ctx: &mut Ctx<'_>, kind: TimerKind, i: usize) {
             format!("Task total timeout of {} seconds across attempts exceeded", def.total_timeout_seconds),
             TimeoutPolicy::TimeOutWf,
         ),
-        TimerKind::WorkflowTimeout | TimerKind::Wait | TimerKind::EventPublish => return,
+        TimerKind::WorkflowTimeout
+        | TimerKind::Wait
+        | TimerKind::EventPublish
+        | TimerKind::Perform => return,
     };
     if policy == TimeoutPolicy::AlertOnly {
         return;

@@ -44,6 +44,9 @@ pub(crate) fn due(wf: &Workflow, key: &TimerKey) -> Option<NowMs> {
     if key.kind == TimerKind::EventPublish {
         return event_publish_due(wf, t);
     }
+    if key.kind == TimerKind::Perform {
+        return super::work::redo_due(wf, t);
+    }
     if key.kind == TimerKind::Wait {
         let armed = t.workflow_task.task_type == task_type::WAIT
             && t.status == TaskStatus::InProgress
@@ -78,7 +81,10 @@ pub(crate) fn due(wf: &Workflow, key: &TimerKey) -> Option<NowMs> {
             t.first_scheduled_time
                 .saturating_add(secs_ms(def.total_timeout_seconds))
         }),
-        TimerKind::WorkflowTimeout | TimerKind::Wait | TimerKind::EventPublish => None,
+        TimerKind::WorkflowTimeout
+        | TimerKind::Wait
+        | TimerKind::EventPublish
+        | TimerKind::Perform => None,
     }
 }
 
@@ -154,6 +160,13 @@ pub fn timers(workflow: &Workflow) -> Vec<Timer> {
             if let Some(due_ms) = event_publish_due(workflow, t) {
                 out.push(Timer { due_ms, key });
             }
+            let key = TimerKey {
+                kind: TimerKind::Perform,
+                task_id: Some(t.task_id.clone()),
+            };
+            if let Some(due_ms) = super::work::redo_due(workflow, t) {
+                out.push(Timer { due_ms, key });
+            }
         }
         for t in workflow.tasks.iter().filter(|t| t.wait_timeout > 0) {
             let key = TimerKey {
@@ -223,6 +236,26 @@ pub fn pending_events(workflow: &Workflow) -> Vec<PendingEvent> {
         .filter(|t| t.status == TaskStatus::Scheduled)
         .filter_map(|t| event_of(workflow, t))
         .collect()
+}
+
+/// What a committed state asks its leader to do outside the workflow: publish every EVENT
+/// task's message not reported published, and perform every task's pending work. Derived
+/// after every commit and at recovery, so nothing of it is lost with a leader.
+pub fn outbound(workflow: &Workflow) -> Vec<Effect> {
+    let workflow_id = &workflow.workflow_id;
+    let events = pending_events(workflow)
+        .into_iter()
+        .map(|event| Effect::PublishEvent {
+            workflow_id: workflow_id.clone(),
+            event,
+        });
+    let work = super::work::pending_work(workflow)
+        .into_iter()
+        .map(|work| Effect::Perform {
+            workflow_id: workflow_id.clone(),
+            work,
+        });
+    events.chain(work).collect()
 }
 
 /// The tasks of `workflow` that workers may poll (only while it is RUNNING).

@@ -45,6 +45,12 @@ pub enum Effect {
         workflow_id: WorkflowId,
         event: PendingEvent,
     },
+    /// A task's work (see [`pending_work`]), to perform and then report with
+    /// [`Input::Performed`]; derived after every commit and at recovery like `PublishEvent`.
+    Perform {
+        workflow_id: WorkflowId,
+        work: PendingWork,
+    },
 }
 
 /// The outcome of one input.
@@ -100,14 +106,17 @@ mod advance;
 mod decide;
 mod derive;
 mod expr;
+pub mod jq;
 pub mod mutation;
 pub use expr::resolve_in;
 mod nav;
 mod ops;
+mod params;
 mod schedule;
 mod state;
 mod validate;
 mod wait;
+mod work;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -115,5 +124,6 @@ pub mod testing;
 mod tests;
 
 pub use decide::{decide, decide_all, fail_oversized, start};
-pub use derive::{pending_events, ready_tasks, timers, PendingEvent};
+pub use derive::{outbound, pending_events, ready_tasks, timers, PendingEvent};
 pub use validate::validate_workflow_def;
+pub use work::{pending_work, PendingWork, StartRequest, Work};

@@ -84,7 +84,8 @@ pub(crate) fn find<'a>(tasks: &'a [WorkflowTask], reference: &str) -> Option<&'a
     }
 }
 
-/// Task types Baton executes itself (never offered to workers).
+/// Task types Baton executes itself (never offered to workers). A DYNAMIC task becomes the task
+/// its input names when it is scheduled.
 pub(crate) const SYSTEM_TYPES: &[&str] = &[
     task_type::FORK_JOIN,
     task_type::JOIN,
@@ -94,12 +95,25 @@ pub(crate) const SYSTEM_TYPES: &[&str] = &[
     task_type::SET_VARIABLE,
     task_type::WAIT,
     task_type::EVENT,
+    task_type::FORK_JOIN_DYNAMIC,
+    task_type::EXCLUSIVE_JOIN,
+    task_type::DYNAMIC,
+    task_type::HUMAN,
+    task_type::START_WORKFLOW,
+    task_type::INLINE,
+    task_type::LAMBDA,
+    task_type::JSON_JQ_TRANSFORM,
 ];
 
 /// Whether the engine accepts this task type in a definition: SIMPLE (worker) tasks and the system
 /// tasks it executes itself.
 pub(crate) fn is_known_type(ty: &str) -> bool {
     ty == task_type::SIMPLE || SYSTEM_TYPES.contains(&ty)
+}
+
+/// `javascript` and `graaljs` (Conductor's two names for its JavaScript evaluator).
+pub(crate) fn is_script_evaluator(evaluator: Option<&str>) -> bool {
+    matches!(evaluator, Some("javascript" | "graaljs"))
 }
 
 /// True for tasks that workers poll for.

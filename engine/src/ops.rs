@@ -158,9 +158,15 @@ pub(crate) fn retry(ctx: &mut Ctx<'_>) -> Result<(), Error> {
             ctx.wf.tasks[i].executed = true;
             schedule::push(ctx, t);
         } else {
-            // JOIN, WAIT: re-open in place.
+            // JOIN, WAIT, HUMAN: re-open in place; a task whose work failed waits for it again.
+            let work = super::work::is_work_type(&ctx.wf.tasks[i].workflow_task);
             let t = &mut ctx.wf.tasks[i];
-            t.status = TaskStatus::InProgress;
+            t.status = if work {
+                TaskStatus::Scheduled
+            } else {
+                TaskStatus::InProgress
+            };
+            t.poll_count = 0;
             t.end_time = 0;
             t.update_time = now;
             t.executed = false;

@@ -223,10 +223,14 @@ pub(crate) fn failure_workflow_id(wf: &Workflow) -> WorkflowId {
         "failure:{}:{}:{}",
         wf.workflow_id, wf.start_time, wf.last_retried_time
     );
-    let hi = fnv1a(0xcbf2_9ce4_8422_2325, key.as_bytes());
-    let lo = fnv1a(0x84222325_cbf29ce4, key.as_bytes());
-    WorkflowId::new(
-        partition_of(&wf.workflow_id),
-        (u128::from(hi) << 64) | u128::from(lo),
-    )
+    derived_id(&wf.workflow_id, &key)
+}
+
+/// An id on `base`'s partition with bits from a hash of `key`: the same on every build and
+/// machine, so an effect that starts a workflow under it starts one however often it is repeated.
+pub(crate) fn derived_id(base: &WorkflowId, key: &str) -> WorkflowId {
+    let key = key.as_bytes();
+    let hi = fnv1a(0xcbf2_9ce4_8422_2325, key);
+    let lo = fnv1a(0x84222325_cbf29ce4, key);
+    WorkflowId::new(partition_of(base), (u128::from(hi) << 64) | u128::from(lo))
 }

@@ -250,6 +250,21 @@ impl H {
             .collect()
     }
 
+    /// The work task `r` waits for, if any (see [`crate::pending_work`]).
+    pub fn work(&self, r: &str) -> Option<crate::Work> {
+        let id = &self.task(r).task_id;
+        crate::pending_work(self.wf())
+            .into_iter()
+            .find(|p| &p.task_id == id)
+            .map(|p| p.work)
+    }
+
+    /// Reports task `r`'s work performed with `outcome`.
+    pub fn perform(&mut self, r: &str, outcome: Result<Value, String>) -> bool {
+        let task_id = self.task(r).task_id.clone();
+        self.ok(Input::Performed { task_id, outcome })
+    }
+
     pub fn finished(&self) -> bool {
         self.effects.contains(&Effect::Finished)
     }

@@ -58,17 +58,16 @@ pub fn validate_workflow_def(def: &WorkflowDef) -> Result<(), Error> {
 /// as in Conductor). Conductor fails such a workflow when it reaches the fork; refusing the
 /// definition says so before any workflow starts.
 fn check_forks_joined(def: &WorkflowDef) -> Result<(), Error> {
-    for fork in def
-        .all_tasks()
-        .into_iter()
-        .filter(|t| t.task_type == task_type::FORK_JOIN)
-    {
+    for fork in def.all_tasks().into_iter().filter(|t| {
+        t.task_type == task_type::FORK_JOIN || t.task_type == task_type::FORK_JOIN_DYNAMIC
+    }) {
         let r = &fork.task_reference_name;
         match next_after(&def.tasks, r) {
             Some(Next::Task(j)) if j.task_type == task_type::JOIN => {}
             _ => {
                 return Err(Error::Invalid(format!(
-                    "FORK_JOIN task '{r}' is not followed by a JOIN task"
+                    "{} task '{r}' is not followed by a JOIN task",
+                    fork.task_type
                 )))
             }
         }
@@ -106,23 +105,25 @@ fn check_task(t: &WorkflowTask, refs: &BTreeSet<&str>) -> Result<(), Error> {
             }
             Some(_) => {}
         },
-        task_type::JOIN => {
+        task_type::JOIN | task_type::EXCLUSIVE_JOIN => {
+            let ty = &t.task_type;
+            let on = t.join_on.iter().chain(&t.default_exclusive_join_task);
             if t.join_on.iter().any(|j| j == r) {
-                return bad(format!("JOIN task '{r}' joins on itself"));
+                return bad(format!("{ty} task '{r}' joins on itself"));
             }
-            if let Some(missing) = t.join_on.iter().find(|j| !refs.contains(j.as_str())) {
+            if let Some(missing) = on.clone().find(|j| !refs.contains(j.as_str())) {
                 return bad(format!(
-                    "JOIN task '{r}' joins on '{missing}', which is not a task of this workflow"
+                    "{ty} task '{r}' joins on '{missing}', which is not a task of this workflow"
                 ));
             }
         }
         task_type::SWITCH => {
             match t.evaluator_type.as_deref() {
                 None | Some("") => return bad(format!("SWITCH task '{r}' has no evaluatorType")),
-                Some("value-param") => {}
+                Some("value-param" | "javascript" | "graaljs") => {}
                 Some(other) => {
                     return bad(format!(
-                    "SWITCH task '{r}' has evaluatorType '{other}'; Baton supports 'value-param'"
+                    "SWITCH task '{r}' has evaluatorType '{other}'; use 'value-param', 'javascript' or 'graaljs'"
                 ))
                 }
             }
@@ -130,6 +131,12 @@ fn check_task(t: &WorkflowTask, refs: &BTreeSet<&str>) -> Result<(), Error> {
                 return bad(format!("SWITCH task '{r}' has no expression"));
             }
         }
+        task_type::FORK_JOIN_DYNAMIC
+        | task_type::DYNAMIC
+        | task_type::INLINE
+        | task_type::LAMBDA
+        | task_type::JSON_JQ_TRANSFORM
+        | task_type::START_WORKFLOW => super::params::check(t)?,
         task_type::DECISION
             if t.case_value_param
                 .as_deref()
@@ -147,6 +154,7 @@ fn check_task(t: &WorkflowTask, refs: &BTreeSet<&str>) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn wt(r: &str, ty: &str) -> WorkflowTask {
         WorkflowTask {
@@ -154,6 +162,27 @@ mod tests {
             task_reference_name: r.into(),
             task_type: ty.into(),
             ..Default::default()
+        }
+    }
+
+    fn with_params(r: &str, ty: &str, params: serde_json::Value) -> WorkflowTask {
+        let serde_json::Value::Object(input_parameters) = params else {
+            panic!("parameters are an object");
+        };
+        WorkflowTask {
+            input_parameters,
+            ..wt(r, ty)
+        }
+    }
+
+    trait Tap: Sized {
+        fn tap(self, f: impl FnOnce(&mut Self)) -> Self;
+    }
+
+    impl Tap for WorkflowTask {
+        fn tap(mut self, f: impl FnOnce(&mut Self)) -> Self {
+            f(&mut self);
+            self
         }
     }
 
@@ -172,7 +201,7 @@ mod tests {
         let mut join_missing = wt("j", "JOIN");
         join_missing.join_on = vec!["zz".into()];
         let mut js_switch = wt("s", "SWITCH");
-        js_switch.evaluator_type = Some("javascript".into());
+        js_switch.evaluator_type = Some("python".into());
         js_switch.expression = Some("1".into());
         let mut no_expr = wt("s", "SWITCH");
         no_expr.evaluator_type = Some("value-param".into());
@@ -225,7 +254,7 @@ mod tests {
                 def(vec![wt("s", "SWITCH")]),
                 "SWITCH task 's' has no evaluatorType",
             ),
-            (def(vec![js_switch]), "evaluatorType 'javascript'"),
+            (def(vec![js_switch]), "evaluatorType 'python'"),
             (def(vec![no_expr]), "SWITCH task 's' has no expression"),
             (
                 def(vec![wt("d", "DECISION")]),
@@ -234,6 +263,64 @@ mod tests {
             (
                 def(vec![wt(&"x".repeat(NAME_LEN_MAX + 1), "SIMPLE")]),
                 "longer than",
+            ),
+            (
+                def(vec![wt("f", "FORK_JOIN_DYNAMIC"), wt("j", "JOIN")]),
+                "FORK_JOIN_DYNAMIC task 'f' has no dynamicForkTasksParam",
+            ),
+            (
+                def(vec![with_params(
+                    "f",
+                    "FORK_JOIN_DYNAMIC",
+                    json!({"forkTaskInputs": []}),
+                )]),
+                "FORK_JOIN_DYNAMIC task 'f' is not followed by a JOIN task",
+            ),
+            (
+                def(vec![wt("d", "DYNAMIC")]),
+                "DYNAMIC task 'd' has no dynamicTaskNameParam",
+            ),
+            (
+                def(vec![with_params(
+                    "i",
+                    "INLINE",
+                    json!({"evaluatorType": "javascript"}),
+                )]),
+                "INLINE task 'i' has no expression",
+            ),
+            (
+                def(vec![with_params(
+                    "i",
+                    "INLINE",
+                    json!({"expression": "1", "evaluatorType": "python"}),
+                )]),
+                "INLINE task 'i' has evaluatorType 'python'",
+            ),
+            (
+                def(vec![wt("l", "LAMBDA")]),
+                "LAMBDA task 'l' has no scriptExpression",
+            ),
+            (
+                def(vec![with_params(
+                    "q",
+                    "JSON_JQ_TRANSFORM",
+                    json!({"queryExpression": ".a | {"}),
+                )]),
+                "JSON_JQ_TRANSFORM task 'q' jq query does not parse",
+            ),
+            (
+                def(vec![with_params(
+                    "s",
+                    "START_WORKFLOW",
+                    json!({"startWorkflow": {"input": {}}}),
+                )]),
+                "START_WORKFLOW task 's' names no workflow",
+            ),
+            (
+                def(vec![with_params("x", "EXCLUSIVE_JOIN", json!({})).tap(
+                    |t| t.default_exclusive_join_task = vec!["nope".into()],
+                )]),
+                "EXCLUSIVE_JOIN task 'x' joins on 'nope'",
             ),
         ];
         for (d, want) in table {

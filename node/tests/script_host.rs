@@ -23,6 +23,29 @@ async fn warm_pool() -> ScriptPool {
     pool
 }
 
+/// jq queries run in the same hosts: their outputs as a list, a query that does not parse or
+/// fails on its input as an error, and one that would run for ever stopped at the deadline with
+/// the host replaced.
+#[tokio::test]
+async fn jq_queries_answer_are_refused_or_are_stopped() {
+    let pool = warm_pool().await;
+    let limits = Limits::default();
+    let input = json!({"items": [{"n": 1}, {"n": 2}]});
+    let got = pool.query("[.items[].n] | add", &input, &limits).await;
+    assert_eq!(got, Ok(json!([3])));
+    let got = pool.query(".items[] | .n * 10", &input, &limits).await;
+    assert_eq!(got, Ok(json!([10, 20])));
+    let got = pool.query(".items | {", &input, &limits).await;
+    assert!(matches!(got, Err(ScriptError::Syntax(_))), "{got:?}");
+    let got = pool.query(".items + 1", &input, &limits).await;
+    assert!(matches!(got, Err(ScriptError::Failed(_))), "{got:?}");
+    let started = Instant::now();
+    let got = pool.query("last(range(1e15))", &input, &limits).await;
+    assert!(matches!(got, Err(ScriptError::TimedOut(_))), "{got:?}");
+    assert!(started.elapsed() < STOP_BOUND, "{:?}", started.elapsed());
+    assert_healthy(&pool).await;
+}
+
 /// A normal condition evaluates correctly.
 async fn assert_healthy(pool: &ScriptPool) {
     let root = json!({"status": "READY"});
@@ -437,7 +460,7 @@ async fn a_runaway_allocation_past_quickjs_is_bounded_by_the_host() {
 /// it [`SELF_KILL_GRACE`] after the script's limit.
 #[test]
 fn an_orphaned_stuck_host_aborts_itself() {
-    use node::events::frame::{self, RequestRef};
+    use node::events::frame::{self, Lang, RequestRef};
     use node::events::host::SELF_KILL_GRACE;
     use std::io::Read;
     use std::process::{Command, Stdio};
@@ -456,6 +479,7 @@ fn an_orphaned_stuck_host_aborts_itself() {
         ..Limits::default()
     };
     let request = RequestRef {
+        lang: Lang::Js,
         script: "Array.prototype.slice.call({length: 2**32 - 2})",
         root: &json!({}),
         limits: &limits,

@@ -108,6 +108,13 @@ pub enum Input {
         task_id: TaskId,
         error: Option<String>,
     },
+    /// The work a SCHEDULED task waited for was performed (a script evaluated, a workflow
+    /// started): the task completes with what it produced or fails with the reason. Anything
+    /// else ignores it.
+    Performed {
+        task_id: TaskId,
+        outcome: Result<serde_json::Value, String>,
+    },
 }
 
 /// The kinds of timer a workflow may have armed.
@@ -131,6 +138,9 @@ pub enum TimerKind {
     /// records another attempt, and the commit of that write publishes the message again
     /// (deduplicated downstream by the task id). Backs off from attempt to attempt.
     EventPublish,
+    /// A task's work (a script, a workflow to start) was not reported performed by its due
+    /// time: the decision records another attempt, whose commit performs it again.
+    Perform,
 }
 
 /// Identifies a timer within its workflow.

@@ -1,6 +1,7 @@
 //! Engine tests: feed inputs to `start`/`decide` through the driver in [`crate::testing`] and
 //! assert exact states and effects.
 
+mod catalogue;
 mod fork;
 mod ops;
 mod simple;
@@ -11,7 +12,7 @@ mod timeouts;
 pub(crate) use crate::testing::*;
 pub(crate) use crate::*;
 pub(crate) use proto::model::{
-    task_type, TaskDef, TaskResultStatus, TaskStatus, WorkflowStatus, WorkflowTask,
+    task_type, TaskDef, TaskResultStatus, TaskStatus, WorkflowDef, WorkflowStatus, WorkflowTask,
 };
 pub(crate) use proto::PartitionId;
 pub(crate) use rand::SeedableRng;

@@ -13,15 +13,28 @@ use std::io::{self, Read, Write};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The first frame a script host writes: the protocol's name and version.
-pub const HELLO: &[u8] = b"baton-script-host/1";
+pub const HELLO: &[u8] = b"baton-script-host/2";
 
 /// Largest frame either side accepts: a payload of the largest size accepted anywhere, a
 /// script, and room for JSON's escaping.
 pub const FRAME_BYTES_MAX: usize = 4 * proto::limits::REQUEST_BYTES_MAX;
 
+/// The language of a [`Request`]'s script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lang {
+    /// JavaScript, with the value bound to `$`; the answer is the script's value.
+    #[default]
+    Js,
+    /// A jq query run on the value; the answer is the list of its outputs.
+    Jq,
+}
+
 /// One evaluation: the script, the value bound to `$`, and its limits.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Request {
+    #[serde(default)]
+    pub lang: Lang,
     pub script: String,
     pub root: Value,
     pub limits: Limits,
@@ -30,6 +43,7 @@ pub struct Request {
 /// A [`Request`] as the pool writes it, borrowing what it sends.
 #[derive(Debug, Serialize)]
 pub struct RequestRef<'a> {
+    pub lang: Lang,
     pub script: &'a str,
     pub root: &'a Value,
     pub limits: &'a Limits,

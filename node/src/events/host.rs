@@ -5,12 +5,14 @@
 //!
 //! It limits its own data memory ([`DATA_BYTES_MAX`] more than it starts with: a runaway
 //! allocation fails or kills this process only) and core dumps, says [`HELLO`](super::frame::HELLO), then answers each request
-//! on stdin with one evaluation in the [`script`](super::script) sandbox on stdout. Its own
+//! on stdin with one evaluation on stdout (JavaScript in the [`script`](super::script) sandbox,
+//! or a jq query: [`jq`](super::jq)). Its own
 //! watchdog aborts it when an evaluation runs [`SELF_KILL_GRACE`] past its time limit: the node
 //! kills it much sooner, so this only matters when the node itself is gone. It exits when stdin
 //! closes (the node stopped or dropped it).
 
-use super::frame::{self, Answer, Request};
+use super::frame::{self, Answer, Lang, Request};
+use super::jq::Queries;
 use super::script::{self, ScriptError};
 use std::io::{self, BufReader, BufWriter};
 use std::sync::{Arc, Condvar, Mutex};
@@ -34,6 +36,7 @@ pub const SELF_KILL_GRACE: Duration = Duration::from_secs(2);
 pub fn serve() -> io::Result<()> {
     limit_self()?;
     let watchdog = Watchdog::start()?;
+    let mut queries = Queries::default();
     let mut input = BufReader::new(io::stdin().lock());
     let mut output = BufWriter::new(io::stdout().lock());
     frame::write_blocking(&mut output, frame::HELLO)?;
@@ -41,7 +44,10 @@ pub fn serve() -> io::Result<()> {
         let answer: Answer = match serde_json::from_slice::<Request>(&body) {
             Ok(request) => {
                 watchdog.arm(Instant::now() + request.limits.time + SELF_KILL_GRACE);
-                let answer = script::evaluate(&request.script, &request.root, &request.limits);
+                let answer = match request.lang {
+                    Lang::Js => script::evaluate(&request.script, &request.root, &request.limits),
+                    Lang::Jq => queries.run(&request.script, &request.root, &request.limits),
+                };
                 watchdog.disarm();
                 answer
             }

@@ -13,6 +13,7 @@ pub mod brokers;
 pub mod eval;
 pub mod frame;
 pub mod host;
+pub mod jq;
 pub mod pool;
 pub mod script;
 

@@ -13,7 +13,7 @@
 //! [`ScriptPool::shutdown`] kills every host, busy ones included, and fails the evaluations
 //! in flight, so a node stops within its bound whatever a script does.
 
-use super::frame::{self, Answer, RequestRef, HELLO};
+use super::frame::{self, Answer, Lang, RequestRef, HELLO};
 use super::script::{Limits, ScriptError};
 use proto::limits::SCRIPT_HOSTS_MAX;
 use serde_json::Value;
@@ -156,7 +156,29 @@ impl ScriptPool {
         root: &Value,
         limits: &Limits,
     ) -> Result<Value, ScriptError> {
+        self.ask(Lang::Js, script, root, limits).await
+    }
+
+    /// Runs the jq `query` on `input` in a script host: the list of its outputs, within the same
+    /// deadline as [`Self::evaluate`].
+    pub async fn query(
+        &self,
+        query: &str,
+        input: &Value,
+        limits: &Limits,
+    ) -> Result<Value, ScriptError> {
+        self.ask(Lang::Jq, query, input, limits).await
+    }
+
+    async fn ask(
+        &self,
+        lang: Lang,
+        script: &str,
+        root: &Value,
+        limits: &Limits,
+    ) -> Result<Value, ScriptError> {
         let request = RequestRef {
+            lang,
             script,
             root,
             limits,

@@ -52,6 +52,20 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// What a task's script or query may use (INLINE, LAMBDA, SWITCH's script, DO_WHILE's
+    /// condition, JSON_JQ_TRANSFORM): 1 s, 32 MiB of memory, 256 KiB of stack, and a result no
+    /// larger than a task's output may be.
+    pub fn task() -> Limits {
+        Limits {
+            time: Duration::from_secs(1),
+            memory_bytes: 32 << 20,
+            stack_bytes: 256 << 10,
+            output_bytes: proto::limits::PAYLOAD_BYTES_MAX,
+        }
+    }
+}
+
 /// Why a script gave no value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum ScriptError {

@@ -254,19 +254,12 @@ impl Actors {
             };
             self.ctx.publish(&id, record.as_ref());
             if let Some(r) = &record {
-                events.extend(
-                    engine::pending_events(&r.workflow)
-                        .into_iter()
-                        .map(|event| Effect::PublishEvent {
-                            workflow_id: id.clone(),
-                            event,
-                        }),
-                );
+                events.extend(engine::outbound(&r.workflow));
             }
             count += 1;
         }
         // EVENT tasks whose message was not reported published: publish again (deduplicated
-        // downstream by the task id).
+        // downstream by the task id); work not reported performed: perform it again.
         let ctx = self.ctx.clone();
         tokio::spawn(async move {
             for effect in events {

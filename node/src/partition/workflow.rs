@@ -204,11 +204,8 @@ impl WorkflowState {
             }
         }
         if let Some(r) = self.record.as_ref().filter(|_| committed) {
-            for event in engine::pending_events(&r.workflow) {
-                let workflow_id = self.id.clone();
-                self.ctx
-                    .outbox(Effect::PublishEvent { workflow_id, event })
-                    .await;
+            for effect in engine::outbound(&r.workflow) {
+                self.ctx.outbox(effect).await;
             }
         }
         Ok(())

@@ -9,7 +9,7 @@ use crate::partition::{keys, WorkflowOp};
 use engine::{Input, StartInput};
 use proto::limits::SEARCH_RESULTS_MAX;
 use proto::model::{
-    Json, RerunWorkflowRequest, SearchResult, SkipTaskRequest, StartWorkflowRequest, Workflow,
+    RerunWorkflowRequest, SearchResult, SkipTaskRequest, StartWorkflowRequest, Workflow,
     WorkflowSummary,
 };
 use proto::peer::{Hit, Reply, Request};
@@ -189,20 +189,19 @@ impl Workflows {
     }
 
     /// Starts a workflow under a given id (failure workflows); a Conflict means it already exists.
-    pub(crate) async fn start_with_id(
-        &self,
-        id: WorkflowId,
-        name: &str,
-        version: Option<u32>,
-        input: Json,
-        correlation_id: Option<String>,
-    ) -> Result<()> {
+    /// Starts the workflow an engine effect asks for (a failure workflow, a START_WORKFLOW
+    /// task's), under the id the effect derived: a repeat answers `Conflict`.
+    pub(crate) async fn start_requested(&self, request: engine::StartRequest) -> Result<()> {
         self.host.catch_up_meta().await?;
-        let mut def = self.definitions.workflow_def(name, version)?;
+        let mut def = self
+            .definitions
+            .workflow_def(&request.name, request.version)?;
         self.host.defs.resolve(&mut def);
+        let id = request.workflow_id;
         let start = StartInput {
-            correlation_id,
-            ..StartInput::new(id.clone(), def, input)
+            correlation_id: request.correlation_id,
+            task_to_domain: request.task_to_domain,
+            ..StartInput::new(id.clone(), def, request.input)
         };
         self.host
             .route_op(&id, WorkflowOp::Start(Box::new(start)))

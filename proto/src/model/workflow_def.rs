@@ -140,6 +140,22 @@ pub struct WorkflowTask {
     pub retry_count: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sink: Option<String>,
+    /// DYNAMIC: the input parameter that names the task to run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dynamic_task_name_param: Option<String>,
+    /// FORK_JOIN_DYNAMIC: the input parameter holding the list of tasks to fork.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dynamic_fork_tasks_param: Option<String>,
+    /// FORK_JOIN_DYNAMIC: the input parameter holding each forked task's input, by reference.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dynamic_fork_tasks_input_param_name: Option<String>,
+    /// FORK_JOIN_DYNAMIC, Conductor's oldest form: the input parameter holding
+    /// `{"dynamicTasks": [{taskName, taskReferenceName, type, input}]}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dynamic_fork_join_tasks_param: Option<String>,
+    /// EXCLUSIVE_JOIN: the references whose output it takes when none of `joinOn` ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub default_exclusive_join_task: Vec<String>,
     /// The task definition, inlined in the workflow definition or filled in at workflow start.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task_definition: Option<TaskDef>,
@@ -172,6 +188,11 @@ impl Default for WorkflowTask {
             async_complete: false,
             retry_count: None,
             sink: None,
+            dynamic_task_name_param: None,
+            dynamic_fork_tasks_param: None,
+            dynamic_fork_tasks_input_param_name: None,
+            dynamic_fork_join_tasks_param: None,
+            default_exclusive_join_task: Vec::new(),
             task_definition: None,
             extra: Json::new(),
         }
@@ -199,4 +220,5 @@ pub mod task_type {
     pub const EXCLUSIVE_JOIN: &str = "EXCLUSIVE_JOIN";
     pub const LAMBDA: &str = "LAMBDA";
     pub const DYNAMIC: &str = "DYNAMIC";
+    pub const START_WORKFLOW: &str = "START_WORKFLOW";
 }

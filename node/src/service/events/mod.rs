@@ -4,6 +4,7 @@ mod consumers;
 mod dead_letters;
 pub(crate) use dead_letters::dead_letters_in;
 mod outbox;
+mod perform;
 
 use super::follow::follow;
 use super::{Loops, Tasks, Workflows};

@@ -1,18 +1,24 @@
 //! The outbox: effects a workflow's decision addresses outside itself, performed after the
 //! decision committed. A failure workflow is started under an id derived from the failed
-//! workflow, so a repeat finds it already started; an EVENT task's message is published once at a
-//! time per task (its message id is the task id, so a repeat is deduplicated downstream).
+//! workflow, so a repeat finds it already started; an EVENT task's message is published, and a
+//! task's work performed, once at a time per task (a message's id is the task id, so a repeat is
+//! deduplicated downstream; work is pure or keyed by the task).
 
 use super::Events;
 use crate::error::Error;
-use engine::Effect;
+use engine::{Effect, StartRequest};
+use proto::TaskId;
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::mpsc;
 
+/// The tasks whose message or work is being handled now.
+type InFlight = Arc<Mutex<BTreeSet<TaskId>>>;
+
 /// Performs the partitions' outbound effects until the service is gone.
 pub(super) async fn run(events: Weak<Events>, mut rx: mpsc::Receiver<Effect>) {
-    let publishing: Arc<Mutex<BTreeSet<proto::TaskId>>> = Arc::default();
+    let in_flight: InFlight = Arc::default();
     while let Some(effect) = rx.recv().await {
         let Some(events) = events.upgrade() else {
             return;
@@ -25,11 +31,15 @@ pub(super) async fn run(events: Weak<Events>, mut rx: mpsc::Receiver<Effect>) {
                 input,
                 correlation_id,
             } => {
-                let started = events
-                    .workflows
-                    .start_with_id(workflow_id.clone(), &name, version, input, correlation_id)
-                    .await;
-                match started {
+                let request = StartRequest {
+                    workflow_id: workflow_id.clone(),
+                    name: name.clone(),
+                    version,
+                    input,
+                    correlation_id,
+                    task_to_domain: Default::default(),
+                };
+                match events.workflows.start_requested(request).await {
                     Ok(()) | Err(Error::Conflict(_)) => {}
                     Err(e) => {
                         tracing::warn!(workflow = %workflow_id, %name, error = %e, "could not start failure workflow")
@@ -38,18 +48,35 @@ pub(super) async fn run(events: Weak<Events>, mut rx: mpsc::Receiver<Effect>) {
             }
             Effect::PublishEvent { workflow_id, event } => {
                 let task = event.task_id.clone();
-                let fresh = lock(&publishing).insert(task.clone());
-                if fresh {
-                    let publishing = publishing.clone();
-                    tokio::spawn(async move {
-                        events.publish_task_event(&workflow_id, event).await;
-                        lock(&publishing).remove(&task);
-                    });
-                }
+                once_per_task(&in_flight, task, async move {
+                    events.publish_task_event(&workflow_id, event).await;
+                });
+            }
+            Effect::Perform { workflow_id, work } => {
+                let task = work.task_id.clone();
+                once_per_task(&in_flight, task, async move {
+                    events.perform(&workflow_id, work).await;
+                });
             }
             Effect::Deliver(_) | Effect::Finished => {}
         }
     }
+}
+
+/// Runs `job` in its own task unless one for `task` is running already.
+fn once_per_task(
+    in_flight: &InFlight,
+    task: TaskId,
+    job: impl Future<Output = ()> + Send + 'static,
+) {
+    if !lock(in_flight).insert(task.clone()) {
+        return;
+    }
+    let in_flight = in_flight.clone();
+    tokio::spawn(async move {
+        job.await;
+        lock(&in_flight).remove(&task);
+    });
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

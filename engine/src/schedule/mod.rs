@@ -2,9 +2,12 @@
 //! Baton runs at once when they are reached (FORK_JOIN, JOIN, SWITCH/DECISION, SET_VARIABLE,
 //! TERMINATE, WAIT (see `wait`)). Worker tasks start SCHEDULED; what follows a task is the advance loop's business.
 
+mod dynamic;
+
 use super::expr::{self, Scope};
 use super::nav::{self, Next};
 use super::state::Ctx;
+use crate::NowMs;
 use proto::model::{task_type, Json, Task, TaskDef, TaskStatus, WorkflowStatus, WorkflowTask};
 use proto::TaskId;
 use serde_json::Value;
@@ -113,15 +116,15 @@ pub(crate) fn push(ctx: &mut Ctx<'_>, mut task: Task) -> usize {
     ctx.wf.tasks.len() - 1
 }
 
-fn complete_now(ctx: &Ctx<'_>, task: &mut Task, output: Json) {
+pub(crate) fn complete_now(now: NowMs, task: &mut Task, output: Json) {
     task.status = TaskStatus::Completed;
-    task.start_time = ctx.now;
-    task.end_time = ctx.now;
+    task.start_time = now;
+    task.end_time = now;
     task.output_data = output;
 }
 
 /// The string a SWITCH/DECISION compares with its case names.
-fn case_key(v: &Value) -> String {
+pub(crate) fn case_key(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -131,6 +134,12 @@ fn case_key(v: &Value) -> String {
 /// Schedules `wt` (and, for a FORK, its branches and JOIN). Does nothing if the workflow ended or the
 /// reference already has a task (a pre-skipped task is released so the loop moves past it).
 pub(crate) fn schedule(ctx: &mut Ctx<'_>, wt: &WorkflowTask) {
+    schedule_with(ctx, wt, None);
+}
+
+/// [`schedule`], with `extra` added to the task's resolved input (a dynamic fork's branch input,
+/// a dynamic task's own input).
+pub(crate) fn schedule_with(ctx: &mut Ctx<'_>, wt: &WorkflowTask, extra: Option<Json>) {
     if ctx.wf.status.is_terminal() {
         return;
     }
@@ -147,10 +156,18 @@ pub(crate) fn schedule(ctx: &mut Ctx<'_>, wt: &WorkflowTask) {
         }
         return;
     }
-    let task = new_task(ctx, wt, 0, None);
+    let mut task = new_task(ctx, wt, 0, None);
+    task.input_data.extend(extra.unwrap_or_default());
     match wt.task_type.as_str() {
         task_type::FORK_JOIN => schedule_fork(ctx, wt, task),
-        task_type::JOIN => schedule_join(ctx, wt, task),
+        task_type::FORK_JOIN_DYNAMIC => dynamic::schedule_fork(ctx, wt, task),
+        task_type::DYNAMIC => dynamic::schedule_dynamic(ctx, wt, task),
+        task_type::JOIN | task_type::EXCLUSIVE_JOIN => schedule_join(ctx, wt, task),
+        task_type::HUMAN => schedule_human(ctx, task),
+        task_type::INLINE => schedule_inline(ctx, task),
+        task_type::SWITCH if nav::is_script_evaluator(wt.evaluator_type.as_deref()) => {
+            push(ctx, task);
+        }
         task_type::WAIT => schedule_wait(ctx, task),
         task_type::SWITCH | task_type::DECISION => schedule_switch(ctx, wt, task),
         task_type::SET_VARIABLE => set_variable_task(ctx, task),
@@ -168,7 +185,7 @@ fn schedule_fork(ctx: &mut Ctx<'_>, wt: &WorkflowTask, mut task: Task) {
     let join = match nav::next_after(&def.tasks, &wt.task_reference_name) {
         Some(Next::Task(j)) if j.task_type == task_type::JOIN => j.clone(),
         _ => {
-            complete_now(ctx, &mut task, Json::new());
+            complete_now(ctx.now, &mut task, Json::new());
             task.executed = true;
             let idx = push(ctx, task);
             let id = ctx.wf.tasks[idx].task_id.clone();
@@ -181,7 +198,7 @@ fn schedule_fork(ctx: &mut Ctx<'_>, wt: &WorkflowTask, mut task: Task) {
             return;
         }
     };
-    complete_now(ctx, &mut task, Json::new());
+    complete_now(ctx.now, &mut task, Json::new());
     task.executed = true;
     push(ctx, task);
     for branch in &wt.fork_tasks {
@@ -201,12 +218,37 @@ fn schedule_join(ctx: &mut Ctx<'_>, wt: &WorkflowTask, mut task: Task) {
     push(ctx, task);
 }
 
+/// HUMAN: in progress from now until someone reports its outcome (`POST /api/tasks`).
+fn schedule_human(ctx: &mut Ctx<'_>, mut task: Task) {
+    task.status = TaskStatus::InProgress;
+    task.start_time = ctx.now;
+    push(ctx, task);
+}
+
+/// INLINE with the `value-param` evaluator completes at once with `result` the input value its
+/// `expression` names; with a JavaScript evaluator it waits for the runtime to evaluate it
+/// (see `work`).
+fn schedule_inline(ctx: &mut Ctx<'_>, mut task: Task) {
+    let evaluator = task.input_data.get("evaluatorType").and_then(Value::as_str);
+    if evaluator == Some("value-param") {
+        let key = task.input_data.get("expression").and_then(Value::as_str);
+        let value = key
+            .and_then(|k| task.input_data.get(k))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let mut out = Json::new();
+        out.insert("result".into(), value);
+        complete_now(ctx.now, &mut task, out);
+    }
+    push(ctx, task);
+}
+
 /// WAIT: completes at once if already due, otherwise waits until its due time (or forever);
 /// an unreadable duration or deadline fails it terminally.
 fn schedule_wait(ctx: &mut Ctx<'_>, mut task: Task) {
     task.start_time = ctx.now;
     match super::wait::due_ms(&task.input_data, ctx.now) {
-        Ok(Some(due)) if due <= ctx.now => complete_now(ctx, &mut task, Json::new()),
+        Ok(Some(due)) if due <= ctx.now => complete_now(ctx.now, &mut task, Json::new()),
         Ok(due) => {
             task.status = TaskStatus::InProgress;
             task.wait_timeout = due.unwrap_or(0);
@@ -234,7 +276,7 @@ fn schedule_switch(ctx: &mut Ctx<'_>, wt: &WorkflowTask, mut task: Task) {
         "evaluationResult".into(),
         Value::Array(vec![Value::String(key)]),
     );
-    complete_now(ctx, &mut task, out);
+    complete_now(ctx.now, &mut task, out);
     let first = chosen.first().cloned();
     task.executed = first.is_some();
     push(ctx, task);
@@ -248,7 +290,7 @@ fn set_variable_task(ctx: &mut Ctx<'_>, mut task: Task) {
     for (k, v) in &task.input_data {
         ctx.wf.variables.insert(k.clone(), v.clone());
     }
-    complete_now(ctx, &mut task, Json::new());
+    complete_now(ctx.now, &mut task, Json::new());
     push(ctx, task);
 }
 
@@ -274,10 +316,12 @@ fn terminate_task(ctx: &mut Ctx<'_>, mut task: Task) {
         .map(str::to_owned);
     let mut task_out = Json::new();
     task_out.insert("output".into(), Value::Object(output.clone()));
-    complete_now(ctx, &mut task, task_out);
+    complete_now(ctx.now, &mut task, task_out);
     task.executed = true;
     let idx = push(ctx, task);
     let id: TaskId = ctx.wf.tasks[idx].task_id.clone();
     let failed = (status != WorkflowStatus::Completed).then_some(&id);
-    ctx.end_with_output(status, reason, failed, true, Some(output));
+    ctx.end_with_output(status, reason.clone(), failed, true, Some(output));
+    // Conductor reports the reason whatever the status the TERMINATE ends the workflow with.
+    ctx.wf.reason_for_incompletion = reason;
 }

@@ -1,0 +1,341 @@
+//! The rest of Conductor's catalogue the engine decides itself: HUMAN, DYNAMIC,
+//! FORK_JOIN_DYNAMIC, EXCLUSIVE_JOIN, and the tasks that wait for work the runtime performs
+//! (INLINE, LAMBDA, JSON_JQ_TRANSFORM, SWITCH with a script, START_WORKFLOW).
+
+use super::*;
+use TaskStatus::*;
+
+fn run(h: &mut H, r: &str, out: Value) {
+    h.poll(r);
+    h.complete(r, out);
+}
+
+fn task(r: &str, ty: &str, params: Value) -> WorkflowTask {
+    WorkflowTask {
+        name: r.into(),
+        task_reference_name: r.into(),
+        task_type: ty.into(),
+        input_parameters: obj(params),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn human_waits_in_progress_for_an_outside_update() {
+    let mut h = H::start(
+        def_of(vec![task("h", "HUMAN", json!({})), simple("a")]),
+        json!({}),
+    );
+    assert_eq!(h.st("h"), InProgress);
+    assert!(ready_tasks(h.wf()).is_empty(), "nobody polls a HUMAN task");
+    h.complete("h", json!({"approved": true}));
+    assert_eq!(h.st("a"), Scheduled);
+}
+
+#[test]
+fn dynamic_runs_the_task_its_input_names() {
+    let mut dynamic = task("d", "DYNAMIC", json!({"which": "${workflow.input.t}"}));
+    dynamic.dynamic_task_name_param = Some("which".into());
+    let mut h = H::start(def_of(vec![dynamic.clone()]), json!({"t": "resize"}));
+    let t = h.task("d").clone();
+    assert_eq!((t.task_type.as_str(), t.status), ("resize", Scheduled));
+    assert_eq!(ready_tasks(h.wf())[0].task_type, "resize");
+    run(&mut h, "d", json!({"ok": 1}));
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+
+    let h = H::start(def_of(vec![dynamic]), json!({}));
+    assert_eq!(h.st("d"), FailedWithTerminalError);
+    assert_eq!(h.status(), WorkflowStatus::Failed);
+    let reason = h.wf().reason_for_incompletion.clone().unwrap_or_default();
+    assert!(reason.contains("Cannot map a dynamic task"), "{reason}");
+}
+
+#[test]
+fn dynamic_fork_fixture_forks_what_the_first_task_lists() {
+    let mut h = H::start(
+        fixture("dynamic_fork_join_integration_test.json"),
+        json!({}),
+    );
+    let listed = json!({
+        "dynamicTasks": [
+            {"name": "integration_task_2", "taskReferenceName": "xdt1", "type": "SIMPLE"},
+            {"name": "integration_task_3", "taskReferenceName": "xdt2", "type": "SIMPLE"}
+        ],
+        "dynamicTasksInput": {"xdt1": {"k1": "v1"}, "xdt2": {"k2": "v2"}}
+    });
+    run(&mut h, "dt1", listed);
+    assert_eq!(
+        h.shape(),
+        shape(&[
+            ("dt1", Completed),
+            ("dynamicfanouttask", Completed),
+            ("xdt1", Scheduled),
+            ("xdt2", Scheduled),
+            ("dynamicfanouttask_join", InProgress),
+        ])
+    );
+    let fork = h.task("dynamicfanouttask");
+    assert_eq!(fork.task_type, "FORK");
+    assert_eq!(fork.input_data["forkedTasks"], json!(["xdt1", "xdt2"]));
+    assert_eq!(h.task("xdt2").input_data["k2"], json!("v2"));
+    assert_eq!(
+        h.task("dynamicfanouttask_join").input_data["joinOn"],
+        json!(["xdt1", "xdt2"])
+    );
+    run(&mut h, "xdt1", json!({"a": 1}));
+    assert_eq!(h.st("dynamicfanouttask_join"), InProgress);
+    run(&mut h, "xdt2", json!({"b": 2}));
+    assert_eq!(
+        h.task("dynamicfanouttask_join").output_data,
+        obj(json!({"xdt1": {"a": 1}, "xdt2": {"b": 2}}))
+    );
+    run(&mut h, "task4", json!({}));
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+}
+
+fn simple_fork_def() -> WorkflowDef {
+    let fork = task(
+        "fan",
+        "FORK_JOIN_DYNAMIC",
+        json!({"forkTaskName": "work", "forkTaskInputs": "${workflow.input.items}"}),
+    );
+    def_of(vec![
+        fork,
+        task("fan_join", "JOIN", json!({})),
+        simple("after"),
+    ])
+}
+
+#[test]
+fn dynamic_fork_by_task_name_forks_one_task_per_input() {
+    let mut h = H::start(simple_fork_def(), json!({"items": [{"n": 1}, 7]}));
+    assert_eq!(h.st("_work_0"), Scheduled);
+    assert_eq!(h.task("_work_0").input_data["n"], json!(1));
+    assert_eq!(h.task("_work_1").input_data["input"], json!(7));
+    assert_eq!(h.task("_work_1").input_data["__index"], json!(1));
+    assert_eq!(h.task("_work_1").task_type, "work");
+    run(&mut h, "_work_0", json!({}));
+    run(&mut h, "_work_1", json!({}));
+    assert_eq!(h.st("after"), Scheduled);
+
+    let mut h = H::start(simple_fork_def(), json!({"items": []}));
+    assert_eq!(h.st("fan_join"), Completed, "an empty fork joins at once");
+    run(&mut h, "after", json!({}));
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+}
+
+#[test]
+fn a_dynamic_fork_whose_input_is_not_a_list_fails_with_the_reason() {
+    let mut fork = task(
+        "fan",
+        "FORK_JOIN_DYNAMIC",
+        json!({"tasks": "${workflow.input.tasks}", "inputs": {}}),
+    );
+    fork.dynamic_fork_tasks_param = Some("tasks".into());
+    fork.dynamic_fork_tasks_input_param_name = Some("inputs".into());
+    let def = def_of(vec![fork, task("fan_join", "JOIN", json!({}))]);
+    for bad in [
+        json!("not a list"),
+        json!([{"name": "x"}]),
+        json!([{"name": "x", "taskReferenceName": "fan_join"}]),
+    ] {
+        let h = H::start(def.clone(), json!({ "tasks": bad }));
+        assert_eq!(h.st("fan"), FailedWithTerminalError, "{bad}");
+        assert_eq!(h.status(), WorkflowStatus::Failed);
+        let reason = h
+            .task("fan")
+            .reason_for_incompletion
+            .clone()
+            .unwrap_or_default();
+        assert!(!reason.is_empty(), "{bad}");
+    }
+}
+
+#[test]
+fn exclusive_join_takes_the_branch_that_ran() {
+    let cases = [
+        (
+            json!({"decision_1": "true", "decision_2": "true"}),
+            &["task2", "task3"][..],
+            "task3",
+        ),
+        (
+            json!({"decision_1": "true", "decision_2": "false"}),
+            &["task2"][..],
+            "task2",
+        ),
+        (
+            json!({"decision_1": "false", "decision_3": "true"}),
+            &["task4", "task5"][..],
+            "task5",
+        ),
+    ];
+    for (input, path, taken) in cases {
+        let mut h = H::start(
+            fixture("exclusive_join_integration_test.json"),
+            input.clone(),
+        );
+        run(&mut h, "task1", json!({"payload": "p"}));
+        for r in path {
+            run(&mut h, r, json!({ "from": r }));
+        }
+        assert_eq!(h.st("exclusiveJoin"), Completed, "{input}");
+        assert_eq!(
+            h.task("exclusiveJoin").output_data,
+            obj(json!({ "from": taken }))
+        );
+        assert_eq!(h.status(), WorkflowStatus::Completed);
+    }
+}
+
+#[test]
+fn inline_value_param_completes_at_once_and_javascript_waits_for_its_evaluation() {
+    let vp = task(
+        "v",
+        "INLINE",
+        json!({"evaluatorType": "value-param", "expression": "x", "x": "${workflow.input.x}"}),
+    );
+    let js = task(
+        "j",
+        "INLINE",
+        json!({"evaluatorType": "javascript", "expression": "$.n * 2", "n": "${workflow.input.x}"}),
+    );
+    let mut h = H::start(def_of(vec![vp, js]), json!({"x": 21}));
+    assert_eq!(h.task("v").output_data, obj(json!({"result": 21})));
+    assert_eq!(h.st("j"), Scheduled);
+    assert_eq!(
+        h.work("j"),
+        Some(Work::Script {
+            script: "$.n * 2".into(),
+            root: json!({"evaluatorType": "javascript", "expression": "$.n * 2", "n": 21}),
+        })
+    );
+    assert!(ready_tasks(h.wf()).is_empty());
+    h.perform("j", Ok(json!(42)));
+    assert_eq!(h.task("j").output_data, obj(json!({"result": 42})));
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+    assert!(
+        !h.perform("j", Ok(json!(0))),
+        "a repeated report changes nothing"
+    );
+}
+
+#[test]
+fn a_script_that_fails_fails_its_task_and_retry_evaluates_it_again() {
+    let js = task(
+        "j",
+        "INLINE",
+        json!({"evaluatorType": "javascript", "expression": "throw 1"}),
+    );
+    let mut h = H::start(def_of(vec![js]), json!({}));
+    h.perform("j", Err("script threw: 1".into()));
+    assert_eq!(h.st("j"), Failed);
+    assert_eq!(h.status(), WorkflowStatus::Failed);
+    assert!(h
+        .wf()
+        .reason_for_incompletion
+        .clone()
+        .unwrap_or_default()
+        .contains("script threw: 1"));
+    h.ok(Input::Retry);
+    assert_eq!(h.st("j"), Scheduled);
+    assert!(h.work("j").is_some());
+}
+
+#[test]
+fn jq_reports_result_and_result_list() {
+    let jq = task(
+        "q",
+        "JSON_JQ_TRANSFORM",
+        json!({"queryExpression": ".a[]", "a": [1, 2]}),
+    );
+    let mut h = H::start(def_of(vec![jq]), json!({}));
+    assert!(matches!(h.work("q"), Some(Work::Jq { ref query, .. }) if query == ".a[]"));
+    h.perform("q", Ok(json!([1, 2])));
+    assert_eq!(
+        h.task("q").output_data,
+        obj(json!({"result": 1, "resultList": [1, 2]}))
+    );
+}
+
+#[test]
+fn a_javascript_switch_takes_the_case_its_script_answers() {
+    let mut sw = task("s", "SWITCH", json!({"v": "${workflow.input.v}"}));
+    sw.evaluator_type = Some("javascript".into());
+    sw.expression = Some("$.v > 1 ? 'big' : 'small'".into());
+    sw.decision_cases.insert("big".into(), vec![simple("b")]);
+    sw.default_case = vec![simple("d")];
+    let mut h = H::start(def_of(vec![sw, simple("z")]), json!({"v": 5}));
+    assert_eq!(h.st("s"), Scheduled);
+    h.perform("s", Ok(json!("big")));
+    assert_eq!(
+        h.task("s").output_data,
+        obj(json!({"evaluationResult": ["big"]}))
+    );
+    assert_eq!((h.st("b"), h.has("d")), (Scheduled, false));
+    run(&mut h, "b", json!({}));
+    assert_eq!(h.st("z"), Scheduled);
+}
+
+#[test]
+fn start_workflow_starts_one_under_a_derived_id_and_outputs_it() {
+    let spec = json!({"startWorkflow": {"name": "child", "version": 2, "input": {"a": 1}}});
+    let mut h = H::start(def_of(vec![task("sw", "START_WORKFLOW", spec)]), json!({}));
+    let Some(Work::Start(req)) = h.work("sw") else {
+        panic!("START_WORKFLOW waits for its start");
+    };
+    assert_eq!((req.name.as_str(), req.version), ("child", Some(2)));
+    assert_eq!(req.input, obj(json!({"a": 1})));
+    let again = H::start((*h.rec.workflow.workflow_definition).clone(), json!({}));
+    let Some(Work::Start(req2)) = again.work("sw") else {
+        panic!("waits");
+    };
+    assert_eq!(
+        req.workflow_id, req2.workflow_id,
+        "the same task derives the same id"
+    );
+    h.perform("sw", Ok(json!({ "workflowId": req.workflow_id.as_str() })));
+    assert_eq!(h.st("sw"), Completed);
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+}
+
+#[test]
+fn unreported_work_is_performed_again_with_backoff() {
+    let js = task("j", "LAMBDA", json!({"scriptExpression": "1"}));
+    let mut h = H::start(def_of(vec![js]), json!({}));
+    let id = h.task("j").task_id.clone();
+    let key = TimerKey {
+        kind: TimerKind::Perform,
+        task_id: Some(id),
+    };
+    let due = |h: &H| {
+        timers(h.wf())
+            .into_iter()
+            .find(|t| t.key == key)
+            .map(|t| t.due_ms)
+    };
+    assert_eq!(due(&h), Some(h.now + 5_000));
+    h.advance_ms(5_000);
+    h.ok(Input::Timer(key.clone()));
+    assert_eq!(h.task("j").poll_count, 1);
+    assert_eq!(due(&h), Some(h.now + 10_000));
+    h.perform("j", Ok(json!(1)));
+    assert_eq!(due(&h), None);
+}
+
+#[test]
+fn terminate_reports_its_reason_whatever_the_status() {
+    for status in ["COMPLETED", "FAILED", "TERMINATED"] {
+        let t = task(
+            "t",
+            "TERMINATE",
+            json!({"terminationStatus": status, "terminationReason": "enough"}),
+        );
+        let h = H::start(def_of(vec![t]), json!({}));
+        assert_eq!(
+            h.wf().reason_for_incompletion.as_deref(),
+            Some("enough"),
+            "{status}"
+        );
+    }
+}

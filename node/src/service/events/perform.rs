@@ -1,0 +1,69 @@
+//! Performing a task's work (`engine::Work`) on the leader after the commit that left it
+//! pending, and reporting the outcome to the workflow (`Input::Performed`). Scripts and jq
+//! queries run in the node's script hosts under [`Limits::task`]; a START_WORKFLOW's workflow
+//! is started under the id the engine derived from the task, so a repeat finds it started.
+//!
+//! An outcome that says something about the work (a value, a script error, an unknown
+//! workflow) is reported; a failure of the node's own means (no script host, no leader for the
+//! new workflow's partition) is not: the task's `Perform` timer has the work done again.
+
+use super::Events;
+use crate::error::Error;
+use crate::events::script::{Limits, ScriptError};
+use engine::{Input, PendingWork, StartRequest, Work};
+use proto::input::WorkflowOp;
+use proto::WorkflowId;
+use serde_json::Value;
+
+/// What performing work came to: `None` when it should be tried again later.
+type Outcome = Option<Result<Value, String>>;
+
+impl Events {
+    /// Performs `pending` for the workflow `workflow_id` and reports the outcome.
+    pub(super) async fn perform(&self, workflow_id: &WorkflowId, pending: PendingWork) {
+        let task_id = pending.task_id;
+        let outcome = match pending.work {
+            Work::Start(request) => self.start_for_task(request).await,
+            Work::Script { script, root } => {
+                script_outcome(self.scripts.evaluate(&script, &root, &Limits::task()).await)
+            }
+            Work::Jq { query, input } => {
+                script_outcome(self.scripts.query(&query, &input, &Limits::task()).await)
+            }
+        };
+        let Some(outcome) = outcome else {
+            tracing::debug!(workflow = %workflow_id, task = %task_id, "task work not done; its timer repeats it");
+            return;
+        };
+        let input = Input::Performed {
+            task_id: task_id.clone(),
+            outcome,
+        };
+        let op = WorkflowOp::Input(Box::new(input));
+        if let Err(e) = self.host.route_op(workflow_id, op).await {
+            tracing::warn!(workflow = %workflow_id, task = %task_id, error = %e, "could not report a task's work; its timer repeats it");
+        }
+    }
+
+    /// Starts a START_WORKFLOW task's workflow: its id, or why it cannot be started.
+    async fn start_for_task(&self, request: StartRequest) -> Outcome {
+        let id = request.workflow_id.clone();
+        let started = serde_json::json!({ "workflowId": id.as_str() });
+        match self.workflows.start_requested(request).await {
+            Ok(()) | Err(Error::Conflict(_)) => Some(Ok(started)),
+            Err(e @ (Error::NotFound(_) | Error::Invalid(_) | Error::TooLarge(_))) => {
+                Some(Err(e.to_string()))
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+/// A script's or query's answer as an outcome: a host that failed is tried again.
+fn script_outcome(answer: Result<Value, ScriptError>) -> Outcome {
+    match answer {
+        Ok(value) => Some(Ok(value)),
+        Err(ScriptError::HostFailed(_)) => None,
+        Err(e) => Some(Err(e.to_string())),
+    }
+}
