@@ -3,6 +3,7 @@
 //! Writes answer 200 with an empty body, except `PUT /api/metadata/workflow`, which answers
 //! Conductor's `BulkResponse` (which names were stored, which failed and why).
 
+use super::bulk::BulkResponse;
 use super::error::ApiResult;
 use super::extract::{name, Body, OneOrMany, Params, PathArgs};
 use super::ApiError;
@@ -11,7 +12,6 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use proto::model::{TaskDef, WorkflowDef};
-use serde::Serialize;
 use std::collections::BTreeMap;
 
 // ---- task definitions ----
@@ -74,17 +74,6 @@ pub async fn create_workflow_def(
     Ok(StatusCode::OK)
 }
 
-/// Conductor's answer to a bulk write.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BulkResponse {
-    /// Name -> why it was not stored.
-    pub bulk_error_results: BTreeMap<String, String>,
-    /// Names stored, in request order.
-    pub bulk_successful_results: Vec<String>,
-    pub message: &'static str,
-}
-
 /// `PUT /api/metadata/workflow`: creates or replaces each definition of a JSON list.
 ///
 /// As in Conductor, a definition the node refuses (invalid, conflicting) is reported in the
@@ -94,10 +83,7 @@ pub async fn update_workflow_defs(
     State(node): State<Node>,
     OneOrMany(defs): OneOrMany<WorkflowDef>,
 ) -> ApiResult<Json<BulkResponse>> {
-    let mut bulk = BulkResponse {
-        message: "Bulk Request has been processed.",
-        ..BulkResponse::default()
-    };
+    let mut bulk = BulkResponse::processed();
     for def in defs {
         let def_name = def.name.clone();
         match node.definitions.put_workflow_def(def, true).await {

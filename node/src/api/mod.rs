@@ -8,12 +8,14 @@
 //! malformed input is rejected before anything is proposed.
 //!
 //! Layout: [`error`] (Conductor's `ErrorResponse` and every status mapping), [`extract`] (the JSON
-//! body, query-string and id extractors, the boolean parser), [`search`] (the workflow search query
-//! language), and one file per Conductor resource: [`metadata`], [`workflow`], [`task`], [`event`]
-//! (event handlers, execution records, publishing), [`trigger`] (webhooks, schedules), [`health`].
+//! body, query-string and id extractors, the boolean parser), [`search`] (the searches' query
+//! language), and one file per Conductor resource: [`metadata`], [`workflow`], [`bulk`] (commands
+//! for lists of workflows), [`task`], [`event`] (event handlers, execution records, publishing),
+//! [`trigger`] (webhooks, schedules), [`health`].
 
 pub mod admin;
 pub mod admission;
+pub mod bulk;
 pub mod dead_letters;
 pub mod error;
 pub mod event;
@@ -134,6 +136,11 @@ fn routes() -> axum::Router<Node> {
         // name (start, correlated); the router needs one parameter name per position, so it is `{id}`.
         .route("/api/workflow", post(workflow::start))
         .route("/api/workflow/search", get(workflow::search))
+        .route("/api/workflow/bulk/pause", put(bulk::pause))
+        .route("/api/workflow/bulk/resume", put(bulk::resume))
+        .route("/api/workflow/bulk/restart", post(bulk::restart))
+        .route("/api/workflow/bulk/retry", post(bulk::retry))
+        .route("/api/workflow/bulk/terminate", post(bulk::terminate))
         .route(
             "/api/workflow/execute/{name}/{version}",
             post(workflow::execute),
