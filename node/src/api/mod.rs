@@ -223,8 +223,40 @@ fn routes() -> axum::Router<Node> {
             "/api/admin/quarantine/{workflow_id}",
             delete(admin::drop_quarantined),
         )
+        .merge(not_served())
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
+}
+
+/// Endpoints of Conductor (and of Orkes, which its clients also call) that Baton does not serve
+/// and whose paths a route above would otherwise take for an id or a name: each answers 404 "no
+/// such endpoint" for every method, as any other unknown path does, instead of a 400 about a
+/// malformed id or a 405. (A fixed segment wins over a `{parameter}` in the same place.)
+pub const NOT_SERVED: &[&str] = &[
+    "/api/workflow/bulk",
+    "/api/workflow/bulk/{*rest}",
+    "/api/workflow/search-by-tasks",
+    "/api/workflow/search-by-tasks-v2",
+    "/api/workflow/externalstoragelocation",
+    "/api/workflow/external-storage-location",
+    "/api/workflow/execute/{name}",
+    "/api/tasks/poll",
+    "/api/tasks/queue",
+    "/api/tasks/externalstoragelocation",
+    "/api/tasks/external-storage-location",
+    "/api/tasks/queue/polldata/all",
+    "/api/tasks/queue/all/verbose",
+    "/api/tasks/queue/requeue/{task_type}",
+    "/api/tasks/{id}/{reference}/signal",
+    "/api/tasks/{id}/{reference}/signal/sync",
+    "/api/metadata/workflow/validate",
+    "/api/metadata/workflow/{name}/tags",
+];
+
+fn not_served() -> axum::Router<Node> {
+    NOT_SERVED.iter().fold(axum::Router::new(), |router, path| {
+        router.route(path, axum::routing::any(error::not_found))
+    })
 }
 
 /// Runs each request inside an `http` span; handlers record `workflow` and `task` into it as they
@@ -268,9 +300,127 @@ async fn measure_request(request: Request, next: Next) -> Response {
 
 #[cfg(test)]
 mod tests {
+    use crate::api::testing::TestApi;
+    use axum::http::StatusCode;
+
     #[test]
     fn route_table_has_no_conflicts() {
         // axum panics on overlapping routes when they are added; building the table is the check.
         let _ = super::routes();
+    }
+
+    /// Paths of Conductor's, Orkes' and nobody's endpoints that Baton does not serve.
+    const UNKNOWN: &[(&str, &str)] = &[
+        ("GET", "/api/workflow/bulk"),
+        ("PUT", "/api/workflow/bulk/skip"),
+        ("GET", "/api/workflow/bulk/status"),
+        ("PUT", "/api/workflow/bulk/pause/extra"),
+        ("GET", "/api/workflow/search-by-tasks?query=x"),
+        ("GET", "/api/workflow/search-by-tasks-v2"),
+        (
+            "GET",
+            "/api/workflow/externalstoragelocation?path=p&operation=READ",
+        ),
+        ("GET", "/api/workflow/external-storage-location"),
+        ("POST", "/api/workflow/execute/some_wf"),
+        ("GET", "/api/workflow/execute/status"),
+        (
+            "POST",
+            "/api/workflow/01234567-89ab-cdef-0123-456789ab0001/resetcallbacks",
+        ),
+        (
+            "POST",
+            "/api/workflow/01234567-89ab-cdef-0123-456789ab0001/jump/ref",
+        ),
+        (
+            "POST",
+            "/api/workflow/01234567-89ab-cdef-0123-456789ab0001/variables",
+        ),
+        (
+            "POST",
+            "/api/workflow/01234567-89ab-cdef-0123-456789ab0001/state",
+        ),
+        (
+            "POST",
+            "/api/workflow/01234567-89ab-cdef-0123-456789ab0001/upgrade",
+        ),
+        (
+            "POST",
+            "/api/workflow/01234567-89ab-cdef-0123-456789ab0001/messages",
+        ),
+        ("GET", "/api/tasks/poll"),
+        ("GET", "/api/tasks/queue"),
+        ("GET", "/api/tasks/externalstoragelocation?path=p"),
+        ("GET", "/api/tasks/external-storage-location"),
+        ("GET", "/api/tasks/queue/polldata?taskType=t"),
+        ("GET", "/api/tasks/queue/polldata/all"),
+        ("GET", "/api/tasks/queue/all/verbose"),
+        ("POST", "/api/tasks/queue/requeue/t"),
+        (
+            "POST",
+            "/api/tasks/01234567-89ab-cdef-0123-456789ab0001/COMPLETED/signal",
+        ),
+        (
+            "POST",
+            "/api/tasks/01234567-89ab-cdef-0123-456789ab0001/COMPLETED/signal/sync",
+        ),
+        ("POST", "/api/metadata/workflow/validate"),
+        ("GET", "/api/metadata/workflow/w/tags"),
+        ("DELETE", "/api/metadata/workflow/w/tags"),
+        ("GET", "/api/metadata/tags"),
+        ("PUT", "/api/metadata/task/t/tags"),
+        ("GET", "/api/metadata/tags/workflow/w"),
+        ("GET", "/api/event/queue/config"),
+        ("GET", "/api/scheduler/nextFewSchedules?cronExpression=x"),
+        ("GET", "/api/scheduler/search/executions"),
+        ("GET", "/api/scheduler/schedules/s/tags"),
+        ("GET", "/api/secrets"),
+        ("GET", "/api/secrets-v2"),
+        ("PUT", "/api/secrets/key"),
+        ("GET", "/api/integrations/provider"),
+        ("GET", "/api/prompts"),
+        ("GET", "/api/schema"),
+        ("GET", "/api/applications"),
+        ("GET", "/api/groups"),
+        ("GET", "/api/users"),
+        ("GET", "/api/roles"),
+        ("POST", "/api/token"),
+        ("POST", "/api/auth/authorization"),
+        ("GET", "/api/gateway/config/auth"),
+        ("GET", "/api/registry/service"),
+        ("GET", "/api/agent/x/status"),
+        ("GET", "/api/queue/size"),
+        ("GET", "/api/admin/config"),
+        ("GET", "/api/nothing/here"),
+        ("GET", "/nothing"),
+    ];
+
+    #[tokio::test]
+    async fn unknown_routes_answer_no_such_endpoint() {
+        let api = TestApi::start().await;
+        for (method, path) in UNKNOWN {
+            let (status, json) = api.send(method, path, None).await;
+            let bare = path.split('?').next().unwrap_or(path);
+            assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}: {json}");
+            assert_eq!(json["code"], "NOT_FOUND", "{method} {path}: {json}");
+            let expected = format!("no such endpoint: {method} {bare}");
+            assert_eq!(json["message"], expected.as_str(), "{method} {path}");
+        }
+        // A route Baton serves, with a malformed id, is still a 400 that says so.
+        for (method, path) in [
+            ("GET", "/api/workflow/not-an-id"),
+            ("PUT", "/api/workflow/bulkx/pause"),
+            ("GET", "/api/tasks/not-a-task"),
+            ("POST", "/api/tasks/not-an-id/ref/COMPLETED"),
+        ] {
+            let (status, json) = api.send(method, path, None).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {path}: {json}");
+            let message = json["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains("is not a Baton id"),
+                "{method} {path}: {json}"
+            );
+        }
+        api.stop().await;
     }
 }
