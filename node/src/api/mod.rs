@@ -126,7 +126,15 @@ fn routes() -> axum::Router<Node> {
             "/api/metadata/workflow/names",
             get(metadata::workflow_names),
         )
+        .route(
+            "/api/metadata/workflow/names-and-versions",
+            get(metadata::workflow_names_and_versions),
+        )
         .route("/api/metadata/workflow/{name}", get(metadata::workflow_def))
+        .route(
+            "/api/metadata/workflow/{name}/versions",
+            get(metadata::workflow_versions),
+        )
         .route(
             "/api/metadata/workflow/{name}/{version}",
             delete(metadata::delete_workflow_def),
