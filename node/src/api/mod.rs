@@ -144,6 +144,11 @@ fn routes() -> axum::Router<Node> {
         // name (start, correlated); the router needs one parameter name per position, so it is `{id}`.
         .route("/api/workflow", post(workflow::start))
         .route("/api/workflow/search", get(workflow::search))
+        .route("/api/workflow/search-v2", get(workflow::search_v2))
+        .route(
+            "/api/workflow/correlated/batch",
+            post(workflow::correlated_by_names),
+        )
         .route("/api/workflow/bulk/pause", put(bulk::pause))
         .route("/api/workflow/bulk/resume", put(bulk::resume))
         .route("/api/workflow/bulk/restart", post(bulk::restart))
@@ -194,11 +199,17 @@ fn routes() -> axum::Router<Node> {
         .route("/api/tasks/queue/sizes", get(task::queue_sizes))
         .route("/api/tasks/queue/size", get(task::queue_size))
         .route("/api/tasks/queue/all", get(task::queue_all))
+        .route("/api/tasks/search", get(task::search))
+        .route("/api/tasks/search-v2", get(task::search_v2))
         .route("/api/tasks/{id}", get(task::get))
         .route("/api/tasks/{id}/log", get(task::logs).post(task::add_log))
         .route(
             "/api/tasks/{id}/{reference}/{status}",
             post(task::update_by_ref),
+        )
+        .route(
+            "/api/tasks/{id}/{reference}/{status}/sync",
+            post(task::update_by_ref_sync),
         )
         // ---- health ----
         .route("/health", get(health::health))

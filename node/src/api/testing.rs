@@ -183,6 +183,20 @@ impl TestApi {
         task
     }
 
+    /// Waits until `check` holds of the answer to `GET path`.
+    pub(crate) async fn until_get(
+        &self,
+        what: &str,
+        path: &str,
+        check: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        crate::testing::until(what, async || {
+            let (status, json) = self.send("GET", path, None).await;
+            (status.is_success() && check(&json)).then_some(json)
+        })
+        .await
+    }
+
     pub(crate) async fn stop(self) {
         self.cluster.stop().await;
     }
