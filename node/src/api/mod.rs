@@ -89,6 +89,7 @@ fn routes() -> axum::Router<Node> {
             "/api/scheduler/schedules",
             post(trigger::put_schedule).get(trigger::schedules),
         )
+        .route("/api/scheduler/nextFewSchedules", get(trigger::next_few))
         .route(
             "/api/scheduler/schedules/{name}",
             get(trigger::schedule).delete(trigger::delete_schedule),
@@ -254,6 +255,7 @@ fn routes() -> axum::Router<Node> {
 pub const NOT_SERVED: &[&str] = &[
     "/api/workflow/bulk",
     "/api/workflow/bulk/{*rest}",
+    "/api/workflow/test",
     "/api/workflow/search-by-tasks",
     "/api/workflow/search-by-tasks-v2",
     "/api/workflow/externalstoragelocation",
@@ -334,6 +336,7 @@ mod tests {
         ("PUT", "/api/workflow/bulk/skip"),
         ("GET", "/api/workflow/bulk/status"),
         ("PUT", "/api/workflow/bulk/pause/extra"),
+        ("POST", "/api/workflow/test"),
         ("GET", "/api/workflow/search-by-tasks?query=x"),
         ("GET", "/api/workflow/search-by-tasks-v2"),
         (
@@ -390,7 +393,6 @@ mod tests {
         ("PUT", "/api/metadata/task/t/tags"),
         ("GET", "/api/metadata/tags/workflow/w"),
         ("GET", "/api/event/queue/config"),
-        ("GET", "/api/scheduler/nextFewSchedules?cronExpression=x"),
         ("GET", "/api/scheduler/search/executions"),
         ("GET", "/api/scheduler/schedules/s/tags"),
         ("GET", "/api/secrets"),
