@@ -3,11 +3,12 @@
 //! answers: clauses joined by `AND`, each `field = value` or `field IN (v1, v2, ...)`. Values may be
 //! bare or quoted with `'` or `"`.
 //!
-//! Workflow searches take `workflowType`, `status` (workflow statuses, any of several) and
-//! `correlationId`. Example: `workflowType = 'order' AND status IN (RUNNING, FAILED)`.
+//! Workflow searches take `workflowType` (any of up to [`WORKFLOW_TYPES_MAX`] names), `workflowId`,
+//! `status` (workflow statuses, any of several) and `correlationId`, as Conductor UI writes them.
+//! Example: `workflowType IN (order, refund) AND status IN (RUNNING, FAILED)`.
 //!
-//! Task searches take `workflowType`, `workflowId`, `correlationId` and `taskId` (one value each),
-//! `taskType` and `status` (task statuses), any of several. Example:
+//! Task searches take `workflowType` (as above), `workflowId`, `correlationId` and `taskId` (one
+//! value each), `taskType` and `status` (task statuses, any of several). Example:
 //! `workflowType = 'order' AND taskType IN (charge, ship) AND status = FAILED`.
 //!
 //! Not supported (a 400 that says so): `OR`, parentheses for grouping, comparison operators other
@@ -23,7 +24,9 @@ use proto::model::{TaskStatus, WorkflowStatus};
 /// The filters a query asks for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ParsedQuery {
-    pub workflow_type: Option<String>,
+    /// Any of these workflow names; empty means any.
+    pub workflow_types: Vec<String>,
+    pub workflow_id: Option<String>,
     pub correlation_id: Option<String>,
     /// Any of these statuses; empty means any status.
     pub statuses: Vec<WorkflowStatus>,
@@ -64,8 +67,10 @@ pub fn paging(params: &Params) -> ApiResult<Paging> {
     })
 }
 
+/// Most workflow names one query may search (each is a search of its own).
+pub const WORKFLOW_TYPES_MAX: usize = 10;
 /// Fields a workflow search may name, for error messages.
-const WORKFLOW_FIELDS: &str = "workflowType, status, correlationId";
+const WORKFLOW_FIELDS: &str = "workflowType, workflowId, status, correlationId";
 /// Fields a task search may name, for error messages.
 const TASK_FIELDS: &str = "workflowType, workflowId, correlationId, taskId, taskType, status";
 /// Longest query accepted, in bytes.
@@ -188,7 +193,8 @@ pub fn parse(query: &str) -> ApiResult<ParsedQuery> {
     let mut parsed = ParsedQuery::default();
     for Clause { field, values } in clauses(query, fields)? {
         match field.as_str() {
-            "workflowType" => set_single(&mut parsed.workflow_type, fields, &field, values)?,
+            "workflowType" => set_types(&mut parsed.workflow_types, fields, &field, values)?,
+            "workflowId" => set_single(&mut parsed.workflow_id, fields, &field, values)?,
             "correlationId" => set_single(&mut parsed.correlation_id, fields, &field, values)?,
             "status" => {
                 let what =
@@ -220,7 +226,7 @@ pub fn parse_tasks(query: &str) -> ApiResult<TaskSearchQuery> {
     let mut parsed = TaskSearchQuery::default();
     for Clause { field, values } in clauses(query, fields)? {
         match field.as_str() {
-            "workflowType" => set_single(&mut parsed.workflow_name, fields, &field, values)?,
+            "workflowType" => set_types(&mut parsed.workflow_names, fields, &field, values)?,
             "workflowId" => set_single(&mut parsed.workflow_id, fields, &field, values)?,
             "correlationId" => set_single(&mut parsed.correlation_id, fields, &field, values)?,
             "taskId" => set_single(&mut parsed.task_id, fields, &field, values)?,
@@ -358,6 +364,30 @@ fn set_single(
     }
 }
 
+/// Sets `workflowType`: any of at most [`WORKFLOW_TYPES_MAX`] names.
+fn set_types(
+    slot: &mut Vec<String>,
+    fields: &str,
+    field: &str,
+    values: Vec<String>,
+) -> ApiResult<()> {
+    set_any(
+        slot,
+        fields,
+        field,
+        values,
+        |v| Some(v.to_owned()),
+        "a workflow name",
+    )?;
+    if slot.len() > WORKFLOW_TYPES_MAX {
+        return Err(bad(
+            fields,
+            format_args!("{field} may name at most {WORKFLOW_TYPES_MAX} workflows"),
+        ));
+    }
+    Ok(())
+}
+
 /// Sets a field that matches any of several values (`status`, `taskType`), each read by `parse`
 /// (`what` names a good value); it appears in one clause.
 fn set_any<T: PartialEq>(
@@ -395,9 +425,10 @@ mod tests {
     #[test]
     fn accepted_queries() {
         let q = |w: Option<&str>, c: Option<&str>, s: Vec<WorkflowStatus>| ParsedQuery {
-            workflow_type: w.map(str::to_owned),
+            workflow_types: w.map(str::to_owned).into_iter().collect(),
             correlation_id: c.map(str::to_owned),
             statuses: s,
+            ..ParsedQuery::default()
         };
         let table = [
             ("", q(None, None, vec![])),
@@ -425,6 +456,14 @@ mod tests {
             ("correlationId = 'c-1'", q(None, Some("c-1"), vec![])),
             ("workflowType IN (w)", q(Some("w"), None, vec![])),
             (
+                "workflowType IN (a, 'b', a) AND workflowId = \"x\"",
+                ParsedQuery {
+                    workflow_types: vec!["a".into(), "b".into()],
+                    workflow_id: Some("x".into()),
+                    ..ParsedQuery::default()
+                },
+            ),
+            (
                 "workflowType = 'w' AND status IN (TIMED_OUT, TERMINATED) and correlationId = 'c'",
                 q(Some("w"), Some("c"), vec![TimedOut, Terminated]),
             ),
@@ -443,7 +482,7 @@ mod tests {
             ),
             ("startTime > 100", "operator '>' is not supported"),
             ("status != RUNNING", "operator '!=' is not supported"),
-            ("workflowId = 'x'", "field 'workflowId' cannot be searched"),
+            ("taskType = 'x'", "field 'taskType' cannot be searched"),
             ("status = DONE", "'DONE' is not a workflow status"),
             ("workflowType = 'w", "is not closed"),
             (
@@ -453,8 +492,8 @@ mod tests {
             ("workflowType = 'w' AND", "the query ends after AND"),
             ("workflowType =", "expected a value after `workflowType =`"),
             (
-                "workflowType IN (a, b)",
-                "workflowType can match only one value",
+                "correlationId IN (a, b)",
+                "correlationId can match only one value",
             ),
             ("status IN RUNNING", "expected '(' after `status IN`"),
             ("status IN (RUNNING", "expected ',' or ')'"),
@@ -491,7 +530,7 @@ mod tests {
             "workflowType = 'w' AND taskType IN (a, 'b', a) AND status IN (FAILED, scheduled) AND taskId = \"t\" AND workflowId = x AND correlationId = c",
         )
         .unwrap_or_else(|e| panic!("{}", e.message));
-        assert_eq!(q.workflow_name.as_deref(), Some("w"));
+        assert_eq!(q.workflow_names, ["w"]);
         assert_eq!(q.task_types, ["a", "b"]);
         assert_eq!(q.statuses, [TaskStatus::Failed, TaskStatus::Scheduled]);
         assert_eq!(
@@ -508,6 +547,10 @@ mod tests {
         );
         for (query, needle) in [
             ("status = RUNNING", "'RUNNING' is not a task status"),
+            (
+                "workflowType IN (a, b, c, d, e, f, g, h, i, j, k)",
+                "workflowType may name at most 10 workflows",
+            ),
             (
                 "taskType = a AND taskType = b",
                 "taskType appears in more than one clause",

@@ -493,6 +493,12 @@ mod search_tests {
         assert_eq!(api.ok("GET", &path, None).await["totalHits"], 1);
         let unknown = "/api/tasks/search?query=workflowId%3D01234567-89ab-cdef-0123-456789ab0001";
         assert_eq!(api.ok("GET", unknown, None).await["totalHits"], 0);
+        let both = "/api/tasks/search?query=workflowType%20IN%20(ts_wf,ts_other_wf)";
+        let page = api
+            .until_get("three tasks", both, |p| p["totalHits"] == 3)
+            .await;
+        let rows = page["results"].as_array().expect("rows");
+        assert!(rows.iter().any(|r| r["taskType"] == "ts_other_t"), "{page}");
 
         for bad in [
             "/api/tasks/search?query=status%20%3D%20DONE",

@@ -415,8 +415,8 @@ pub async fn running(
 /// workflows, newest first.
 ///
 /// `query` is parsed by [`search::parse`]; paging and `sort` as [`search::paging`] reads them. A
-/// query over several statuses is answered by one node search per status, concatenated in the
-/// order the statuses were given.
+/// query over several workflow names or statuses is answered by one node search per combination,
+/// merged newest first; a `workflowId` is read directly.
 pub async fn search(
     State(node): State<Node>,
     params: Params,
@@ -441,59 +441,96 @@ pub async fn search_v2(
 
 /// The page of workflow summaries a search's parameters ask for.
 async fn search_page(node: &Node, params: &Params) -> ApiResult<SearchResult<WorkflowSummary>> {
-    let search::Paging {
-        start,
-        size,
-        free_text,
-    } = search::paging(params)?;
+    let paging = search::paging(params)?;
     let parsed = search::parse(params.str("query").unwrap_or(""))?;
     let base = SearchQuery {
-        workflow_name: parsed.workflow_type,
-        correlation_id: parsed.correlation_id,
+        workflow_name: None,
+        correlation_id: parsed.correlation_id.clone(),
         status: None,
-        free_text,
-        start,
-        size,
+        free_text: paging.free_text.clone(),
+        start: paging.start,
+        size: paging.size,
     };
-    match parsed.statuses.as_slice() {
-        [] => Ok(node.workflows.search(base).await?),
-        [one] => {
-            let query = SearchQuery {
-                status: Some(*one),
-                ..base
-            };
-            Ok(node.workflows.search(query).await?)
-        }
-        many => search_statuses(node, base, many).await,
+    if let Some(id) = &parsed.workflow_id {
+        return search_id(node, &parsed, base, id).await;
+    }
+    let statuses = each_or_any(parsed.statuses);
+    let queries: Vec<SearchQuery> = each_or_any(parsed.workflow_types)
+        .into_iter()
+        .flat_map(|name| statuses.iter().map(move |status| (name.clone(), *status)))
+        .map(|(workflow_name, status)| SearchQuery {
+            workflow_name,
+            status,
+            ..base.clone()
+        })
+        .collect();
+    match <[SearchQuery; 1]>::try_from(queries) {
+        Ok([one]) => Ok(node.workflows.search(one).await?),
+        Err(many) => search_each(node, many, paging.start, paging.size).await,
     }
 }
 
-/// One search per status, concatenated, then paged; only within the first
-/// [`SEARCH_RESULTS_MAX`] results.
-async fn search_statuses(
+/// Each of `values` as a filter, or one that lets anything pass when there are none.
+fn each_or_any<T>(values: Vec<T>) -> Vec<Option<T>> {
+    if values.is_empty() {
+        vec![None]
+    } else {
+        values.into_iter().map(Some).collect()
+    }
+}
+
+/// Whether `one` passes a filter that lets any of `set` pass (anything when it is empty).
+fn any_of<T: PartialEq>(set: &[T], one: &T) -> bool {
+    set.is_empty() || set.contains(one)
+}
+
+/// A search naming one workflow: it, if it passes the other filters.
+async fn search_id(
     node: &Node,
+    parsed: &search::ParsedQuery,
     base: SearchQuery,
-    statuses: &[model::WorkflowStatus],
+    id: &str,
 ) -> ApiResult<SearchResult<WorkflowSummary>> {
-    let (start, size) = (base.start, base.size);
+    let hit = node.workflows.search_id(id, &base).await?.filter(|s| {
+        any_of(&parsed.workflow_types, &s.workflow_type) && any_of(&parsed.statuses, &s.status)
+    });
+    Ok(SearchResult {
+        total_hits: u64::from(hit.is_some()),
+        results: hit.into_iter().skip(base.start).take(base.size).collect(),
+    })
+}
+
+/// One node search per query, merged newest first, then paged; only within the first
+/// [`SEARCH_RESULTS_MAX`] results.
+async fn search_each(
+    node: &Node,
+    queries: Vec<SearchQuery>,
+    start: usize,
+    size: usize,
+) -> ApiResult<SearchResult<WorkflowSummary>> {
     let window = start.saturating_add(size);
     if window > SEARCH_RESULTS_MAX {
         return Err(ApiError::bad_request(format!(
-            "a search over several statuses pages only through the first {SEARCH_RESULTS_MAX} results; search one status at a time"
+            "a search over several workflow names or statuses pages only through the first {SEARCH_RESULTS_MAX} results; search one at a time"
         )));
     }
     let mut merged = SearchResult::default();
-    for status in statuses {
-        let query = SearchQuery {
-            status: Some(*status),
-            start: 0,
-            size: window,
-            ..base.clone()
-        };
-        let page = node.workflows.search(query).await?;
+    for query in queries {
+        let page = node
+            .workflows
+            .search(SearchQuery {
+                start: 0,
+                size: window,
+                ..query
+            })
+            .await?;
         merged.total_hits += page.total_hits;
         merged.results.extend(page.results);
     }
+    // ISO-8601 times sort as text.
+    merged.results.sort_by(|a, b| {
+        (b.start_time.cmp(&a.start_time)).then_with(|| a.workflow_id.cmp(&b.workflow_id))
+    });
     merged.results = merged.results.into_iter().skip(start).take(size).collect();
     Ok(merged)
 }
@@ -637,9 +674,35 @@ mod tests {
         let page = api.ok("GET", path, None).await;
         assert_eq!(
             (page["totalHits"].as_u64(), ids(&page)),
-            (Some(1), vec![first])
+            (Some(1), vec![first.clone()])
         );
+
+        // As Conductor UI writes queries: several names, or one workflow id.
+        api.define("v2_other", "v2_t").await;
+        let third = api.start_workflow("v2_other", "v2-c").await;
+        let path = "/api/workflow/search?query=workflowType%20IN%20(v2_wf,v2_other)%20AND%20status%20IN%20(RUNNING,FAILED)&size=2";
+        let page = api
+            .until_get("three workflows", path, |p| p["totalHits"] == 3)
+            .await;
+        assert_eq!(ids(&page)[0], third, "newest first: {page}");
+        assert_eq!(ids(&page).len(), 2, "{page}");
+        let by_id = |q: &str| format!("/api/workflow/search?query=workflowId%3D%22{first}%22{q}");
+        let page = api.ok("GET", &by_id(""), None).await;
+        assert_eq!(
+            (page["totalHits"].as_u64(), ids(&page)),
+            (Some(1), vec![first.clone()])
+        );
+        let page = api
+            .ok("GET", &by_id("%20AND%20status%3DCOMPLETED"), None)
+            .await;
+        assert_eq!(page["totalHits"], 0, "{page}");
+        let page = api
+            .ok("GET", &by_id("%20AND%20workflowType%3Dv2_other"), None)
+            .await;
+        assert_eq!(page["totalHits"], 0, "{page}");
         for bad in [
+            "/api/workflow/search?query=workflowId%3Dnope",
+            "/api/workflow/search?query=workflowType%20IN%20(a,b)&start=990&size=20",
             "/api/workflow/search-v2?query=startTime%20%3E%201",
             "/api/workflow/search-v2?size=1001",
             "/api/workflow/search-v2?start=-1",

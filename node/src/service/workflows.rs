@@ -31,7 +31,8 @@ const READ_CONCURRENCY: usize = 16;
 /// Filters of a task search (`GET /api/tasks/search`); each one set narrows it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TaskSearchQuery {
-    pub workflow_name: Option<String>,
+    /// Any of these workflow names; empty means any.
+    pub workflow_names: Vec<String>,
     pub workflow_id: Option<String>,
     pub correlation_id: Option<String>,
     pub task_id: Option<String>,
@@ -407,7 +408,8 @@ impl Workflows {
     /// The tasks matching `query`, latest scheduled first. They are looked for in the workflow the
     /// query names (by `workflowId`, or as the owner of `taskId`), else in the newest
     /// [`SEARCH_RESULTS_MAX`] workflows that match its workflow filters (a workflow search over
-    /// every partition, then a read of each). Only the hits up to the page's end are kept.
+    /// every partition per workflow name, then a read of each). Only the hits up to the page's
+    /// end are kept.
     pub async fn search_tasks(&self, query: &TaskSearchQuery) -> Result<SearchResult<Task>> {
         use futures::TryStreamExt;
         let size = if query.size == 0 {
@@ -438,6 +440,20 @@ impl Workflows {
         })
     }
 
+    /// The summary of workflow `id` when it passes `query`'s filters (its paging aside); `None`
+    /// when it does not, or does not exist.
+    pub async fn search_id(
+        &self,
+        id: &str,
+        query: &SearchQuery,
+    ) -> Result<Option<WorkflowSummary>> {
+        match self.workflow(id, false).await {
+            Ok(wf) => Ok(matches(query, &wf).then(|| summary(&wf))),
+            Err(Error::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The ids of the workflows whose tasks a task search looks at.
     async fn task_search_scope(&self, query: &TaskSearchQuery) -> Result<Vec<String>> {
         let named = match (&query.workflow_id, &query.task_id) {
@@ -455,15 +471,24 @@ impl Workflows {
         if let Some(id) = named {
             return Ok(vec![id.to_string()]);
         }
-        let found = self
-            .search(SearchQuery {
-                workflow_name: query.workflow_name.clone(),
+        let names: Vec<Option<String>> = match query.workflow_names.as_slice() {
+            [] => vec![None],
+            names => names.iter().cloned().map(Some).collect(),
+        };
+        let mut found = Vec::new();
+        for workflow_name in names {
+            let search = SearchQuery {
+                workflow_name,
                 correlation_id: query.correlation_id.clone(),
                 size: SEARCH_RESULTS_MAX,
                 ..Default::default()
-            })
-            .await?;
-        Ok(found.results.into_iter().map(|s| s.workflow_id).collect())
+            };
+            found.extend(self.search(search).await?.results);
+        }
+        // Newest first across the names (ISO-8601 times sort as text).
+        found.sort_by(|a, b| b.start_time.cmp(&a.start_time));
+        let ids = found.into_iter().map(|s| s.workflow_id);
+        Ok(ids.take(SEARCH_RESULTS_MAX).collect())
     }
 
     pub async fn correlated(
@@ -596,10 +621,7 @@ fn keep_first_tasks(hits: &mut Vec<Task>, count: usize) {
 
 /// Whether a workflow passes a task search's workflow filters.
 fn workflow_in_task_search(query: &TaskSearchQuery, wf: &Workflow) -> bool {
-    query
-        .workflow_name
-        .as_ref()
-        .is_none_or(|n| n == &wf.workflow_name)
+    (query.workflow_names.is_empty() || query.workflow_names.contains(&wf.workflow_name))
         && query
             .correlation_id
             .as_ref()
