@@ -687,6 +687,7 @@ pub struct TaskSummary {
 }
 
 impl TaskSummary {
+    /// The row of task `t`.
     pub fn of(t: &Task) -> Self {
         let since = |from: i64, to: i64| if from > 0 && to > 0 { to - from } else { 0 };
         Self {
