@@ -16,6 +16,8 @@ pub const WORKFLOW_TASKS_MAX: usize = 10_000;
 pub const NAME_LEN_MAX: usize = 256;
 /// Most results a search returns at once.
 pub const SEARCH_RESULTS_MAX: usize = 1_000;
+/// Most workflow ids one bulk operation (`/api/workflow/bulk/...`) may name, as in Conductor.
+pub const BULK_WORKFLOWS_MAX: usize = 1_000;
 /// Most log lines kept per task.
 pub const TASK_LOGS_MAX: usize = 1_000;
 /// Messages one of Baton's own event queues holds per partition before a publish is refused.

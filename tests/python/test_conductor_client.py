@@ -5,7 +5,8 @@ and runs this file with `.venv/bin/python -m pytest tests/python -q`.
 
 Definitions go in through OrkesMetadataClient, workflows start through WorkflowExecutor, read back
 through WorkflowClient, and the tasks are done by @worker_task functions run by a TaskHandler: the
-same path a Conductor user's application takes.
+same path a Conductor user's application takes. Bulk operations and searches go through the client's
+own resource classes (WorkflowBulkResourceApi, TaskResourceApi, ApiClient with its models).
 """
 
 import os
@@ -15,6 +16,9 @@ import uuid
 import pytest
 
 from conductor.client.automator.task_handler import TaskHandler
+from conductor.client.http.api.task_resource_api import TaskResourceApi
+from conductor.client.http.api.workflow_bulk_resource_api import WorkflowBulkResourceApi
+from conductor.client.http.api_client import ApiClient
 from conductor.client.configuration.configuration import Configuration
 from conductor.client.http.models.start_workflow_request import StartWorkflowRequest
 from conductor.client.http.models.task_def import TaskDef
@@ -202,3 +206,65 @@ def test_execute_answers_once_the_workflow_finished(clients, workers):
     assert run.request_id == request_id
     assert run.output["result"] == f"HELLO {name.upper()}"
     assert [t.reference_task_name for t in run.tasks] == ["greet_ref", "shout_ref"]
+
+
+def wait_for(what, check):
+    """Polls check() until it answers something truthy; fails after DEADLINE_S."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        found = check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"no {what} after {DEADLINE_S}s"
+        time.sleep(0.1)
+
+
+def test_bulk_operations_and_searches(clients, configuration, registered):
+    """WorkflowBulkResourceApi pauses, resumes and terminates a list of workflows (a bad id is
+    reported, not fatal); /workflow/search-v2 and /tasks/search(-v2) find them."""
+    metadata = clients.get_metadata_client()
+    metadata.register_task_def(TaskDef(name="py_idle", retry_count=0, timeout_seconds=60,
+                                       response_timeout_seconds=30, owner_email="test@harness.com"))
+    metadata.register_workflow_def(WorkflowDef(
+        name="py_idle_wf", version=1, schema_version=2, owner_email="test@harness.com",
+        tasks=[WorkflowTask(name="py_idle", task_reference_name="idle_ref", type="SIMPLE")],
+    ), overwrite=True)
+    executor = clients.get_workflow_executor()
+    workflow_client = clients.get_workflow_client()
+    correlation = f"bulk-{uuid.uuid4().hex}"
+    ids = [executor.start_workflow(StartWorkflowRequest(name="py_idle_wf", version=1, correlation_id=correlation))
+           for _ in range(2)]
+
+    api_client = ApiClient(configuration)
+    bulk = WorkflowBulkResourceApi(api_client)
+    paused = bulk.pause_workflow(ids + ["not-a-workflow-id"])
+    assert paused.bulk_successful_results == ids
+    assert list(paused.bulk_error_results) == ["not-a-workflow-id"]
+    assert all(workflow_client.get_workflow(i, include_tasks=False).status == "PAUSED" for i in ids)
+    resumed = bulk.resume_workflow(ids)
+    assert resumed.bulk_successful_results == ids and not resumed.bulk_error_results
+    ended = bulk.terminate(ids, reason="bulk stop")
+    assert ended.bulk_successful_results == ids
+    for i in ids:
+        wf = workflow_client.get_workflow(i, include_tasks=False)
+        assert (wf.status, wf.reason_for_incompletion) == ("TERMINATED", "bulk stop")
+
+    query = f"workflowType = 'py_idle_wf' AND correlationId = '{correlation}'"
+
+    def search_v2():
+        found = api_client.call_api("/workflow/search-v2", "GET", query_params=[("query", query)],
+                                    response_type="SearchResultWorkflow", _return_http_data_only=True)
+        return found if found.total_hits == 2 else None
+
+    page = wait_for("two workflows in search-v2", search_v2)
+    assert sorted(w.workflow_id for w in page.results) == sorted(ids)
+    assert all(w.status == "TERMINATED" and w.workflow_name == "py_idle_wf" for w in page.results)
+
+    tasks = TaskResourceApi(api_client)
+    full = tasks.search_v21(query=f"workflowId = '{ids[0]}'")
+    assert full.total_hits == 1
+    assert (full.results[0].task_def_name, full.results[0].status) == ("py_idle", "CANCELED")
+    rows = tasks.search1(query=f"taskType IN (py_idle) AND correlationId = '{correlation}'", free_text="*")
+    assert rows.total_hits == 2
+    assert sorted(r.workflow_id for r in rows.results) == sorted(ids)
+    assert all(r.task_type == "py_idle" and r.status == "CANCELED" for r in rows.results)

@@ -3,6 +3,7 @@
 //! Writes answer 200 with an empty body, except `PUT /api/metadata/workflow`, which answers
 //! Conductor's `BulkResponse` (which names were stored, which failed and why).
 
+use super::bulk::BulkResponse;
 use super::error::ApiResult;
 use super::extract::{name, Body, OneOrMany, Params, PathArgs};
 use super::ApiError;
@@ -10,7 +11,7 @@ use crate::Node;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use proto::model::{TaskDef, WorkflowDef};
+use proto::model::{self, TaskDef, WorkflowDef};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -74,17 +75,6 @@ pub async fn create_workflow_def(
     Ok(StatusCode::OK)
 }
 
-/// Conductor's answer to a bulk write.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BulkResponse {
-    /// Name -> why it was not stored.
-    pub bulk_error_results: BTreeMap<String, String>,
-    /// Names stored, in request order.
-    pub bulk_successful_results: Vec<String>,
-    pub message: &'static str,
-}
-
 /// `PUT /api/metadata/workflow`: creates or replaces each definition of a JSON list.
 ///
 /// As in Conductor, a definition the node refuses (invalid, conflicting) is reported in the
@@ -94,10 +84,7 @@ pub async fn update_workflow_defs(
     State(node): State<Node>,
     OneOrMany(defs): OneOrMany<WorkflowDef>,
 ) -> ApiResult<Json<BulkResponse>> {
-    let mut bulk = BulkResponse {
-        message: "Bulk Request has been processed.",
-        ..BulkResponse::default()
-    };
+    let mut bulk = BulkResponse::processed();
     for def in defs {
         let def_name = def.name.clone();
         match node.definitions.put_workflow_def(def, true).await {
@@ -145,6 +132,63 @@ pub async fn workflow_names(State(node): State<Node>) -> Json<Vec<String>> {
     Json(names)
 }
 
+/// Conductor's `WorkflowDefSummary`: one version of a workflow definition, without its body.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowDefSummary {
+    pub name: String,
+    pub version: u32,
+    pub create_time: model::EpochMs,
+}
+
+/// Every version of every definition, by name, each name's versions in ascending order.
+fn summaries_by_name(defs: Vec<WorkflowDef>) -> BTreeMap<String, Vec<WorkflowDefSummary>> {
+    let mut out: BTreeMap<String, Vec<WorkflowDefSummary>> = BTreeMap::new();
+    for def in defs {
+        out.entry(def.name.clone())
+            .or_default()
+            .push(WorkflowDefSummary {
+                name: def.name,
+                version: def.version,
+                create_time: def.create_time,
+            });
+    }
+    for versions in out.values_mut() {
+        versions.sort_by_key(|v| v.version);
+    }
+    out
+}
+
+/// `GET /api/metadata/workflow/names-and-versions`: name -> its versions (Conductor UI's
+/// workflow pickers).
+pub async fn workflow_names_and_versions(
+    State(node): State<Node>,
+) -> Json<BTreeMap<String, Vec<WorkflowDefSummary>>> {
+    Json(summaries_by_name(node.definitions.workflow_defs()))
+}
+
+/// `GET /api/metadata/workflow/{name}/versions`: the versions of one definition; 404 when the name
+/// has none.
+pub async fn workflow_versions(
+    State(node): State<Node>,
+    PathArgs(workflow_name): PathArgs<String>,
+) -> ApiResult<Json<Vec<WorkflowDefSummary>>> {
+    let workflow_name = name("workflow name", &workflow_name)?;
+    let defs = node.definitions.workflow_defs();
+    let same_name = defs
+        .into_iter()
+        .filter(|d| d.name == workflow_name)
+        .collect();
+    summaries_by_name(same_name)
+        .remove(workflow_name)
+        .map(Json)
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "No such workflow definition found by name: {workflow_name}"
+            ))
+        })
+}
+
 /// `GET /api/metadata/workflow/{name}?version=`: the given version, or the latest.
 pub async fn workflow_def(
     State(node): State<Node>,
@@ -172,4 +216,48 @@ pub async fn delete_workflow_def(
         .delete_workflow_def(name("workflow name", &workflow_name)?, version)
         .await?;
     Ok(StatusCode::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::api::testing::TestApi;
+    use axum::http::StatusCode;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn names_and_versions_list_every_version() {
+        let api = TestApi::start().await;
+        api.define("nv_a", "nv_t").await;
+        let v2 = json!({
+            "name": "nv_a", "version": 2, "schemaVersion": 2, "ownerEmail": "t@t.io",
+            "tasks": [{ "name": "nv_t", "taskReferenceName": "x", "type": "SIMPLE" }],
+        });
+        api.ok("POST", "/api/metadata/workflow", Some(&v2)).await;
+        api.define("nv_b", "nv_t").await;
+
+        let all = api
+            .ok("GET", "/api/metadata/workflow/names-and-versions", None)
+            .await;
+        let versions = |name: &str| -> Vec<u64> {
+            let list = all[name].as_array().expect("a list");
+            list.iter()
+                .map(|v| v["version"].as_u64().expect("version"))
+                .collect()
+        };
+        assert_eq!(versions("nv_a"), [1, 2], "{all}");
+        assert_eq!(versions("nv_b"), [1], "{all}");
+        assert_eq!(all["nv_a"][1]["name"], "nv_a", "{all}");
+        assert!(all["nv_a"][1]["createTime"].is_i64(), "{all}");
+        assert!(all["nv_a"][1].get("tasks").is_none(), "{all}");
+
+        let one = api
+            .ok("GET", "/api/metadata/workflow/nv_a/versions", None)
+            .await;
+        assert_eq!(one, all["nv_a"]);
+        let (status, json) = api
+            .send("GET", "/api/metadata/workflow/none/versions", None)
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{json}");
+        api.stop().await;
+    }
 }

@@ -8,12 +8,14 @@
 //! malformed input is rejected before anything is proposed.
 //!
 //! Layout: [`error`] (Conductor's `ErrorResponse` and every status mapping), [`extract`] (the JSON
-//! body, query-string and id extractors, the boolean parser), [`search`] (the workflow search query
-//! language), and one file per Conductor resource: [`metadata`], [`workflow`], [`task`], [`event`]
-//! (event handlers, execution records, publishing), [`trigger`] (webhooks, schedules), [`health`].
+//! body, query-string and id extractors, the boolean parser), [`search`] (the searches' query
+//! language), and one file per Conductor resource: [`metadata`], [`workflow`], [`bulk`] (commands
+//! for lists of workflows), [`task`], [`event`] (event handlers, execution records, publishing),
+//! [`trigger`] (webhooks, schedules), [`health`].
 
 pub mod admin;
 pub mod admission;
+pub mod bulk;
 pub mod dead_letters;
 pub mod error;
 pub mod event;
@@ -87,6 +89,7 @@ fn routes() -> axum::Router<Node> {
             "/api/scheduler/schedules",
             post(trigger::put_schedule).get(trigger::schedules),
         )
+        .route("/api/scheduler/nextFewSchedules", get(trigger::next_few))
         .route(
             "/api/scheduler/schedules/{name}",
             get(trigger::schedule).delete(trigger::delete_schedule),
@@ -124,7 +127,15 @@ fn routes() -> axum::Router<Node> {
             "/api/metadata/workflow/names",
             get(metadata::workflow_names),
         )
+        .route(
+            "/api/metadata/workflow/names-and-versions",
+            get(metadata::workflow_names_and_versions),
+        )
         .route("/api/metadata/workflow/{name}", get(metadata::workflow_def))
+        .route(
+            "/api/metadata/workflow/{name}/versions",
+            get(metadata::workflow_versions),
+        )
         .route(
             "/api/metadata/workflow/{name}/{version}",
             delete(metadata::delete_workflow_def),
@@ -134,6 +145,16 @@ fn routes() -> axum::Router<Node> {
         // name (start, correlated); the router needs one parameter name per position, so it is `{id}`.
         .route("/api/workflow", post(workflow::start))
         .route("/api/workflow/search", get(workflow::search))
+        .route("/api/workflow/search-v2", get(workflow::search_v2))
+        .route(
+            "/api/workflow/correlated/batch",
+            post(workflow::correlated_by_names),
+        )
+        .route("/api/workflow/bulk/pause", put(bulk::pause))
+        .route("/api/workflow/bulk/resume", put(bulk::resume))
+        .route("/api/workflow/bulk/restart", post(bulk::restart))
+        .route("/api/workflow/bulk/retry", post(bulk::retry))
+        .route("/api/workflow/bulk/terminate", post(bulk::terminate))
         .route(
             "/api/workflow/execute/{name}/{version}",
             post(workflow::execute),
@@ -179,11 +200,17 @@ fn routes() -> axum::Router<Node> {
         .route("/api/tasks/queue/sizes", get(task::queue_sizes))
         .route("/api/tasks/queue/size", get(task::queue_size))
         .route("/api/tasks/queue/all", get(task::queue_all))
+        .route("/api/tasks/search", get(task::search))
+        .route("/api/tasks/search-v2", get(task::search_v2))
         .route("/api/tasks/{id}", get(task::get))
         .route("/api/tasks/{id}/log", get(task::logs).post(task::add_log))
         .route(
             "/api/tasks/{id}/{reference}/{status}",
             post(task::update_by_ref),
+        )
+        .route(
+            "/api/tasks/{id}/{reference}/{status}/sync",
+            post(task::update_by_ref_sync),
         )
         // ---- health ----
         .route("/health", get(health::health))
@@ -216,8 +243,41 @@ fn routes() -> axum::Router<Node> {
             "/api/admin/quarantine/{workflow_id}",
             delete(admin::drop_quarantined),
         )
+        .merge(not_served())
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
+}
+
+/// Endpoints of Conductor (and of Orkes, which its clients also call) that Baton does not serve
+/// and whose paths a route above would otherwise take for an id or a name: each answers 404 "no
+/// such endpoint" for every method, as any other unknown path does, instead of a 400 about a
+/// malformed id or a 405. (A fixed segment wins over a `{parameter}` in the same place.)
+pub const NOT_SERVED: &[&str] = &[
+    "/api/workflow/bulk",
+    "/api/workflow/bulk/{*rest}",
+    "/api/workflow/test",
+    "/api/workflow/search-by-tasks",
+    "/api/workflow/search-by-tasks-v2",
+    "/api/workflow/externalstoragelocation",
+    "/api/workflow/external-storage-location",
+    "/api/workflow/execute/{name}",
+    "/api/tasks/poll",
+    "/api/tasks/queue",
+    "/api/tasks/externalstoragelocation",
+    "/api/tasks/external-storage-location",
+    "/api/tasks/queue/polldata/all",
+    "/api/tasks/queue/all/verbose",
+    "/api/tasks/queue/requeue/{task_type}",
+    "/api/tasks/{id}/{reference}/signal",
+    "/api/tasks/{id}/{reference}/signal/sync",
+    "/api/metadata/workflow/validate",
+    "/api/metadata/workflow/{name}/tags",
+];
+
+fn not_served() -> axum::Router<Node> {
+    NOT_SERVED.iter().fold(axum::Router::new(), |router, path| {
+        router.route(path, axum::routing::any(error::not_found))
+    })
 }
 
 /// Runs each request inside an `http` span; handlers record `workflow` and `task` into it as they
@@ -261,9 +321,127 @@ async fn measure_request(request: Request, next: Next) -> Response {
 
 #[cfg(test)]
 mod tests {
+    use crate::api::testing::TestApi;
+    use axum::http::StatusCode;
+
     #[test]
     fn route_table_has_no_conflicts() {
         // axum panics on overlapping routes when they are added; building the table is the check.
         let _ = super::routes();
+    }
+
+    /// Paths of Conductor's, Orkes' and nobody's endpoints that Baton does not serve.
+    const UNKNOWN: &[(&str, &str)] = &[
+        ("GET", "/api/workflow/bulk"),
+        ("PUT", "/api/workflow/bulk/skip"),
+        ("GET", "/api/workflow/bulk/status"),
+        ("PUT", "/api/workflow/bulk/pause/extra"),
+        ("POST", "/api/workflow/test"),
+        ("GET", "/api/workflow/search-by-tasks?query=x"),
+        ("GET", "/api/workflow/search-by-tasks-v2"),
+        (
+            "GET",
+            "/api/workflow/externalstoragelocation?path=p&operation=READ",
+        ),
+        ("GET", "/api/workflow/external-storage-location"),
+        ("POST", "/api/workflow/execute/some_wf"),
+        ("GET", "/api/workflow/execute/status"),
+        (
+            "POST",
+            "/api/workflow/01234567-89ab-cdef-0123-456789ab0001/resetcallbacks",
+        ),
+        (
+            "POST",
+            "/api/workflow/01234567-89ab-cdef-0123-456789ab0001/jump/ref",
+        ),
+        (
+            "POST",
+            "/api/workflow/01234567-89ab-cdef-0123-456789ab0001/variables",
+        ),
+        (
+            "POST",
+            "/api/workflow/01234567-89ab-cdef-0123-456789ab0001/state",
+        ),
+        (
+            "POST",
+            "/api/workflow/01234567-89ab-cdef-0123-456789ab0001/upgrade",
+        ),
+        (
+            "POST",
+            "/api/workflow/01234567-89ab-cdef-0123-456789ab0001/messages",
+        ),
+        ("GET", "/api/tasks/poll"),
+        ("GET", "/api/tasks/queue"),
+        ("GET", "/api/tasks/externalstoragelocation?path=p"),
+        ("GET", "/api/tasks/external-storage-location"),
+        ("GET", "/api/tasks/queue/polldata?taskType=t"),
+        ("GET", "/api/tasks/queue/polldata/all"),
+        ("GET", "/api/tasks/queue/all/verbose"),
+        ("POST", "/api/tasks/queue/requeue/t"),
+        (
+            "POST",
+            "/api/tasks/01234567-89ab-cdef-0123-456789ab0001/COMPLETED/signal",
+        ),
+        (
+            "POST",
+            "/api/tasks/01234567-89ab-cdef-0123-456789ab0001/COMPLETED/signal/sync",
+        ),
+        ("POST", "/api/metadata/workflow/validate"),
+        ("GET", "/api/metadata/workflow/w/tags"),
+        ("DELETE", "/api/metadata/workflow/w/tags"),
+        ("GET", "/api/metadata/tags"),
+        ("PUT", "/api/metadata/task/t/tags"),
+        ("GET", "/api/metadata/tags/workflow/w"),
+        ("GET", "/api/event/queue/config"),
+        ("GET", "/api/scheduler/search/executions"),
+        ("GET", "/api/scheduler/schedules/s/tags"),
+        ("GET", "/api/secrets"),
+        ("GET", "/api/secrets-v2"),
+        ("PUT", "/api/secrets/key"),
+        ("GET", "/api/integrations/provider"),
+        ("GET", "/api/prompts"),
+        ("GET", "/api/schema"),
+        ("GET", "/api/applications"),
+        ("GET", "/api/groups"),
+        ("GET", "/api/users"),
+        ("GET", "/api/roles"),
+        ("POST", "/api/token"),
+        ("POST", "/api/auth/authorization"),
+        ("GET", "/api/gateway/config/auth"),
+        ("GET", "/api/registry/service"),
+        ("GET", "/api/agent/x/status"),
+        ("GET", "/api/queue/size"),
+        ("GET", "/api/admin/config"),
+        ("GET", "/api/nothing/here"),
+        ("GET", "/nothing"),
+    ];
+
+    #[tokio::test]
+    async fn unknown_routes_answer_no_such_endpoint() {
+        let api = TestApi::start().await;
+        for (method, path) in UNKNOWN {
+            let (status, json) = api.send(method, path, None).await;
+            let bare = path.split('?').next().unwrap_or(path);
+            assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}: {json}");
+            assert_eq!(json["code"], "NOT_FOUND", "{method} {path}: {json}");
+            let expected = format!("no such endpoint: {method} {bare}");
+            assert_eq!(json["message"], expected.as_str(), "{method} {path}");
+        }
+        // A route Baton serves, with a malformed id, is still a 400 that says so.
+        for (method, path) in [
+            ("GET", "/api/workflow/not-an-id"),
+            ("PUT", "/api/workflow/bulkx/pause"),
+            ("GET", "/api/tasks/not-a-task"),
+            ("POST", "/api/tasks/not-an-id/ref/COMPLETED"),
+        ] {
+            let (status, json) = api.send(method, path, None).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{method} {path}: {json}");
+            let message = json["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains("is not a Baton id"),
+                "{method} {path}: {json}"
+            );
+        }
+        api.stop().await;
     }
 }

@@ -7,15 +7,15 @@
 
 use super::error::ApiResult;
 use super::extract::{name, task_id, workflow_id, Body, BodyOrDefault, Params, PathArgs, Text};
-use super::ApiError;
-use crate::service::PollRequest;
+use super::{search, ApiError};
+use crate::service::{PollRequest, TaskSearchQuery, TaskSummary};
 use crate::Node;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use proto::limits::{POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
-use proto::model::{self, Task, TaskResult, TaskResultStatus, TaskStatus};
+use proto::model::{self, SearchResult, Task, TaskResult, TaskResultStatus, TaskStatus, Workflow};
 use std::collections::BTreeMap;
 
 /// How long a single poll waits for a task (Conductor's).
@@ -140,23 +140,68 @@ pub async fn update_by_ref(
     params: Params,
     BodyOrDefault(output): BodyOrDefault<model::Json>,
 ) -> ApiResult<String> {
-    let workflow = workflow_id(&workflow)?;
-    let reference = name("task reference name", &reference)?;
-    let status = result_status(&status)?;
-    proto::check::payload("task output", &output)?;
-    if let Some(worker) = params.str("workerid") {
-        name("workerid", worker)?;
-    }
-    Ok(node
-        .tasks
-        .update_task_by_ref(
-            workflow.as_str(),
+    let update = ByRef::check(&workflow, &reference, &status, &params, output)?;
+    Ok(update.send(&node).await?)
+}
+
+/// `POST /api/tasks/{workflowId}/{taskRefName}/{status}/sync?workerid=`: as the update by
+/// reference name, answering the workflow (with its tasks) as the update left it.
+pub async fn update_by_ref_sync(
+    State(node): State<Node>,
+    PathArgs((workflow, reference, status)): PathArgs<(String, String, String)>,
+    params: Params,
+    BodyOrDefault(output): BodyOrDefault<model::Json>,
+) -> ApiResult<Json<Workflow>> {
+    let update = ByRef::check(&workflow, &reference, &status, &params, output)?;
+    update.send(&node).await?;
+    Ok(Json(node.workflows.workflow(&update.workflow, true).await?))
+}
+
+/// A checked update by reference name.
+struct ByRef {
+    workflow: String,
+    reference: String,
+    status: TaskStatus,
+    output: model::Json,
+    worker: Option<String>,
+}
+
+impl ByRef {
+    fn check(
+        workflow: &str,
+        reference: &str,
+        status: &str,
+        params: &Params,
+        output: model::Json,
+    ) -> ApiResult<Self> {
+        let workflow = workflow_id(workflow)?.to_string();
+        let reference = name("task reference name", reference)?.to_owned();
+        let status = result_status(status)?;
+        proto::check::payload("task output", &output)?;
+        if let Some(worker) = params.str("workerid") {
+            name("workerid", worker)?;
+        }
+        let worker = params.string("workerid");
+        Ok(Self {
+            workflow,
             reference,
             status,
             output,
-            params.string("workerid"),
-        )
-        .await?)
+            worker,
+        })
+    }
+
+    async fn send(&self, node: &Node) -> crate::error::Result<String> {
+        node.tasks
+            .update_task_by_ref(
+                &self.workflow,
+                &self.reference,
+                self.status,
+                self.output.clone(),
+                self.worker.clone(),
+            )
+            .await
+    }
 }
 
 // ---- reads ----
@@ -225,6 +270,45 @@ pub async fn add_log(
     proto::check::text("log line", &line, proto::limits::PAYLOAD_BYTES_MAX)?;
     node.tasks.add_task_log(id.as_str(), line).await?;
     Ok(StatusCode::OK)
+}
+
+// ---- search ----
+
+/// `GET /api/tasks/search?start=&size=&sort=&freeText=&query=`: rows of the matching tasks,
+/// latest scheduled first (query syntax in [`search`], where the tasks are looked for in
+/// `Workflows::search_tasks`).
+pub async fn search(
+    State(node): State<Node>,
+    params: Params,
+) -> ApiResult<Json<SearchResult<TaskSummary>>> {
+    let page = search_tasks(&node, &params).await?;
+    Ok(Json(SearchResult {
+        total_hits: page.total_hits,
+        results: page.results.iter().map(TaskSummary::of).collect(),
+    }))
+}
+
+/// `GET /api/tasks/search-v2?...`: as `search`, each hit the task itself.
+pub async fn search_v2(
+    State(node): State<Node>,
+    params: Params,
+) -> ApiResult<Json<SearchResult<Task>>> {
+    Ok(Json(search_tasks(&node, &params).await?))
+}
+
+async fn search_tasks(node: &Node, params: &Params) -> ApiResult<SearchResult<Task>> {
+    let search::Paging {
+        start,
+        size,
+        free_text,
+    } = search::paging(params)?;
+    let query = TaskSearchQuery {
+        start,
+        size,
+        free_text,
+        ..search::parse_tasks(params.str("query").unwrap_or(""))?
+    };
+    Ok(node.workflows.search_tasks(&query).await?)
 }
 
 // ---- queues ----
@@ -317,5 +401,132 @@ mod tests {
             let e = check_result(&result(wf, task)).expect_err(needle);
             assert!(e.message.contains(needle), "{}", e.message);
         }
+    }
+}
+
+#[cfg(test)]
+mod search_tests {
+    use crate::api::testing::TestApi;
+    use axum::http::StatusCode;
+    use serde_json::{json, Value};
+
+    fn task_ids(page: &Value) -> Vec<String> {
+        let results = page["results"].as_array().expect("results");
+        let id = |t: &Value| t["taskId"].as_str().expect("a task id").to_owned();
+        results.iter().map(id).collect()
+    }
+
+    #[tokio::test]
+    async fn tasks_are_searched_by_type_status_and_ids() {
+        let api = TestApi::start().await;
+        api.define("ts_wf", "ts_t").await;
+        api.define("ts_other_wf", "ts_other_t").await;
+        let done = api.start_workflow("ts_wf", "ts-1").await;
+        let first = api.finish_task("ts_t", "COMPLETED").await;
+        assert_eq!(first["workflowInstanceId"], done.as_str());
+        let open = api.start_workflow("ts_wf", "ts-2").await;
+        api.start_workflow("ts_other_wf", "ts-3").await;
+
+        let path = "/api/tasks/search?query=taskType%20IN%20(ts_t)&freeText=*";
+        let page = api
+            .until_get("two ts_t tasks", path, |p| p["totalHits"] == 2)
+            .await;
+        let rows = page["results"].as_array().expect("rows");
+        let paged = |start: usize| {
+            format!("/api/tasks/search-v2?query=taskType%3Dts_t&start={start}&size=1")
+        };
+        let (first_page, second_page) = (
+            api.ok("GET", &paged(0), None).await,
+            api.ok("GET", &paged(1), None).await,
+        );
+        assert_eq!(
+            (&first_page["totalHits"], &second_page["totalHits"]),
+            (&json!(2), &json!(2))
+        );
+        let mut both = [task_ids(&first_page), task_ids(&second_page)].concat();
+        both.sort();
+        let mut all: Vec<String> = rows
+            .iter()
+            .map(|r| r["taskId"].as_str().expect("id").to_owned())
+            .collect();
+        all.sort();
+        assert_eq!(both, all, "pages {first_page} {second_page}");
+        let row = rows
+            .iter()
+            .find(|r| r["workflowId"] == open.as_str())
+            .expect("open's task");
+        assert_eq!(
+            (&row["taskType"], &row["status"]),
+            (&json!("ts_t"), &json!("SCHEDULED"))
+        );
+        assert_eq!(row["workflowType"], "ts_wf", "{row}");
+        assert!(
+            row["scheduledTime"]
+                .as_str()
+                .is_some_and(|t| t.ends_with('Z')),
+            "{row}"
+        );
+        assert!(row["input"].is_string(), "{row}");
+
+        let path = "/api/tasks/search-v2?query=workflowType%20%3D%20ts_wf%20AND%20status%20%3D%20COMPLETED";
+        let page = api.ok("GET", path, None).await;
+        assert_eq!(page["totalHits"], 1, "{page}");
+        assert_eq!(
+            page["results"][0]["workflowInstanceId"],
+            done.as_str(),
+            "{page}"
+        );
+        let task_id = page["results"][0]["taskId"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        assert!(page["results"][0]["outputData"].is_object(), "{page}");
+
+        let path = format!("/api/tasks/search-v2?query=taskId%3D%22{task_id}%22");
+        assert_eq!(
+            task_ids(&api.ok("GET", &path, None).await),
+            std::slice::from_ref(&task_id)
+        );
+        let path = format!("/api/tasks/search?query=workflowId%20%3D%20%27{open}%27");
+        assert_eq!(api.ok("GET", &path, None).await["totalHits"], 1);
+        let path = format!("/api/tasks/search?freeText={task_id}");
+        assert_eq!(api.ok("GET", &path, None).await["totalHits"], 1);
+        let unknown = "/api/tasks/search?query=workflowId%3D01234567-89ab-cdef-0123-456789ab0001";
+        assert_eq!(api.ok("GET", unknown, None).await["totalHits"], 0);
+        let both = "/api/tasks/search?query=workflowType%20IN%20(ts_wf,ts_other_wf)";
+        let page = api
+            .until_get("three tasks", both, |p| p["totalHits"] == 3)
+            .await;
+        let rows = page["results"].as_array().expect("rows");
+        assert!(rows.iter().any(|r| r["taskType"] == "ts_other_t"), "{page}");
+
+        for bad in [
+            "/api/tasks/search?query=status%20%3D%20DONE",
+            "/api/tasks/search?query=workflowId%20%3D%20nope",
+            "/api/tasks/search-v2?query=taskId%20%3D%20nope",
+            "/api/tasks/search?query=startTime%3E1",
+            "/api/tasks/search?query=taskType%20%3D%20a%20OR%20taskType%20%3D%20b",
+            "/api/tasks/search?size=5000",
+        ] {
+            let (status, json) = api.send("GET", bad, None).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {json}");
+        }
+        api.stop().await;
+    }
+
+    #[tokio::test]
+    async fn sync_update_answers_the_workflow() {
+        let api = TestApi::start().await;
+        api.define("sync_wf", "sync_t").await;
+        let id = api.start_workflow("sync_wf", "s").await;
+        let path = format!("/api/tasks/{id}/only/COMPLETED/sync?workerid=w");
+        let wf = api.ok("POST", &path, Some(&json!({ "v": 1 }))).await;
+        assert_eq!(wf["workflowId"], id.as_str(), "{wf}");
+        assert_eq!(wf["status"], "COMPLETED", "{wf}");
+        assert_eq!(wf["tasks"][0]["outputData"]["v"], 1, "{wf}");
+        let path = format!("/api/tasks/{id}/only/DONE/sync");
+        let (status, _) = api.send("POST", &path, Some(&json!({}))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        api.stop().await;
     }
 }

@@ -78,3 +78,126 @@ pub(crate) async fn body_json(response: Response) -> serde_json::Value {
         .expect("body");
     serde_json::from_slice(&bytes).expect("JSON body")
 }
+
+/// The API router over a one-node cluster (in process, data in a temporary directory), for tests
+/// of the routes that reach the node.
+pub(crate) struct TestApi {
+    cluster: crate::testing::TestCluster,
+    app: axum::Router,
+}
+
+/// A status and the body as JSON (`Null` when empty, a JSON string when the body is not JSON).
+pub(crate) type Answer = (StatusCode, serde_json::Value);
+
+impl TestApi {
+    pub(crate) async fn start() -> Self {
+        let cluster = crate::testing::cluster(1, 2).await;
+        let app = super::router(cluster.node(proto::NodeId(1)).clone());
+        Self { cluster, app }
+    }
+
+    /// Sends `method path` with `body` as JSON.
+    pub(crate) async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Answer {
+        let mut request = Request::builder().method(method).uri(path);
+        let body = match body {
+            Some(json) => {
+                request = request.header("content-type", "application/json");
+                Body::from(json.to_string())
+            }
+            None => Body::empty(),
+        };
+        let response = call(self.app.clone(), request.body(body).expect("request")).await;
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        let json = if bytes.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+                serde_json::Value::String(String::from_utf8_lossy(&bytes).into_owned())
+            })
+        };
+        (status, json)
+    }
+
+    /// As [`TestApi::send`], failing the test unless the answer is a success.
+    pub(crate) async fn ok(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> serde_json::Value {
+        let (status, json) = self.send(method, path, body).await;
+        assert!(status.is_success(), "{method} {path}: {status} {json}");
+        json
+    }
+
+    /// Registers task type `task` and workflow `workflow` (version 1, restartable) that runs one
+    /// task of it; a failure of the task fails the workflow.
+    pub(crate) async fn define(&self, workflow: &str, task: &str) {
+        let def = serde_json::json!([{ "name": task, "retryCount": 0, "ownerEmail": "t@t.io" }]);
+        self.ok("POST", "/api/metadata/taskdefs", Some(&def)).await;
+        let def = serde_json::json!({
+            "name": workflow, "version": 1, "schemaVersion": 2, "restartable": true,
+            "ownerEmail": "t@t.io",
+            "tasks": [{ "name": task, "taskReferenceName": "only", "type": "SIMPLE" }],
+        });
+        let path = "/api/metadata/workflow?overwrite=true";
+        self.ok("POST", path, Some(&def)).await;
+    }
+
+    /// Starts `workflow` with `correlation_id`; answers its id.
+    pub(crate) async fn start_workflow(&self, workflow: &str, correlation_id: &str) -> String {
+        let request = serde_json::json!({ "name": workflow, "correlationId": correlation_id });
+        let id = self.ok("POST", "/api/workflow", Some(&request)).await;
+        id.as_str().expect("the id as text").to_owned()
+    }
+
+    /// The workflow `id` as the API answers it, without its tasks.
+    pub(crate) async fn workflow(&self, id: &str) -> serde_json::Value {
+        let path = format!("/api/workflow/{id}?includeTasks=false");
+        self.ok("GET", &path, None).await
+    }
+
+    /// Polls one task of `task_type` (waiting for it) and reports it `status`.
+    pub(crate) async fn finish_task(&self, task_type: &str, status: &str) -> serde_json::Value {
+        let path = format!("/api/tasks/poll/{task_type}?workerid=test");
+        let task = crate::testing::until("a task to poll", async || {
+            let (code, task) = self.send("GET", &path, None).await;
+            (code == StatusCode::OK).then_some(task)
+        })
+        .await;
+        let result = serde_json::json!({
+            "workflowInstanceId": task["workflowInstanceId"],
+            "taskId": task["taskId"],
+            "status": status,
+            "outputData": {},
+        });
+        self.ok("POST", "/api/tasks", Some(&result)).await;
+        task
+    }
+
+    /// Waits until `check` holds of the answer to `GET path`.
+    pub(crate) async fn until_get(
+        &self,
+        what: &str,
+        path: &str,
+        check: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        crate::testing::until(what, async || {
+            let (status, json) = self.send("GET", path, None).await;
+            (status.is_success() && check(&json)).then_some(json)
+        })
+        .await
+    }
+
+    pub(crate) async fn stop(self) {
+        self.cluster.stop().await;
+    }
+}

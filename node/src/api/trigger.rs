@@ -2,14 +2,15 @@
 //! deliveries) and cron schedules (`/api/scheduler/schedules`, Orkes's paths).
 
 use super::error::ApiResult;
-use super::extract::{name, Body, PathArgs};
+use super::extract::{name, Body, Params, PathArgs};
+use super::ApiError;
 use crate::service::triggers::{DELIVERY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::Node;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
-use proto::model::{Webhook, WorkflowSchedule};
+use proto::model::{EpochMs, Webhook, WorkflowSchedule};
 use serde_json::{json, Value};
 
 /// `POST /api/metadata/webhook`: creates or replaces a webhook.
@@ -107,4 +108,83 @@ pub async fn resume(
 ) -> ApiResult<StatusCode> {
     node.triggers.set_schedule_paused(&schedule, false).await?;
     Ok(StatusCode::OK)
+}
+/// Times `GET /api/scheduler/nextFewSchedules` lists when no `limit` is given (Orkes').
+const NEXT_SCHEDULES_DEFAULT: usize = 3;
+/// Most times one `GET /api/scheduler/nextFewSchedules` lists.
+pub const NEXT_SCHEDULES_MAX: usize = 100;
+
+/// `GET /api/scheduler/nextFewSchedules?cronExpression=&scheduleStartTime=&scheduleEndTime=&limit=`:
+/// the next times (epoch ms, UTC) a schedule with that cron expression would fire after
+/// `scheduleStartTime` (default now) and up to `scheduleEndTime`, at most `limit` (default 3, at
+/// most [`NEXT_SCHEDULES_MAX`]). The expression is read as schedules read theirs.
+pub async fn next_few(State(node): State<Node>, params: Params) -> ApiResult<Json<Vec<EpochMs>>> {
+    let cron_expression = params
+        .string("cronExpression")
+        .ok_or_else(|| ApiError::bad_request("query parameter 'cronExpression' is required"))?;
+    let limit = params.num_or("limit", NEXT_SCHEDULES_DEFAULT)?;
+    if limit > NEXT_SCHEDULES_MAX {
+        return Err(ApiError::bad_request(format!(
+            "limit must be at most {NEXT_SCHEDULES_MAX}, got {limit}"
+        )));
+    }
+    let from = params.num_or("scheduleStartTime", node.host.clock.now_ms())?;
+    let end = params.num_or("scheduleEndTime", EpochMs::MAX)?;
+    let schedule = WorkflowSchedule {
+        name: "(preview)".to_owned(),
+        cron_expression,
+        ..WorkflowSchedule::default()
+    };
+    let cron = crate::service::triggers::Cron::parse(&schedule)?;
+    // Searching the pattern is CPU work of the cron library's choosing: off the runtime.
+    let times = tokio::task::spawn_blocking(move || {
+        let next = |at: &EpochMs| cron.next_after(*at).filter(|t| *t <= end);
+        std::iter::successors(next(&from), next)
+            .take(limit)
+            .collect()
+    })
+    .await
+    .map_err(|e| ApiError::from(crate::Error::Internal(format!("cron search: {e}"))))?;
+    Ok(Json(times))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::api::testing::TestApi;
+    use axum::http::StatusCode;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn next_few_schedules_lists_the_coming_times() {
+        let api = TestApi::start().await;
+        // Every minute, from 2026-01-01T00:00:30Z; to 00:03:00 there are three.
+        let from = 1_767_225_630_000_i64;
+        let path = |query: &str| {
+            format!("/api/scheduler/nextFewSchedules?cronExpression=0%20*%20*%20*%20*%20*&scheduleStartTime={from}{query}")
+        };
+        let times = api.ok("GET", &path(""), None).await;
+        let minute = 60_000;
+        let first = from + 30_000;
+        assert_eq!(times, json!([first, first + minute, first + 2 * minute]));
+        let times = api
+            .ok(
+                "GET",
+                &path("&limit=10&scheduleEndTime=1767225780000"),
+                None,
+            )
+            .await;
+        assert_eq!(times, json!([first, first + minute, first + 2 * minute]));
+        for query in ["&limit=101", "&limit=-1", "&scheduleEndTime=soon"] {
+            let (status, json) = api.send("GET", &path(query), None).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {json}");
+        }
+        for path in [
+            "/api/scheduler/nextFewSchedules",
+            "/api/scheduler/nextFewSchedules?cronExpression=not%20a%20cron",
+        ] {
+            let (status, json) = api.send("GET", path, None).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {json}");
+        }
+        api.stop().await;
+    }
 }

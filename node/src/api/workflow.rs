@@ -18,15 +18,13 @@ use proto::model::{
     self, RerunWorkflowRequest, SearchResult, SkipTaskRequest, StartWorkflowRequest, Task,
     Workflow, WorkflowSummary,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Most correlation ids one `POST /api/workflow/{name}/correlated` may ask about.
 pub const CORRELATION_IDS_MAX: usize = 100;
 /// Most running workflows `GET /api/workflow/running/{name}` reads to filter by start time.
 pub const RUNNING_FILTER_MAX: usize = 1_000;
-/// Page size of `GET /api/workflow/search` when none is given (Conductor's).
-const SEARCH_SIZE_DEFAULT: usize = 100;
 /// Page size of `GET /api/workflow/{id}/tasks` when none is given (Conductor's).
 const TASK_PAGE_DEFAULT: usize = 15;
 
@@ -413,71 +411,128 @@ pub async fn running(
     Ok(Json(within))
 }
 
-/// `GET /api/workflow/search?start=&size=&sort=&freeText=&query=`.
+/// `GET /api/workflow/search?start=&size=&sort=&freeText=&query=`: summaries of the matching
+/// workflows, newest first.
 ///
-/// `query` is parsed by [`search::parse`]. `sort` is accepted and ignored (results come in the
-/// index's order). A query over several statuses is answered by one node search per status,
-/// concatenated in the order the statuses were given.
+/// `query` is parsed by [`search::parse`]; paging and `sort` as [`search::paging`] reads them. A
+/// query over several workflow names or statuses is answered by one node search per combination,
+/// merged newest first; a `workflowId` is read directly.
 pub async fn search(
     State(node): State<Node>,
     params: Params,
 ) -> ApiResult<Json<SearchResult<WorkflowSummary>>> {
-    let start = params.num_or("start", 0usize)?;
-    let size = params.num_or("size", SEARCH_SIZE_DEFAULT)?;
-    if size > SEARCH_RESULTS_MAX {
+    Ok(Json(search_page(&node, &params).await?))
+}
+
+/// `GET /api/workflow/search-v2?start=&size=&sort=&freeText=&query=`: as `search`, each hit the
+/// workflow itself, without its tasks (as in Conductor).
+pub async fn search_v2(
+    State(node): State<Node>,
+    params: Params,
+) -> ApiResult<Json<SearchResult<Workflow>>> {
+    let page = search_page(&node, &params).await?;
+    let ids = page.results.into_iter().map(|s| s.workflow_id).collect();
+    let results = node.workflows.read_all(ids, false).await?;
+    Ok(Json(SearchResult {
+        total_hits: page.total_hits,
+        results,
+    }))
+}
+
+/// The page of workflow summaries a search's parameters ask for.
+async fn search_page(node: &Node, params: &Params) -> ApiResult<SearchResult<WorkflowSummary>> {
+    let paging = search::paging(params)?;
+    let parsed = search::parse(params.str("query").unwrap_or(""))?;
+    let base = SearchQuery {
+        workflow_name: None,
+        correlation_id: parsed.correlation_id.clone(),
+        status: None,
+        free_text: paging.free_text.clone(),
+        start: paging.start,
+        size: paging.size,
+    };
+    if let Some(id) = &parsed.workflow_id {
+        return search_id(node, &parsed, base, id).await;
+    }
+    let statuses = each_or_any(parsed.statuses);
+    let queries: Vec<SearchQuery> = each_or_any(parsed.workflow_types)
+        .into_iter()
+        .flat_map(|name| statuses.iter().map(move |status| (name.clone(), *status)))
+        .map(|(workflow_name, status)| SearchQuery {
+            workflow_name,
+            status,
+            ..base.clone()
+        })
+        .collect();
+    match <[SearchQuery; 1]>::try_from(queries) {
+        Ok([one]) => Ok(node.workflows.search(one).await?),
+        Err(many) => search_each(node, many, paging.start, paging.size).await,
+    }
+}
+
+/// Each of `values` as a filter, or one that lets anything pass when there are none.
+fn each_or_any<T>(values: Vec<T>) -> Vec<Option<T>> {
+    if values.is_empty() {
+        vec![None]
+    } else {
+        values.into_iter().map(Some).collect()
+    }
+}
+
+/// Whether `one` passes a filter that lets any of `set` pass (anything when it is empty).
+fn any_of<T: PartialEq>(set: &[T], one: &T) -> bool {
+    set.is_empty() || set.contains(one)
+}
+
+/// A search naming one workflow: it, if it passes the other filters.
+async fn search_id(
+    node: &Node,
+    parsed: &search::ParsedQuery,
+    base: SearchQuery,
+    id: &str,
+) -> ApiResult<SearchResult<WorkflowSummary>> {
+    let hit = node.workflows.search_id(id, &base).await?.filter(|s| {
+        any_of(&parsed.workflow_types, &s.workflow_type) && any_of(&parsed.statuses, &s.status)
+    });
+    Ok(SearchResult {
+        total_hits: u64::from(hit.is_some()),
+        results: hit.into_iter().skip(base.start).take(base.size).collect(),
+    })
+}
+
+/// One node search per query, merged newest first, then paged; only within the first
+/// [`SEARCH_RESULTS_MAX`] results.
+async fn search_each(
+    node: &Node,
+    queries: Vec<SearchQuery>,
+    start: usize,
+    size: usize,
+) -> ApiResult<SearchResult<WorkflowSummary>> {
+    let window = start.saturating_add(size);
+    if window > SEARCH_RESULTS_MAX {
         return Err(ApiError::bad_request(format!(
-            "size {size} is over the limit of {SEARCH_RESULTS_MAX} results per page; page with start"
+            "a search over several workflow names or statuses pages only through the first {SEARCH_RESULTS_MAX} results; search one at a time"
         )));
     }
-    if let Some(sort) = params.str("sort") {
-        tracing::debug!(sort, "search sort is not supported; ignored");
+    let mut merged = SearchResult::default();
+    for query in queries {
+        let page = node
+            .workflows
+            .search(SearchQuery {
+                start: 0,
+                size: window,
+                ..query
+            })
+            .await?;
+        merged.total_hits += page.total_hits;
+        merged.results.extend(page.results);
     }
-    let parsed = search::parse(params.str("query").unwrap_or(""))?;
-    let free_text = params
-        .string("freeText")
-        .filter(|t| !t.trim().is_empty() && t.trim() != "*");
-    let base = SearchQuery {
-        workflow_name: parsed.workflow_type,
-        correlation_id: parsed.correlation_id,
-        status: None,
-        free_text,
-        start,
-        size,
-    };
-    let result = match parsed.statuses.as_slice() {
-        [] => node.workflows.search(base).await?,
-        [one] => {
-            node.workflows
-                .search(SearchQuery {
-                    status: Some(*one),
-                    ..base
-                })
-                .await?
-        }
-        many => {
-            let window = start.saturating_add(size);
-            if window > SEARCH_RESULTS_MAX {
-                return Err(ApiError::bad_request(format!(
-                    "a search over several statuses pages only through the first {SEARCH_RESULTS_MAX} results; search one status at a time"
-                )));
-            }
-            let mut merged = SearchResult::default();
-            for status in many {
-                let query = SearchQuery {
-                    status: Some(*status),
-                    start: 0,
-                    size: window,
-                    ..base.clone()
-                };
-                let page = node.workflows.search(query).await?;
-                merged.total_hits += page.total_hits;
-                merged.results.extend(page.results);
-            }
-            merged.results = merged.results.into_iter().skip(start).take(size).collect();
-            merged
-        }
-    };
-    Ok(Json(result))
+    // ISO-8601 times sort as text.
+    merged.results.sort_by(|a, b| {
+        (b.start_time.cmp(&a.start_time)).then_with(|| a.workflow_id.cmp(&b.workflow_id))
+    });
+    merged.results = merged.results.into_iter().skip(start).take(size).collect();
+    Ok(merged)
 }
 
 /// `GET /api/workflow/{name}/correlated/{correlationId}?includeClosed=&includeTasks=` (both default
@@ -533,4 +588,159 @@ pub async fn correlated_batch(
         out.insert(correlation_id, workflows);
     }
     Ok(Json(out))
+}
+
+/// Orkes' `CorrelationIdsSearchRequest`: the body of `POST /api/workflow/correlated/batch`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CorrelationIdsSearch {
+    #[serde(default)]
+    pub correlation_ids: Vec<String>,
+    #[serde(default)]
+    pub workflow_names: Vec<String>,
+}
+
+/// `POST /api/workflow/correlated/batch?includeClosed=&includeTasks=` with a
+/// `CorrelationIdsSearchRequest`: correlation id -> the workflows of any of the names it carries.
+/// At most [`CORRELATION_IDS_MAX`] (name, correlation id) pairs are asked at once.
+pub async fn correlated_by_names(
+    State(node): State<Node>,
+    params: Params,
+    Body(request): Body<CorrelationIdsSearch>,
+) -> ApiResult<Json<BTreeMap<String, Vec<Workflow>>>> {
+    let include_closed = params.bool("includeClosed", false)?;
+    let include_tasks = params.bool("includeTasks", false)?;
+    for workflow_name in &request.workflow_names {
+        name("workflow name", workflow_name)?;
+    }
+    let pairs = request.workflow_names.len() * request.correlation_ids.len();
+    if pairs > CORRELATION_IDS_MAX {
+        return Err(ApiError::bad_request(format!(
+            "{pairs} (workflow name, correlation id) pairs asked, more than the limit of {CORRELATION_IDS_MAX}; split the request"
+        )));
+    }
+    let mut out = BTreeMap::new();
+    for correlation_id in request.correlation_ids {
+        let mut found = Vec::new();
+        for workflow_name in &request.workflow_names {
+            let workflows = &node.workflows;
+            let of_name = workflows.correlated(
+                workflow_name,
+                &correlation_id,
+                include_closed,
+                include_tasks,
+            );
+            found.extend(of_name.await?);
+        }
+        out.insert(correlation_id, found);
+    }
+    Ok(Json(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::api::testing::TestApi;
+    use axum::http::StatusCode;
+    use serde_json::Value;
+
+    fn ids(page: &Value) -> Vec<String> {
+        let results = page["results"].as_array().expect("results");
+        let id = |w: &Value| w["workflowId"].as_str().expect("an id").to_owned();
+        results.iter().map(id).collect()
+    }
+
+    #[tokio::test]
+    async fn search_v2_answers_whole_workflows() {
+        let api = TestApi::start().await;
+        api.define("v2_wf", "v2_t").await;
+        let first = api.start_workflow("v2_wf", "v2-a").await;
+        let second = api.start_workflow("v2_wf", "v2-b").await;
+        let path = "/api/workflow/search-v2?start=0&size=10&freeText=*&query=workflowType%20%3D%20%27v2_wf%27";
+        let page = api
+            .until_get("both workflows", path, |p| p["totalHits"] == 2)
+            .await;
+        let mut found = ids(&page);
+        found.sort();
+        let mut started = vec![first.clone(), second];
+        started.sort();
+        assert_eq!(found, started, "{page}");
+        let wf = &page["results"][0];
+        assert_eq!(wf["workflowName"], "v2_wf", "{wf}");
+        assert_eq!(wf["status"], "RUNNING", "{wf}");
+        assert!(wf["input"].is_object() && wf["createTime"].is_i64(), "{wf}");
+        assert_eq!(wf["tasks"].as_array().map_or(0, Vec::len), 0, "{wf}");
+
+        let path = "/api/workflow/search-v2?query=correlationId%20%3D%20%27v2-a%27&size=1";
+        let page = api.ok("GET", path, None).await;
+        assert_eq!(
+            (page["totalHits"].as_u64(), ids(&page)),
+            (Some(1), vec![first.clone()])
+        );
+
+        // As Conductor UI writes queries: several names, or one workflow id.
+        api.define("v2_other", "v2_t").await;
+        let third = api.start_workflow("v2_other", "v2-c").await;
+        let path = "/api/workflow/search?query=workflowType%20IN%20(v2_wf,v2_other)%20AND%20status%20IN%20(RUNNING,FAILED)&size=2";
+        let page = api
+            .until_get("three workflows", path, |p| p["totalHits"] == 3)
+            .await;
+        assert_eq!(ids(&page)[0], third, "newest first: {page}");
+        assert_eq!(ids(&page).len(), 2, "{page}");
+        let by_id = |q: &str| format!("/api/workflow/search?query=workflowId%3D%22{first}%22{q}");
+        let page = api.ok("GET", &by_id(""), None).await;
+        assert_eq!(
+            (page["totalHits"].as_u64(), ids(&page)),
+            (Some(1), vec![first.clone()])
+        );
+        let page = api
+            .ok("GET", &by_id("%20AND%20status%3DCOMPLETED"), None)
+            .await;
+        assert_eq!(page["totalHits"], 0, "{page}");
+        let page = api
+            .ok("GET", &by_id("%20AND%20workflowType%3Dv2_other"), None)
+            .await;
+        assert_eq!(page["totalHits"], 0, "{page}");
+        for bad in [
+            "/api/workflow/search?query=workflowId%3Dnope",
+            "/api/workflow/search?query=workflowType%20IN%20(a,b)&start=990&size=20",
+            "/api/workflow/search-v2?query=startTime%20%3E%201",
+            "/api/workflow/search-v2?size=1001",
+            "/api/workflow/search-v2?start=-1",
+        ] {
+            let (status, json) = api.send("GET", bad, None).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {json}");
+        }
+        api.stop().await;
+    }
+
+    #[tokio::test]
+    async fn correlated_batch_answers_each_correlation_id() {
+        let api = TestApi::start().await;
+        api.define("cb_a", "cb_t").await;
+        api.define("cb_b", "cb_t").await;
+        let a = api.start_workflow("cb_a", "k1").await;
+        let b = api.start_workflow("cb_b", "k1").await;
+        api.start_workflow("cb_a", "k2").await;
+        let body = serde_json::json!({ "workflowNames": ["cb_a", "cb_b"], "correlationIds": ["k1", "k9"] });
+        let path = "/api/workflow/correlated/batch?includeClosed=true";
+        let answer = crate::testing::until("both k1 workflows", async || {
+            let answer = api.ok("POST", path, Some(&body)).await;
+            (answer["k1"].as_array().map(Vec::len) == Some(2)).then_some(answer)
+        })
+        .await;
+        let mut k1 = ids(&serde_json::json!({ "results": answer["k1"] }));
+        k1.sort();
+        let mut want = vec![a, b];
+        want.sort();
+        assert_eq!(k1, want, "{answer}");
+        assert_eq!(answer["k9"], serde_json::json!([]), "{answer}");
+        let names: Vec<String> = (0..11).map(|n| format!("n{n}")).collect();
+        let ids: Vec<String> = (0..10).map(|n| format!("c{n}")).collect();
+        let body = serde_json::json!({ "workflowNames": names, "correlationIds": ids });
+        let (status, json) = api
+            .send("POST", "/api/workflow/correlated/batch", Some(&body))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+        api.stop().await;
+    }
 }

@@ -30,7 +30,7 @@ pub use events::Events;
 pub use membership::{ClusterStatus, GroupSummary, Membership, NodeStatus, ReplicaStatus};
 pub use tasks::{PollRequest, Tasks};
 pub use triggers::Triggers;
-pub use workflows::{SearchQuery, Workflows};
+pub use workflows::{SearchQuery, TaskSearchQuery, TaskSummary, Workflows};
 
 use crate::error::Result;
 use crate::host::{Host, Seams};

@@ -9,19 +9,41 @@ use crate::partition::{keys, WorkflowOp};
 use engine::{Input, StartInput};
 use proto::limits::SEARCH_RESULTS_MAX;
 use proto::model::{
-    RerunWorkflowRequest, SearchResult, SkipTaskRequest, StartWorkflowRequest, Workflow,
-    WorkflowSummary,
+    RerunWorkflowRequest, SearchResult, SkipTaskRequest, StartWorkflowRequest, Task, TaskStatus,
+    Workflow, WorkflowSummary,
 };
 use proto::peer::{Hit, Reply, Request};
 use proto::record::WorkflowRecord;
-use proto::{PartitionId, WorkflowId};
+use proto::{PartitionId, TaskId, WorkflowId};
 use rand::SeedableRng;
+use serde::Serialize;
 use std::sync::{Arc, Mutex};
 
 pub use proto::peer::SearchQuery;
 
 pub(crate) fn parse_workflow_id(id: &str) -> Result<WorkflowId> {
     WorkflowId::parse(id).map_err(|e| Error::Invalid(e.to_string()))
+}
+
+/// Workflows a task search or `search-v2` reads at once.
+const READ_CONCURRENCY: usize = 16;
+
+/// Filters of a task search (`GET /api/tasks/search`); each one set narrows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskSearchQuery {
+    /// Any of these workflow names; empty means any.
+    pub workflow_names: Vec<String>,
+    pub workflow_id: Option<String>,
+    pub correlation_id: Option<String>,
+    pub task_id: Option<String>,
+    /// Any of these task types; empty means any.
+    pub task_types: Vec<String>,
+    /// Any of these statuses; empty means any.
+    pub statuses: Vec<TaskStatus>,
+    /// Text matched against the task's id, type and reference name and its workflow's id.
+    pub free_text: Option<String>,
+    pub start: usize,
+    pub size: usize,
 }
 
 /// Longest idempotency key accepted.
@@ -362,6 +384,112 @@ impl Workflows {
         })
     }
 
+    /// The workflows of a search's page, read in full (without their tasks unless asked), in the
+    /// search's order; one removed since the search is left out.
+    pub async fn read_all(&self, ids: Vec<String>, include_tasks: bool) -> Result<Vec<Workflow>> {
+        use futures::TryStreamExt;
+        self.read_each(ids, include_tasks).try_collect().await
+    }
+
+    /// As [`Workflows::read_all`], one workflow at a time, [`READ_CONCURRENCY`] read at once.
+    fn read_each(
+        &self,
+        ids: Vec<String>,
+        include_tasks: bool,
+    ) -> impl futures::Stream<Item = Result<Workflow>> + '_ {
+        use futures::StreamExt;
+        futures::stream::iter(ids)
+            .map(move |id| async move { self.workflow(&id, include_tasks).await })
+            .buffered(READ_CONCURRENCY)
+            .filter(|read| std::future::ready(!matches!(read, Err(Error::NotFound(_)))))
+    }
+
+    /// The tasks matching `query`, latest scheduled first. They are looked for in the workflow the
+    /// query names (by `workflowId`, or as the owner of `taskId`), else in the newest
+    /// [`SEARCH_RESULTS_MAX`] workflows that match its workflow filters (a workflow search over
+    /// every partition per workflow name, then a read of each). Only the hits up to the page's
+    /// end are kept.
+    pub async fn search_tasks(&self, query: &TaskSearchQuery) -> Result<SearchResult<Task>> {
+        use futures::TryStreamExt;
+        let size = if query.size == 0 {
+            100
+        } else {
+            query.size.min(SEARCH_RESULTS_MAX)
+        };
+        let window = query.start.saturating_add(size);
+        let (mut total, mut hits) = (0u64, Vec::new());
+        let reads = self.read_each(self.task_search_scope(query).await?, true);
+        let mut reads = std::pin::pin!(reads);
+        while let Some(wf) = reads.try_next().await? {
+            if !workflow_in_task_search(query, &wf) {
+                continue;
+            }
+            for task in wf.tasks.into_iter().filter(|t| task_matches(query, t)) {
+                total += 1;
+                hits.push(task);
+            }
+            if hits.len() > window.saturating_mul(2).max(READ_CONCURRENCY) {
+                keep_first_tasks(&mut hits, window);
+            }
+        }
+        keep_first_tasks(&mut hits, window);
+        Ok(SearchResult {
+            total_hits: total,
+            results: hits.into_iter().skip(query.start).collect(),
+        })
+    }
+
+    /// The summary of workflow `id` when it passes `query`'s filters (its paging aside); `None`
+    /// when it does not, or does not exist.
+    pub async fn search_id(
+        &self,
+        id: &str,
+        query: &SearchQuery,
+    ) -> Result<Option<WorkflowSummary>> {
+        match self.workflow(id, false).await {
+            Ok(wf) => Ok(matches(query, &wf).then(|| summary(&wf))),
+            Err(Error::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The ids of the workflows whose tasks a task search looks at.
+    async fn task_search_scope(&self, query: &TaskSearchQuery) -> Result<Vec<String>> {
+        let named = match (&query.workflow_id, &query.task_id) {
+            (Some(w), _) => Some(parse_workflow_id(w)?),
+            (None, Some(t)) => {
+                let task = TaskId::parse(t).map_err(|e| Error::Invalid(e.to_string()))?;
+                match self.host.task_owner(&task).await {
+                    Ok(owner) => Some(owner),
+                    Err(Error::NotFound(_)) => return Ok(Vec::new()),
+                    Err(e) => return Err(e),
+                }
+            }
+            (None, None) => None,
+        };
+        if let Some(id) = named {
+            return Ok(vec![id.to_string()]);
+        }
+        let names: Vec<Option<String>> = match query.workflow_names.as_slice() {
+            [] => vec![None],
+            names => names.iter().cloned().map(Some).collect(),
+        };
+        let mut found = Vec::new();
+        for workflow_name in names {
+            let search = SearchQuery {
+                workflow_name,
+                correlation_id: query.correlation_id.clone(),
+                size: SEARCH_RESULTS_MAX,
+                ..Default::default()
+            };
+            found.extend(self.search(search).await?.results);
+        }
+        // Newest first across the names (ISO-8601 times sort as text).
+        found.sort_by(|a, b| b.start_time.cmp(&a.start_time));
+        let ids = found.into_iter().map(|s| s.workflow_id);
+        Ok(ids.take(SEARCH_RESULTS_MAX).collect())
+    }
+
     pub async fn correlated(
         &self,
         name: &str,
@@ -479,6 +607,108 @@ fn matches(query: &SearchQuery, wf: &Workflow) -> bool {
                     .is_some_and(|c| c.contains(text))
         }
         None => true,
+    }
+}
+
+/// Sorts task hits latest scheduled first (then by id) and keeps the first `count`.
+fn keep_first_tasks(hits: &mut Vec<Task>, count: usize) {
+    hits.sort_by(|a, b| {
+        (b.scheduled_time.cmp(&a.scheduled_time)).then_with(|| a.task_id.cmp(&b.task_id))
+    });
+    hits.truncate(count);
+}
+
+/// Whether a workflow passes a task search's workflow filters.
+fn workflow_in_task_search(query: &TaskSearchQuery, wf: &Workflow) -> bool {
+    (query.workflow_names.is_empty() || query.workflow_names.contains(&wf.workflow_name))
+        && query
+            .correlation_id
+            .as_ref()
+            .is_none_or(|c| Some(c) == wf.correlation_id.as_ref())
+}
+
+/// Whether a task passes a task search's task filters.
+fn task_matches(query: &TaskSearchQuery, t: &Task) -> bool {
+    let same_id = |want: &Option<String>, have: &str| {
+        want.as_ref().is_none_or(|w| w.eq_ignore_ascii_case(have))
+    };
+    let of_type = |types: &[String]| {
+        types.is_empty()
+            || types
+                .iter()
+                .any(|ty| ty == &t.task_type || ty == &t.task_def_name)
+    };
+    same_id(&query.workflow_id, t.workflow_instance_id.as_str())
+        && same_id(&query.task_id, t.task_id.as_str())
+        && of_type(&query.task_types)
+        && (query.statuses.is_empty() || query.statuses.contains(&t.status))
+        && match query
+            .free_text
+            .as_deref()
+            .filter(|f| !f.is_empty() && *f != "*")
+        {
+            Some(text) => {
+                t.task_id.as_str().contains(text)
+                    || t.task_type.contains(text)
+                    || t.reference_task_name.contains(text)
+                    || t.workflow_instance_id.as_str().contains(text)
+            }
+            None => true,
+        }
+}
+
+/// Conductor's `TaskSummary`: a row of `GET /api/tasks/search`, times as ISO-8601 UTC and
+/// payloads as JSON text, as in Conductor.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskSummary {
+    pub workflow_id: String,
+    pub workflow_type: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+    pub scheduled_time: String,
+    pub start_time: String,
+    pub update_time: String,
+    pub end_time: String,
+    pub status: TaskStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason_for_incompletion: Option<String>,
+    pub execution_time: i64,
+    pub queue_wait_time: i64,
+    pub task_def_name: String,
+    pub task_type: String,
+    pub input: String,
+    pub output: String,
+    pub task_id: String,
+    pub workflow_priority: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+}
+
+impl TaskSummary {
+    /// The row of task `t`.
+    pub fn of(t: &Task) -> Self {
+        let since = |from: i64, to: i64| if from > 0 && to > 0 { to - from } else { 0 };
+        Self {
+            workflow_id: t.workflow_instance_id.to_string(),
+            workflow_type: t.workflow_type.clone(),
+            correlation_id: t.correlation_id.clone(),
+            scheduled_time: iso8601(t.scheduled_time),
+            start_time: iso8601(t.start_time),
+            update_time: iso8601(t.update_time),
+            end_time: iso8601(t.end_time),
+            status: t.status,
+            reason_for_incompletion: t.reason_for_incompletion.clone(),
+            execution_time: since(t.start_time, t.end_time),
+            queue_wait_time: since(t.scheduled_time, t.start_time),
+            task_def_name: t.task_def_name.clone(),
+            task_type: t.task_type.clone(),
+            input: serde_json::to_string(&t.input_data).unwrap_or_default(),
+            output: serde_json::to_string(&t.output_data).unwrap_or_default(),
+            task_id: t.task_id.to_string(),
+            workflow_priority: t.workflow_priority,
+            domain: t.domain.clone(),
+        }
     }
 }
 
