@@ -135,8 +135,12 @@ fn on_failure(ctx: &mut Ctx<'_>, def: &[proto::model::WorkflowTask], i: usize) {
         let (r, n) = (t.reference_task_name.clone(), t.task_def_name.clone());
         ctx.note_failure(&r, &n);
     }
-    let worker = nav::is_worker_type(&wt.task_type);
-    if status.is_retriable() && worker && ctx.wf.tasks[i].retry_count < retries_allowed(&wt) {
+    let allowed = if nav::is_worker_type(&wt.task_type) {
+        retries_allowed(&wt)
+    } else {
+        system_retries(&wt)
+    };
+    if status.is_retriable() && ctx.wf.tasks[i].retry_count < allowed {
         retry(ctx, i);
         return;
     }
@@ -155,6 +159,16 @@ fn on_failure(ctx: &mut Ctx<'_>, def: &[proto::model::WorkflowTask], i: usize) {
     let reason = failure_reason(ctx, i, wf_status);
     let id = ctx.wf.tasks[i].task_id.clone();
     ctx.end(wf_status, Some(reason), Some(&id), true);
+}
+
+/// How many retries a system task allows: an HTTP task's, per its `retryCount` or its
+/// registered task definition's (none without one, as in Conductor); other system tasks none.
+fn system_retries(wt: &proto::model::WorkflowTask) -> u32 {
+    if wt.task_type != task_type::HTTP {
+        return 0;
+    }
+    let registered = wt.task_definition.as_ref().map(|d| d.retry_count);
+    wt.retry_count.or(registered).unwrap_or(0)
 }
 
 /// The delay before retry number `retry_count + 1`, in seconds, before jitter.

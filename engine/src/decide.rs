@@ -119,9 +119,13 @@ pub fn decide(
             key,
         } => ops::update_variables(&mut ctx, variables, append_array, key)?,
         Input::EventPublished { task_id, error } => event_published(&mut ctx, &task_id, error)?,
-        Input::Performed { task_id, outcome } => {
+        Input::Performed {
+            task_id,
+            iteration,
+            outcome,
+        } => {
             let i = find_task(&ctx, task_id.as_str())?;
-            super::work::performed(&mut ctx, i, outcome);
+            super::work::performed(&mut ctx, i, iteration, outcome);
         }
     }
     Ok(ctx.finish(record.version))

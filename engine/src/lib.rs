@@ -126,4 +126,4 @@ mod tests;
 pub use decide::{decide, decide_all, fail_oversized, start};
 pub use derive::{outbound, pending_events, ready_tasks, timers, PendingEvent};
 pub use validate::validate_workflow_def;
-pub use work::{pending_work, PendingWork, StartRequest, Work};
+pub use work::{pending_work, HttpRequest, PendingWork, StartRequest, Work};

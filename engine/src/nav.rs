@@ -103,6 +103,7 @@ pub(crate) const SYSTEM_TYPES: &[&str] = &[
     task_type::INLINE,
     task_type::LAMBDA,
     task_type::JSON_JQ_TRANSFORM,
+    task_type::HTTP,
 ];
 
 /// Whether the engine accepts this task type in a definition: SIMPLE (worker) tasks and the system

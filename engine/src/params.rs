@@ -7,7 +7,8 @@ use super::Error;
 use proto::model::{task_type, WorkflowTask};
 use serde_json::Value;
 
-/// Checks `t`, a FORK_JOIN_DYNAMIC, DYNAMIC, INLINE, LAMBDA, JSON_JQ_TRANSFORM or START_WORKFLOW.
+/// Checks `t`, a FORK_JOIN_DYNAMIC, DYNAMIC, INLINE, LAMBDA, JSON_JQ_TRANSFORM, START_WORKFLOW
+/// or HTTP task.
 pub(crate) fn check(t: &WorkflowTask) -> Result<(), Error> {
     let r = &t.task_reference_name;
     let ty = t.task_type.as_str();
@@ -21,6 +22,7 @@ pub(crate) fn check(t: &WorkflowTask) -> Result<(), Error> {
         }
         task_type::JSON_JQ_TRANSFORM => jq(t),
         task_type::START_WORKFLOW => start_workflow(t),
+        task_type::HTTP => http(t),
         _ => None,
     };
     match problem {
@@ -94,5 +96,21 @@ fn start_workflow(t: &WorkflowTask) -> Option<String> {
         }
         Some(Value::String(s)) if s.contains("${") => None,
         Some(_) => Some("has a startWorkflow that is not an object".into()),
+    }
+}
+
+/// An HTTP task names its `uri` in `http_request` or directly in its input (a `${…}`
+/// `http_request` is checked when it is resolved).
+fn http(t: &WorkflowTask) -> Option<String> {
+    let params = &t.input_parameters;
+    let uri = match params.get("http_request") {
+        Some(Value::Object(spec)) => spec.get("uri"),
+        Some(Value::String(s)) if s.contains("${") => return None,
+        Some(_) => return Some("has an http_request that is not an object".into()),
+        None => params.get("uri"),
+    };
+    match uri {
+        Some(Value::String(s)) if !s.trim().is_empty() => None,
+        _ => Some("has no uri (in http_request or its inputParameters)".into()),
     }
 }

@@ -261,8 +261,13 @@ impl H {
 
     /// Reports task `r`'s work performed with `outcome`.
     pub fn perform(&mut self, r: &str, outcome: Result<Value, String>) -> bool {
-        let task_id = self.task(r).task_id.clone();
-        self.ok(Input::Performed { task_id, outcome })
+        let t = self.task(r);
+        let (task_id, iteration) = (t.task_id.clone(), t.iteration);
+        self.ok(Input::Performed {
+            task_id,
+            iteration,
+            outcome,
+        })
     }
 
     pub fn finished(&self) -> bool {

@@ -27,7 +27,32 @@ pub enum Work {
     Script { script: String, root: Value },
     /// Run the jq `query` on `input`; report the list of its outputs.
     Jq { query: String, input: Value },
+    /// Make an HTTP call; report `{"response": {statusCode, headers, body, reasonPhrase}}` for
+    /// any answer, or why there was none (refused, timed out, a host not allowed).
+    Http(HttpRequest),
 }
+
+/// An HTTP task's call: Conductor's `http_request` input, or the same fields directly in the
+/// task's input.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HttpRequest {
+    pub uri: String,
+    /// Upper case; GET when not given.
+    pub method: String,
+    pub headers: BTreeMap<String, String>,
+    pub body: Option<Value>,
+    pub accept: String,
+    pub content_type: String,
+    pub connect_timeout_ms: u64,
+    pub read_timeout_ms: u64,
+}
+
+/// An HTTP call's connection timeout when the task gives none (`connectionTimeOut`).
+pub const HTTP_CONNECT_TIMEOUT_MS: u64 = 5_000;
+/// An HTTP call's read timeout when the task gives none (`readTimeOut`).
+pub const HTTP_READ_TIMEOUT_MS: u64 = 30_000;
+/// The longest timeout an HTTP task may ask for.
+pub const HTTP_TIMEOUT_MS_MAX: u64 = 300_000;
 
 /// A workflow a task starts.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -46,6 +71,11 @@ pub struct StartRequest {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PendingWork {
     pub task_id: TaskId,
+    /// The task's iteration: a DO_WHILE's condition is asked once per iteration, and a report
+    /// for an earlier one changes nothing.
+    pub iteration: u32,
+    /// Not before this time (a retry's backoff).
+    pub not_before: NowMs,
     pub work: Work,
 }
 
@@ -53,6 +83,7 @@ pub struct PendingWork {
 pub(crate) fn is_work_type(wt: &proto::model::WorkflowTask) -> bool {
     match wt.task_type.as_str() {
         task_type::START_WORKFLOW | task_type::LAMBDA | task_type::JSON_JQ_TRANSFORM => true,
+        task_type::HTTP => true,
         task_type::INLINE => true,
         task_type::SWITCH => nav::is_script_evaluator(wt.evaluator_type.as_deref()),
         _ => false,
@@ -82,6 +113,7 @@ pub(crate) fn work_of(wf: &Workflow, t: &Task) -> Option<Work> {
             query: text("queryExpression")?,
             input: Value::Object(input.clone()),
         }),
+        task_type::HTTP => Some(Work::Http(http_request(input))),
         task_type::SWITCH if nav::is_script_evaluator(wt.evaluator_type.as_deref()) => {
             Some(Work::Script {
                 script: wt.expression.clone()?,
@@ -133,6 +165,35 @@ fn start_request(wf: &Workflow, t: &Task) -> StartRequest {
     }
 }
 
+/// The call an HTTP task's input describes; what is missing takes Conductor's defaults, and
+/// the timeouts Baton's (the runtime refuses a call without a `uri`).
+fn http_request(input: &Json) -> HttpRequest {
+    let spec = input
+        .get("http_request")
+        .and_then(Value::as_object)
+        .unwrap_or(input);
+    let text = |k: &str| spec.get(k).and_then(Value::as_str).map(str::to_owned);
+    let ms = |k: &str, default: u64| {
+        let given = spec.get(k).and_then(Value::as_u64).filter(|ms| *ms > 0);
+        given.unwrap_or(default).min(HTTP_TIMEOUT_MS_MAX)
+    };
+    let headers = spec.get("headers").and_then(Value::as_object);
+    let headers = headers.into_iter().flatten().map(|(k, v)| {
+        let v = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+        (k.clone(), v)
+    });
+    HttpRequest {
+        uri: text("uri").unwrap_or_default(),
+        method: text("method").map_or_else(|| "GET".into(), |m| m.to_ascii_uppercase()),
+        headers: headers.collect(),
+        body: spec.get("body").filter(|b| !b.is_null()).cloned(),
+        accept: text("accept").unwrap_or_else(|| "application/json".into()),
+        content_type: text("contentType").unwrap_or_else(|| "application/json".into()),
+        connect_timeout_ms: ms("connectionTimeOut", HTTP_CONNECT_TIMEOUT_MS),
+        read_timeout_ms: ms("readTimeOut", HTTP_READ_TIMEOUT_MS),
+    }
+}
+
 /// Every pending work of `workflow` (none unless it is RUNNING).
 pub fn pending_work(workflow: &Workflow) -> Vec<PendingWork> {
     workflow
@@ -142,6 +203,8 @@ pub fn pending_work(workflow: &Workflow) -> Vec<PendingWork> {
         .filter_map(|t| {
             work_of(workflow, t).map(|work| PendingWork {
                 task_id: t.task_id.clone(),
+                iteration: t.iteration,
+                not_before: t.scheduled_time,
                 work,
             })
         })
@@ -158,41 +221,58 @@ pub(crate) const REDO_MAX_MS: NowMs = 60_000;
 pub(crate) fn redo_due(wf: &Workflow, t: &Task) -> Option<NowMs> {
     work_of(wf, t)?;
     let doubled = REDO_FIRST_MS.saturating_mul(1 << t.poll_count.min(16));
-    Some(t.update_time.saturating_add(doubled.min(REDO_MAX_MS)))
+    let last = t.update_time.max(t.scheduled_time);
+    Some(last.saturating_add(doubled.min(REDO_MAX_MS)))
 }
 
 /// The runtime performed a task's work: the task completes with what it produced, or fails
 /// with the reason. A report for a task that no longer waits for work changes nothing.
-pub(crate) fn performed(ctx: &mut Ctx<'_>, i: usize, outcome: Result<Value, String>) {
+pub(crate) fn performed(
+    ctx: &mut Ctx<'_>,
+    i: usize,
+    iteration: u32,
+    outcome: Result<Value, String>,
+) {
     let t = &ctx.wf.tasks[i];
-    if work_of(&ctx.wf, t).is_none() {
+    if work_of(&ctx.wf, t).is_none() || t.iteration != iteration {
         return;
     }
     let now = ctx.now;
     let wt = t.workflow_task.clone();
-    let output = outcome.map(|value| output_of(&wt, value));
+    let output = outcome
+        .map_err(|reason| (reason, Json::new()))
+        .and_then(|value| output_of(&wt, value));
     let t = &mut ctx.wf.tasks[i];
+    t.start_time = now;
+    t.update_time = now;
     match output {
+        Ok(output) if wt.async_complete && wt.task_type == task_type::HTTP => {
+            t.status = TaskStatus::InProgress;
+            t.output_data = output;
+        }
         Ok(output) => complete_now(now, t, output),
-        Err(reason) => {
+        Err((reason, output)) => {
             t.status = TaskStatus::Failed;
-            t.start_time = now;
             t.end_time = now;
             t.reason_for_incompletion = Some(reason);
+            t.output_data = output;
         }
     }
-    t.update_time = now;
     ctx.changed = true;
     super::advance::advance(ctx);
 }
 
-/// The task's output for what its work produced.
-fn output_of(wt: &proto::model::WorkflowTask, value: Value) -> Json {
+/// The task's output for what its work produced, or why the task fails (with its output): an
+/// HTTP answer outside 2xx fails the attempt.
+fn output_of(wt: &proto::model::WorkflowTask, value: Value) -> Result<Json, (String, Json)> {
     let mut out = Json::new();
     match wt.task_type.as_str() {
-        task_type::START_WORKFLOW => {
+        task_type::START_WORKFLOW | task_type::HTTP => {
             if let Value::Object(m) = value {
                 out = m;
+            }
+            if let Some(failure) = http_failure(&out).filter(|_| wt.task_type == task_type::HTTP) {
+                return Err((failure, out));
             }
         }
         task_type::JSON_JQ_TRANSFORM => {
@@ -214,5 +294,20 @@ fn output_of(wt: &proto::model::WorkflowTask, value: Value) -> Json {
             out.insert("result".into(), value);
         }
     }
-    out
+    Ok(out)
+}
+
+/// Why an HTTP task's answer fails it: a status outside 2xx.
+fn http_failure(output: &Json) -> Option<String> {
+    let response = output.get("response")?;
+    let code = response.get("statusCode").and_then(Value::as_u64)?;
+    if (200..300).contains(&code) {
+        return None;
+    }
+    let phrase = response.get("reasonPhrase").and_then(Value::as_str);
+    Some(
+        format!("HTTP {code} {}", phrase.unwrap_or_default())
+            .trim_end()
+            .to_owned(),
+    )
 }

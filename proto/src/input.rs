@@ -113,6 +113,8 @@ pub enum Input {
     /// else ignores it.
     Performed {
         task_id: TaskId,
+        /// The task's iteration when the work was asked for (see `engine::PendingWork`).
+        iteration: u32,
         outcome: Result<serde_json::Value, String>,
     },
 }

@@ -339,3 +339,90 @@ fn terminate_reports_its_reason_whatever_the_status() {
         );
     }
 }
+
+fn http_task(retries: Option<u32>) -> WorkflowTask {
+    let mut t = task(
+        "call",
+        "HTTP",
+        json!({"http_request": {"uri": "http://svc/x", "method": "post", "body": {"a": 1},
+                                 "headers": {"X-N": 1}, "readTimeOut": 700}}),
+    );
+    t.task_definition = retries.map(|n| TaskDef {
+        retry_count: n,
+        retry_delay_seconds: 2,
+        ..TaskDef::named("call")
+    });
+    t
+}
+
+#[test]
+fn http_asks_for_the_call_its_input_describes() {
+    let h = H::start(def_of(vec![http_task(None)]), json!({}));
+    let Some(Work::Http(req)) = h.work("call") else {
+        panic!("an HTTP task waits for its call");
+    };
+    assert_eq!(
+        (req.method.as_str(), req.uri.as_str()),
+        ("POST", "http://svc/x")
+    );
+    assert_eq!(req.headers.get("X-N").map(String::as_str), Some("1"));
+    assert_eq!(req.body, Some(json!({"a": 1})));
+    assert_eq!((req.read_timeout_ms, req.connect_timeout_ms), (700, 5_000));
+    assert_eq!(req.accept, "application/json");
+}
+
+#[test]
+fn http_completes_on_2xx_and_fails_otherwise_retrying_under_its_definition() {
+    let ok = json!({"response": {"statusCode": 200, "body": {"v": 1}, "headers": {}, "reasonPhrase": "OK"}});
+    let mut h = H::start(def_of(vec![http_task(None)]), json!({}));
+    h.perform("call", Ok(ok.clone()));
+    assert_eq!(h.st("call"), Completed);
+    assert_eq!(h.task("call").output_data, obj(ok.clone()));
+
+    let busy = json!({"response": {"statusCode": 503, "reasonPhrase": "Service Unavailable"}});
+    let mut h = H::start(def_of(vec![http_task(None)]), json!({}));
+    h.perform("call", Ok(busy.clone()));
+    assert_eq!(
+        h.status(),
+        WorkflowStatus::Failed,
+        "no registered definition: no retry"
+    );
+    let reason = h
+        .task("call")
+        .reason_for_incompletion
+        .clone()
+        .unwrap_or_default();
+    assert_eq!(reason, "HTTP 503 Service Unavailable");
+
+    let mut h = H::start(def_of(vec![http_task(Some(1))]), json!({}));
+    h.perform("call", Ok(busy.clone()));
+    let retry = h.attempts("call")[1].clone();
+    assert_eq!((retry.status, retry.retry_count), (Scheduled, 1));
+    let pending = pending_work(h.wf());
+    assert_eq!(
+        pending[0].not_before,
+        h.now + 2_000,
+        "the retry waits out its delay"
+    );
+    h.perform("call", Err("connection refused".into()));
+    assert_eq!(h.status(), WorkflowStatus::Failed);
+    assert_eq!(h.attempts("call").len(), 2);
+}
+
+#[test]
+fn a_report_for_another_iteration_changes_nothing() {
+    let js = task(
+        "j",
+        "INLINE",
+        json!({"evaluatorType": "javascript", "expression": "1"}),
+    );
+    let mut h = H::start(def_of(vec![js]), json!({}));
+    let task_id = h.task("j").task_id.clone();
+    let stale = Input::Performed {
+        task_id,
+        iteration: 3,
+        outcome: Ok(json!(1)),
+    };
+    assert!(!h.ok(stale));
+    assert_eq!(h.st("j"), Scheduled);
+}

@@ -232,16 +232,21 @@ impl MetaState {
         read(&self.state, &node_key(id))
     }
 
-    /// Fills in each task's `taskDefinition` from the registered task definitions (Conductor's
-    /// defaults where none is registered and none is inlined), so the decider needs no lookups.
+    /// Fills in each task's `taskDefinition` from the registered task definitions, so the
+    /// decider needs no lookups: a worker task without one gets Conductor's defaults, a system
+    /// task none (an HTTP task is retried only under a registered definition, as in Conductor).
     pub fn resolve(&self, def: &mut WorkflowDef) {
         fn walk(defs: &MetaState, list: &mut [proto::model::WorkflowTask]) {
             for t in list {
-                if t.task_definition.is_none() && t.task_type == proto::model::task_type::SIMPLE {
-                    t.task_definition = Some(
+                if t.task_definition.is_none() {
+                    t.task_definition = if t.task_type == proto::model::task_type::SIMPLE {
+                        Some(
+                            defs.task_def(&t.name)
+                                .unwrap_or_else(|| TaskDef::named(&t.name)),
+                        )
+                    } else {
                         defs.task_def(&t.name)
-                            .unwrap_or_else(|| TaskDef::named(&t.name)),
-                    );
+                    };
                 }
                 for branch in &mut t.fork_tasks {
                     walk(defs, branch);

@@ -21,7 +21,7 @@ type Outcome = Option<Result<Value, String>>;
 impl Events {
     /// Performs `pending` for the workflow `workflow_id` and reports the outcome.
     pub(super) async fn perform(&self, workflow_id: &WorkflowId, pending: PendingWork) {
-        let task_id = pending.task_id;
+        let (task_id, iteration) = (pending.task_id, pending.iteration);
         let outcome = match pending.work {
             Work::Start(request) => self.start_for_task(request).await,
             Work::Script { script, root } => {
@@ -30,6 +30,10 @@ impl Events {
             Work::Jq { query, input } => {
                 script_outcome(self.scripts.query(&query, &input, &Limits::task()).await)
             }
+            Work::Http(request) => Some(Err(format!(
+                "HTTP task calls are not performed by this node ({} {})",
+                request.method, request.uri
+            ))),
         };
         let Some(outcome) = outcome else {
             tracing::debug!(workflow = %workflow_id, task = %task_id, "task work not done; its timer repeats it");
@@ -37,6 +41,7 @@ impl Events {
         };
         let input = Input::Performed {
             task_id: task_id.clone(),
+            iteration,
             outcome,
         };
         let op = WorkflowOp::Input(Box::new(input));
