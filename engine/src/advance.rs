@@ -68,7 +68,8 @@ pub(crate) fn advance(ctx: &mut Ctx<'_>) {
 pub(crate) fn schedule_next(ctx: &mut Ctx<'_>, def: &[proto::model::WorkflowTask], i: usize) {
     let t = &ctx.wf.tasks[i];
     let wt = t.workflow_task.clone();
-    let reference = t.reference_task_name.clone();
+    // The definition's reference: a task in a loop carries its iteration's suffix.
+    let reference = wt.task_reference_name.clone();
     match wt.task_type.as_str() {
         task_type::FORK_JOIN => {
             for branch in &wt.fork_tasks {
@@ -210,6 +211,8 @@ pub(crate) fn retry(ctx: &mut Ctx<'_>, i: usize) {
         .saturating_add(i64::try_from(jitter_ms).unwrap_or(i64::MAX));
     t.start_delay_in_seconds = delay_s;
     t.retried_task_id = Some(old.task_id.clone());
+    t.reference_task_name = old.reference_task_name.clone();
+    t.iteration = old.iteration;
     t.first_scheduled_time = old.first_scheduled_time;
     t.domain = old.domain.clone();
     ctx.wf.tasks[i].retried = true;

@@ -188,10 +188,23 @@ fn lookup(path: &str, scope: &Scope<'_>) -> Value {
     if root == "workflow" {
         return workflow_field(scope.wf, rest);
     }
-    match scope.wf.task_by_ref(root) {
+    match scope
+        .wf
+        .task_by_ref(root)
+        .or_else(|| latest_in_loop(scope.wf, root))
+    {
         Some(task) => task_field(task, rest),
         None => Value::Null,
     }
+}
+
+/// A task of a DO_WHILE's body named by its reference without the iteration's suffix: its
+/// latest iteration's, as in Conductor.
+fn latest_in_loop<'a>(wf: &'a Workflow, reference: &str) -> Option<&'a Task> {
+    wf.tasks
+        .iter()
+        .rev()
+        .find(|t| t.iteration > 0 && t.workflow_task.task_reference_name == reference)
 }
 
 fn workflow_field(wf: &Workflow, segs: &[Seg]) -> Value {

@@ -1,7 +1,7 @@
 //! Navigation in a workflow definition: where a task reference sits (which list, which index, inside
 //! which container) and what runs after it. Fork branches end at their JOIN (scheduled with the FORK);
-//! a SWITCH case ends by continuing after the SWITCH; the top-level list ends the workflow.
-//! DO_WHILE bodies would be one more container kind here.
+//! a SWITCH case ends by continuing after the SWITCH; a DO_WHILE's body ends its iteration (the
+//! loop decides whether another one follows); the top-level list ends the workflow.
 
 use proto::model::{task_type, WorkflowTask};
 
@@ -11,6 +11,7 @@ enum Container {
     Root,
     Branch,
     Case,
+    Loop,
 }
 
 /// What follows a task.
@@ -20,6 +21,8 @@ pub(crate) enum Next<'a> {
     Task(&'a WorkflowTask),
     /// The end of a fork branch: the branch's JOIN (already scheduled) takes over.
     BranchEnd,
+    /// The end of a DO_WHILE's body: the loop takes over.
+    LoopEnd,
     /// The end of the workflow's task list.
     End,
 }
@@ -50,6 +53,9 @@ fn locate<'a>(
         if locate(&t.default_case, Container::Case, reference, stack) {
             return true;
         }
+        if locate(&t.loop_over, Container::Loop, reference, stack) {
+            return true;
+        }
         stack.pop();
     }
     false
@@ -68,6 +74,7 @@ pub(crate) fn next_after<'a>(tasks: &'a [WorkflowTask], reference: &str) -> Opti
         match kind {
             Container::Root => return Some(Next::End),
             Container::Branch => return Some(Next::BranchEnd),
+            Container::Loop => return Some(Next::LoopEnd),
             Container::Case => continue,
         }
     }
@@ -81,6 +88,29 @@ pub(crate) fn find<'a>(tasks: &'a [WorkflowTask], reference: &str) -> Option<&'a
         stack.last().map(|(list, i, _)| &list[*i])
     } else {
         None
+    }
+}
+
+/// The DO_WHILE whose body holds `reference` (at any depth), if any.
+pub(crate) fn loop_of<'a>(tasks: &'a [WorkflowTask], reference: &str) -> Option<&'a WorkflowTask> {
+    let mut stack = Vec::new();
+    if !locate(tasks, Container::Root, reference, &mut stack) {
+        return None;
+    }
+    let inner = stack
+        .iter()
+        .rposition(|(_, _, kind)| *kind == Container::Loop)?;
+    let (list, i, _) = stack.get(inner.checked_sub(1)?)?;
+    list.get(*i)
+}
+
+/// The reference a task of `reference` gets in iteration `iteration` of its loop (Conductor's
+/// `__N` suffix; none outside loops).
+pub(crate) fn in_iteration(reference: &str, iteration: u32) -> String {
+    if iteration == 0 {
+        reference.to_owned()
+    } else {
+        format!("{reference}__{iteration}")
     }
 }
 
@@ -104,6 +134,7 @@ pub(crate) const SYSTEM_TYPES: &[&str] = &[
     task_type::LAMBDA,
     task_type::JSON_JQ_TRANSFORM,
     task_type::HTTP,
+    task_type::DO_WHILE,
 ];
 
 /// Whether the engine accepts this task type in a definition: SIMPLE (worker) tasks and the system
@@ -148,6 +179,7 @@ mod tests {
         let name = |n: Option<Next<'_>>| match n {
             Some(Next::Task(t)) => t.task_reference_name.clone(),
             Some(Next::BranchEnd) => "<branch end>".into(),
+            Some(Next::LoopEnd) => "<loop end>".into(),
             Some(Next::End) => "<end>".into(),
             None => "<none>".into(),
         };

@@ -153,6 +153,8 @@ pub(crate) fn retry(ctx: &mut Ctx<'_>) -> Result<(), Error> {
                 Some(old.input_data),
             );
             t.retried_task_id = Some(old.task_id);
+            t.reference_task_name = old.reference_task_name;
+            t.iteration = old.iteration;
             t.first_scheduled_time = now;
             ctx.wf.tasks[i].retried = true;
             ctx.wf.tasks[i].executed = true;

@@ -131,6 +131,7 @@ fn check_task(t: &WorkflowTask, refs: &BTreeSet<&str>) -> Result<(), Error> {
                 return bad(format!("SWITCH task '{r}' has no expression"));
             }
         }
+        task_type::DO_WHILE => check_loop(t)?,
         task_type::FORK_JOIN_DYNAMIC
         | task_type::DYNAMIC
         | task_type::INLINE
@@ -148,6 +149,33 @@ fn check_task(t: &WorkflowTask, refs: &BTreeSet<&str>) -> Result<(), Error> {
             ));
         }
         _ => {}
+    }
+    Ok(())
+}
+
+/// A DO_WHILE has a condition and a body, and no loop inside it.
+fn check_loop(t: &WorkflowTask) -> Result<(), Error> {
+    let r = &t.task_reference_name;
+    let bad = |m: &str| Err(Error::Invalid(format!("DO_WHILE task '{r}' {m}")));
+    if t.loop_condition
+        .as_deref()
+        .is_none_or(|c| c.trim().is_empty())
+    {
+        return bad("has no loopCondition");
+    }
+    if t.loop_over.is_empty() {
+        return bad("has no loopOver tasks");
+    }
+    let body = WorkflowDef {
+        tasks: t.loop_over.clone(),
+        ..Default::default()
+    };
+    if body
+        .all_tasks()
+        .iter()
+        .any(|b| b.task_type == task_type::DO_WHILE)
+    {
+        return bad("holds another DO_WHILE; Baton does not nest loops");
     }
     Ok(())
 }
@@ -276,6 +304,18 @@ mod tests {
                     json!({"forkTaskInputs": []}),
                 )]),
                 "FORK_JOIN_DYNAMIC task 'f' is not followed by a JOIN task",
+            ),
+            (
+                def(vec![
+                    wt("l", "DO_WHILE").tap(|t| t.loop_over = vec![wt("a", "SIMPLE")])
+                ]),
+                "DO_WHILE task 'l' has no loopCondition",
+            ),
+            (
+                def(vec![
+                    wt("l", "DO_WHILE").tap(|t| t.loop_condition = Some("true".into()))
+                ]),
+                "DO_WHILE task 'l' has no loopOver tasks",
             ),
             (
                 def(vec![wt("d", "DYNAMIC")]),

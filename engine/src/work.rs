@@ -1,7 +1,8 @@
 //! Work a task asks of the runtime: things the decider must not do itself because they take
 //! time, may not end, or reach outside the workflow — start another workflow (START_WORKFLOW),
 //! run a script (INLINE and LAMBDA in JavaScript, SWITCH with a `javascript` or `graaljs`
-//! evaluator) or a jq query (JSON_JQ_TRANSFORM).
+//! evaluator, a DO_WHILE's `loopCondition` once per iteration), a jq query
+//! (JSON_JQ_TRANSFORM) or an HTTP call (HTTP).
 //!
 //! Such a task is SCHEDULED and its work *pending* until [`Input::Performed`] reports the
 //! outcome. Like an EVENT task's message, pending work is derived from the state, never stored
@@ -12,7 +13,7 @@
 //! is derived from the task, so a repeat finds it started.
 
 use super::nav;
-use super::schedule::complete_now;
+use super::schedule::{self, complete_now};
 use super::state::{derived_id, Ctx};
 use super::*;
 use proto::model::{task_type, Task, TaskStatus, Workflow, WorkflowStatus};
@@ -83,7 +84,7 @@ pub struct PendingWork {
 pub(crate) fn is_work_type(wt: &proto::model::WorkflowTask) -> bool {
     match wt.task_type.as_str() {
         task_type::START_WORKFLOW | task_type::LAMBDA | task_type::JSON_JQ_TRANSFORM => true,
-        task_type::HTTP => true,
+        task_type::HTTP | task_type::DO_WHILE => true,
         task_type::INLINE => true,
         task_type::SWITCH => nav::is_script_evaluator(wt.evaluator_type.as_deref()),
         _ => false,
@@ -92,10 +93,20 @@ pub(crate) fn is_work_type(wt: &proto::model::WorkflowTask) -> bool {
 
 /// The work a SCHEDULED task of a RUNNING workflow waits for (`None`: it waits for none).
 pub(crate) fn work_of(wf: &Workflow, t: &Task) -> Option<Work> {
-    if wf.status != WorkflowStatus::Running || t.status != TaskStatus::Scheduled {
+    if wf.status != WorkflowStatus::Running {
         return None;
     }
     let wt = &t.workflow_task;
+    if wt.task_type == task_type::DO_WHILE {
+        let waits = t.status == TaskStatus::InProgress && schedule::body_done(wf, t);
+        return waits.then(|| Work::Script {
+            script: wt.loop_condition.clone().unwrap_or_default(),
+            root: schedule::condition_scope(wf, t),
+        });
+    }
+    if t.status != TaskStatus::Scheduled {
+        return None;
+    }
     let input = &t.input_data;
     let text = |key: &str| input.get(key).and_then(Value::as_str).map(str::to_owned);
     match wt.task_type.as_str() {
@@ -237,6 +248,11 @@ pub(crate) fn performed(
     if work_of(&ctx.wf, t).is_none() || t.iteration != iteration {
         return;
     }
+    if t.workflow_task.task_type == task_type::DO_WHILE {
+        schedule::loop_decided(ctx, i, outcome);
+        super::advance::advance(ctx);
+        return;
+    }
     let now = ctx.now;
     let wt = t.workflow_task.clone();
     let output = outcome
@@ -287,7 +303,7 @@ fn output_of(wt: &proto::model::WorkflowTask, value: Value) -> Result<Json, (Str
             out.insert("resultList".into(), Value::Array(list));
         }
         task_type::SWITCH => {
-            let key = super::schedule::case_key(&value);
+            let key = schedule::case_key(&value);
             out.insert("evaluationResult".into(), Value::Array(vec![key.into()]));
         }
         _ => {

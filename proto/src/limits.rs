@@ -12,6 +12,10 @@ pub const POLL_WAIT_MS_MAX: u64 = 60_000;
 pub const DEF_TASKS_MAX: usize = 1_000;
 /// Most tasks one workflow instance may create over its life (retries included).
 pub const WORKFLOW_TASKS_MAX: usize = 10_000;
+/// Most iterations a DO_WHILE runs; the next one fails it with the reason. A loop that keeps
+/// only its last iterations (`keepLastN`) is bounded by this, one that keeps them all also by
+/// [`WORKFLOW_TASKS_MAX`] and the workflow's size.
+pub const LOOP_ITERATIONS_MAX: u32 = 100_000;
 /// Longest name (workflow, task, reference name) accepted.
 pub const NAME_LEN_MAX: usize = 256;
 /// Most results a search returns at once.

@@ -209,3 +209,49 @@ fn definitions_that_cannot_work_are_refused_naming_the_task() {
     api.get("/api/metadata/workflow/bad")
         .expect_status(404, "nothing was stored");
 }
+
+#[test]
+fn do_while_loops_until_its_condition_says_stop() {
+    let server = Server::start();
+    let api = server.api();
+    api.register_spec_task_defs();
+    api.register_fixture("do_while_integration_test.json");
+    let id = api.start_workflow("Do_While_Workflow", &json!({"loop": 2}));
+    for n in 1..=2 {
+        for task_type in [
+            "integration_task_0",
+            "integration_task_1",
+            "integration_task_2",
+        ] {
+            let task = api.poll_until(task_type, "w", WAIT);
+            let reference = task["referenceTaskName"].as_str().unwrap_or_default();
+            assert_eq!(reference, format!("{task_type}__{n}"));
+            assert_eq!(task["iteration"], n);
+            api.complete(&task, json!({ "n": n }));
+        }
+    }
+    let wf = api.wait_workflow_status(&id, "COMPLETED", WAIT);
+    let out = output_of(&wf, "loopTask");
+    assert_eq!(out["iteration"], 2);
+    assert_eq!(out["2"]["integration_task_0"], json!({"n": 2}));
+}
+
+#[test]
+fn system_tasks_run_inside_a_loop() {
+    let server = Server::start();
+    let api = server.api();
+    api.register_spec_task_defs();
+    api.register_fixture("do_while_system_tasks.json");
+    let name = harness::fixture("do_while_system_tasks.json")["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let id = api.start_workflow(&name, &json!({"loop": 3}));
+    let task = api.poll_until("integration_task_1", "w", WAIT);
+    api.complete(&task, json!({}));
+    let wf = api.wait_workflow_status(&id, "COMPLETED", WAIT);
+    let out = output_of(&wf, "loopTask");
+    assert_eq!(out["iteration"], 3);
+    let located = json!({"out": {"locationId": "some location id"}});
+    assert_eq!(out["3"]["jq_add_location"]["result"], located);
+}

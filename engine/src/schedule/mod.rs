@@ -2,7 +2,10 @@
 //! Baton runs at once when they are reached (FORK_JOIN, JOIN, SWITCH/DECISION, SET_VARIABLE,
 //! TERMINATE, WAIT (see `wait`)). Worker tasks start SCHEDULED; what follows a task is the advance loop's business.
 
+mod do_while;
 mod dynamic;
+
+pub(crate) use do_while::{body_done, condition_scope, loop_decided};
 
 use super::expr::{self, Scope};
 use super::nav::{self, Next};
@@ -143,12 +146,14 @@ pub(crate) fn schedule_with(ctx: &mut Ctx<'_>, wt: &WorkflowTask, extra: Option<
     if ctx.wf.status.is_terminal() {
         return;
     }
+    let iteration = iteration_of(ctx, wt);
+    let reference = nav::in_iteration(&wt.task_reference_name, iteration);
     if let Some(existing) = ctx
         .wf
         .tasks
         .iter_mut()
         .rev()
-        .find(|t| t.reference_task_name == wt.task_reference_name)
+        .find(|t| t.reference_task_name == reference)
     {
         if existing.status == TaskStatus::Skipped && existing.executed {
             existing.executed = false;
@@ -156,9 +161,19 @@ pub(crate) fn schedule_with(ctx: &mut Ctx<'_>, wt: &WorkflowTask, extra: Option<
         }
         return;
     }
+    let looped;
+    let wt = if iteration > 0 {
+        looped = in_loop(wt, iteration);
+        &looped
+    } else {
+        wt
+    };
     let mut task = new_task(ctx, wt, 0, None);
+    task.reference_task_name = reference;
+    task.iteration = iteration;
     task.input_data.extend(extra.unwrap_or_default());
     match wt.task_type.as_str() {
+        task_type::DO_WHILE => do_while::schedule_loop(ctx, wt, task),
         task_type::FORK_JOIN => schedule_fork(ctx, wt, task),
         task_type::FORK_JOIN_DYNAMIC => dynamic::schedule_fork(ctx, wt, task),
         task_type::DYNAMIC => dynamic::schedule_dynamic(ctx, wt, task),
@@ -176,6 +191,30 @@ pub(crate) fn schedule_with(ctx: &mut Ctx<'_>, wt: &WorkflowTask, extra: Option<
             push(ctx, task);
         }
     }
+}
+
+/// The iteration of the loop `wt` runs in (0 outside loops).
+fn iteration_of(ctx: &Ctx<'_>, wt: &WorkflowTask) -> u32 {
+    let def = &ctx.wf.workflow_definition;
+    nav::loop_of(&def.tasks, &wt.task_reference_name)
+        .and_then(|dw| ctx.wf.task_by_ref(&dw.task_reference_name))
+        .map_or(0, |dw| dw.iteration)
+}
+
+/// `wt` as iteration `iteration` of its loop sees it: the references a JOIN waits on carry the
+/// iteration's suffix.
+fn in_loop(wt: &WorkflowTask, iteration: u32) -> WorkflowTask {
+    let mut wt = wt.clone();
+    if iteration > 0 {
+        for r in wt
+            .join_on
+            .iter_mut()
+            .chain(&mut wt.default_exclusive_join_task)
+        {
+            *r = nav::in_iteration(r, iteration);
+        }
+    }
+    wt
 }
 
 /// FORK_JOIN: completes at once and schedules the first task of each branch and the JOIN that

@@ -2,6 +2,7 @@
 //! assert exact states and effects.
 
 mod catalogue;
+mod do_while;
 mod fork;
 mod ops;
 mod simple;
