@@ -162,10 +162,10 @@ fn on_failure(ctx: &mut Ctx<'_>, def: &[proto::model::WorkflowTask], i: usize) {
     ctx.end(wf_status, Some(reason), Some(&id), true);
 }
 
-/// How many retries a system task allows: an HTTP task's, per its `retryCount` or its
-/// registered task definition's (none without one, as in Conductor); other system tasks none.
+/// How many retries a system task allows: an HTTP or SUB_WORKFLOW task's, per its `retryCount`
+/// or its registered task definition's (none without one, as in Conductor); others none.
 fn system_retries(wt: &proto::model::WorkflowTask) -> u32 {
-    if wt.task_type != task_type::HTTP {
+    if wt.task_type != task_type::HTTP && wt.task_type != task_type::SUB_WORKFLOW {
         return 0;
     }
     let registered = wt.task_definition.as_ref().map(|d| d.retry_count);

@@ -119,6 +119,16 @@ pub fn decide(
             key,
         } => ops::update_variables(&mut ctx, variables, append_array, key)?,
         Input::EventPublished { task_id, error } => event_published(&mut ctx, &task_id, error)?,
+        Input::ChildEnded {
+            task_id,
+            child,
+            status,
+            output,
+            reason,
+        } => {
+            let i = find_task(&ctx, task_id.as_str())?;
+            super::work::child_ended(&mut ctx, i, &child, status, output, reason);
+        }
         Input::Performed {
             task_id,
             iteration,
@@ -428,7 +438,12 @@ fn timer(ctx: &mut Ctx<'_>, key: &TimerKey) {
         return;
     };
     match key.kind {
-        TimerKind::EventPublish | TimerKind::Perform => attempt_again(ctx, i),
+        TimerKind::EventPublish => attempt_again(ctx, i),
+        TimerKind::Perform => {
+            attempt_again(ctx, i);
+            let check = super::work::check_child(&ctx.wf, &ctx.wf.tasks[i]);
+            ctx.effects.extend(check);
+        }
         TimerKind::Wait => wait_elapsed(ctx, i),
         kind => task_timed_out(ctx, kind, i),
     }

@@ -160,6 +160,10 @@ pub fn timers(workflow: &Workflow) -> Vec<Timer> {
             if let Some(due_ms) = event_publish_due(workflow, t) {
                 out.push(Timer { due_ms, key });
             }
+        }
+        // Work is pending on SCHEDULED tasks and on an IN_PROGRESS DO_WHILE; a SUB_WORKFLOW
+        // in progress asks after its child.
+        for t in workflow.tasks.iter().filter(|t| !t.status.is_terminal()) {
             let key = TimerKey {
                 kind: TimerKind::Perform,
                 task_id: Some(t.task_id.clone()),

@@ -51,6 +51,13 @@ pub enum Effect {
         workflow_id: WorkflowId,
         work: PendingWork,
     },
+    /// Deliver `input` to another workflow after the commit: a child's end to its parent, a
+    /// parent's terminate, pause or resume to its children. Best effort: the parent also asks
+    /// for a child's state on a timer.
+    Notify {
+        workflow_id: WorkflowId,
+        input: Box<Input>,
+    },
 }
 
 /// The outcome of one input.
@@ -103,8 +110,10 @@ pub struct Ready {
 }
 
 mod advance;
+mod child;
 mod decide;
 mod derive;
+mod derived;
 mod expr;
 pub mod jq;
 pub mod mutation;

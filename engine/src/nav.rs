@@ -135,6 +135,7 @@ pub(crate) const SYSTEM_TYPES: &[&str] = &[
     task_type::JSON_JQ_TRANSFORM,
     task_type::HTTP,
     task_type::DO_WHILE,
+    task_type::SUB_WORKFLOW,
 ];
 
 /// Whether the engine accepts this task type in a definition: SIMPLE (worker) tasks and the system

@@ -15,6 +15,8 @@ pub(crate) fn pause(ctx: &mut Ctx<'_>) -> Result<(), Error> {
         WorkflowStatus::Running => {
             ctx.wf.status = WorkflowStatus::Paused;
             ctx.changed = true;
+            let children = super::child::to_children(&ctx.wf, &Input::Pause);
+            ctx.effects.extend(children);
             Ok(())
         }
         s => Err(Error::Conflict(format!(
@@ -35,6 +37,8 @@ pub(crate) fn resume(ctx: &mut Ctx<'_>) -> Result<(), Error> {
     }
     ctx.wf.status = WorkflowStatus::Running;
     ctx.changed = true;
+    let children = super::child::to_children(&ctx.wf, &Input::Resume);
+    ctx.effects.extend(children);
     advance(ctx);
     Ok(())
 }
@@ -144,7 +148,9 @@ pub(crate) fn retry(ctx: &mut Ctx<'_>) -> Result<(), Error> {
     ctx.wf.last_retried_time = ctx.now;
     let now = ctx.now;
     for i in failed {
-        if nav::is_worker_type(&ctx.wf.tasks[i].workflow_task.task_type) {
+        let ty = &ctx.wf.tasks[i].workflow_task.task_type;
+        // A SUB_WORKFLOW's retry is a new attempt with a new child.
+        if nav::is_worker_type(ty) || ty == task_type::SUB_WORKFLOW {
             let old = ctx.wf.tasks[i].clone();
             let mut t = new_task(
                 ctx,

@@ -23,6 +23,7 @@ pub(crate) fn check(t: &WorkflowTask) -> Result<(), Error> {
         task_type::JSON_JQ_TRANSFORM => jq(t),
         task_type::START_WORKFLOW => start_workflow(t),
         task_type::HTTP => http(t),
+        task_type::SUB_WORKFLOW => sub_workflow(t),
         _ => None,
     };
     match problem {
@@ -112,5 +113,29 @@ fn http(t: &WorkflowTask) -> Option<String> {
     match uri {
         Some(Value::String(s)) if !s.trim().is_empty() => None,
         _ => Some("has no uri (in http_request or its inputParameters)".into()),
+    }
+}
+
+/// A SUB_WORKFLOW names its child, or holds its definition inline (a valid one).
+fn sub_workflow(t: &WorkflowTask) -> Option<String> {
+    let Some(p) = &t.sub_workflow_param else {
+        return Some("has no subWorkflowParam".into());
+    };
+    match &p.workflow_definition {
+        Some(Value::Object(_)) => {
+            let def = p.workflow_definition.clone().unwrap_or_default();
+            match serde_json::from_value::<proto::model::WorkflowDef>(def) {
+                Ok(def) => super::validate_workflow_def(&def)
+                    .err()
+                    .map(|e| format!("has an inline workflowDefinition that is not valid: {e}")),
+                Err(e) => Some(format!(
+                    "has an inline workflowDefinition that does not parse: {e}"
+                )),
+            }
+        }
+        Some(_) => None,
+        None => {
+            blank(Some(p.name.as_str())).then(|| "names no workflow (subWorkflowParam.name)".into())
+        }
     }
 }

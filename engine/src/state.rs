@@ -3,10 +3,11 @@
 //! (cancelling what is left, the failure workflow, `Finished`) and turning the context into a
 //! [`Decision`].
 
-use super::{expr, Decision, Effect, NowMs};
+use super::derived::derived_id;
+use super::{expr, Decision, Effect, Input, NowMs};
 use proto::model::{Json, TaskExecLog, TaskStatus, Workflow, WorkflowStatus};
 use proto::record::WorkflowRecord;
-use proto::{PartitionId, TaskId, WorkflowId};
+use proto::{TaskId, WorkflowId};
 use std::collections::BTreeMap;
 
 /// One decision in progress.
@@ -20,13 +21,6 @@ pub(crate) struct Ctx<'r> {
     pub rng: &'r mut dyn rand::RngCore,
     /// Set by every mutation; an unchanged context yields no record.
     pub changed: bool,
-}
-
-/// The partition bits of a Baton id (its last four hex digits).
-pub(crate) fn partition_of(id: &WorkflowId) -> PartitionId {
-    let s = id.as_str();
-    let tail = s.get(s.len().saturating_sub(4)..).unwrap_or("0");
-    PartitionId(u16::from_str_radix(tail, 16).unwrap_or(0))
 }
 
 impl<'r> Ctx<'r> {
@@ -107,6 +101,15 @@ impl<'r> Ctx<'r> {
         output: Option<Json>,
     ) {
         let now = self.now;
+        let stop = Input::Terminate {
+            reason: Some(format!(
+                "parent workflow {} ended {}",
+                self.wf.workflow_id,
+                status.as_str()
+            )),
+        };
+        let children = super::child::to_children(&self.wf, &stop);
+        self.effects.extend(children);
         let failed_ref = failed
             .and_then(|id| self.wf.task(id))
             .map(|t| t.reference_task_name.clone());
@@ -144,6 +147,7 @@ impl<'r> Ctx<'r> {
                 });
             }
         }
+        self.effects.extend(super::child::parent_notice(&self.wf));
         self.effects.push(Effect::Finished);
     }
 
@@ -209,13 +213,6 @@ impl<'r> Ctx<'r> {
     }
 }
 
-/// FNV-1a over `bytes` from `seed`: a hash that is the same on every build and machine.
-fn fnv1a(seed: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(seed, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
 /// The failure workflow's id: same partition as the failed workflow, bits from a hash of its id and
 /// of the run (startTime, lastRetriedTime), so repeating the effect starts it once.
 pub(crate) fn failure_workflow_id(wf: &Workflow) -> WorkflowId {
@@ -224,13 +221,4 @@ pub(crate) fn failure_workflow_id(wf: &Workflow) -> WorkflowId {
         wf.workflow_id, wf.start_time, wf.last_retried_time
     );
     derived_id(&wf.workflow_id, &key)
-}
-
-/// An id on `base`'s partition with bits from a hash of `key`: the same on every build and
-/// machine, so an effect that starts a workflow under it starts one however often it is repeated.
-pub(crate) fn derived_id(base: &WorkflowId, key: &str) -> WorkflowId {
-    let key = key.as_bytes();
-    let hi = fnv1a(0xcbf2_9ce4_8422_2325, key);
-    let lo = fnv1a(0x84222325_cbf29ce4, key);
-    WorkflowId::new(partition_of(base), (u128::from(hi) << 64) | u128::from(lo))
 }

@@ -138,7 +138,8 @@ fn check_task(t: &WorkflowTask, refs: &BTreeSet<&str>) -> Result<(), Error> {
         | task_type::LAMBDA
         | task_type::JSON_JQ_TRANSFORM
         | task_type::START_WORKFLOW
-        | task_type::HTTP => super::params::check(t)?,
+        | task_type::HTTP
+        | task_type::SUB_WORKFLOW => super::params::check(t)?,
         task_type::DECISION
             if t.case_value_param
                 .as_deref()

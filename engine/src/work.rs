@@ -12,9 +12,10 @@
 //! Performing work twice is harmless: scripts and queries are pure, and a started workflow's id
 //! is derived from the task, so a repeat finds it started.
 
+use super::derived::spread_id;
 use super::nav;
 use super::schedule::{self, complete_now};
-use super::state::{derived_id, Ctx};
+use super::state::Ctx;
 use super::*;
 use proto::model::{task_type, Task, TaskStatus, Workflow, WorkflowStatus};
 use serde_json::Value;
@@ -31,6 +32,9 @@ pub enum Work {
     /// Make an HTTP call; report `{"response": {statusCode, headers, body, reasonPhrase}}` for
     /// any answer, or why there was none (refused, timed out, a host not allowed).
     Http(HttpRequest),
+    /// Read the child workflow a SUB_WORKFLOW task waits for and, if it ended, tell the
+    /// parent (`Input::ChildEnded`); asked by the task's timer, not after every commit.
+    CheckChild(WorkflowId),
 }
 
 /// An HTTP task's call: Conductor's `http_request` input, or the same fields directly in the
@@ -66,6 +70,10 @@ pub struct StartRequest {
     pub input: Json,
     pub correlation_id: Option<String>,
     pub task_to_domain: BTreeMap<String, String>,
+    /// The workflow and task that start it as their child (a SUB_WORKFLOW).
+    pub parent: Option<(WorkflowId, TaskId)>,
+    /// The definition to run, given inline instead of by name.
+    pub definition: Option<Box<proto::model::WorkflowDef>>,
 }
 
 /// One task's pending work.
@@ -84,7 +92,7 @@ pub struct PendingWork {
 pub(crate) fn is_work_type(wt: &proto::model::WorkflowTask) -> bool {
     match wt.task_type.as_str() {
         task_type::START_WORKFLOW | task_type::LAMBDA | task_type::JSON_JQ_TRANSFORM => true,
-        task_type::HTTP | task_type::DO_WHILE => true,
+        task_type::HTTP | task_type::DO_WHILE | task_type::SUB_WORKFLOW => true,
         task_type::INLINE => true,
         task_type::SWITCH => nav::is_script_evaluator(wt.evaluator_type.as_deref()),
         _ => false,
@@ -125,6 +133,7 @@ pub(crate) fn work_of(wf: &Workflow, t: &Task) -> Option<Work> {
             input: Value::Object(input.clone()),
         }),
         task_type::HTTP => Some(Work::Http(http_request(input))),
+        task_type::SUB_WORKFLOW => Some(Work::Start(super::child::start_request(wf, t))),
         task_type::SWITCH if nav::is_script_evaluator(wt.evaluator_type.as_deref()) => {
             Some(Work::Script {
                 script: wt.expression.clone()?,
@@ -160,10 +169,7 @@ fn start_request(wf: &Workflow, t: &Task) -> StartRequest {
         })
         .unwrap_or_default();
     StartRequest {
-        workflow_id: derived_id(
-            &wf.workflow_id,
-            &format!("start:{}:{}", wf.workflow_id, t.task_id),
-        ),
+        workflow_id: spread_id(&format!("start:{}:{}", wf.workflow_id, t.task_id)),
         name: text("name").unwrap_or_default(),
         version,
         input: spec
@@ -173,6 +179,8 @@ fn start_request(wf: &Workflow, t: &Task) -> StartRequest {
             .unwrap_or_default(),
         correlation_id: text("correlationId"),
         task_to_domain,
+        parent: None,
+        definition: None,
     }
 }
 
@@ -230,6 +238,11 @@ pub(crate) const REDO_MAX_MS: NowMs = 60_000;
 /// When a task's pending work is performed again: its last attempt (the task's `updateTime`;
 /// `pollCount` counts the attempts after the first) plus a backoff.
 pub(crate) fn redo_due(wf: &Workflow, t: &Task) -> Option<NowMs> {
+    if wf.status == WorkflowStatus::Running {
+        if let Some(due) = super::child::check_due(t) {
+            return Some(due);
+        }
+    }
     work_of(wf, t)?;
     let doubled = REDO_FIRST_MS.saturating_mul(1 << t.poll_count.min(16));
     let last = t.update_time.max(t.scheduled_time);
@@ -252,6 +265,11 @@ pub(crate) fn performed(
         schedule::loop_decided(ctx, i, outcome);
         super::advance::advance(ctx);
         return;
+    }
+    if t.workflow_task.task_type == task_type::SUB_WORKFLOW {
+        if let Ok(value) = &outcome {
+            return child_started(ctx, i, value);
+        }
     }
     let now = ctx.now;
     let wt = t.workflow_task.clone();
@@ -326,4 +344,61 @@ fn http_failure(output: &Json) -> Option<String> {
             .trim_end()
             .to_owned(),
     )
+}
+
+/// A SUB_WORKFLOW's child started: the task waits IN_PROGRESS for its end.
+fn child_started(ctx: &mut Ctx<'_>, i: usize, started: &Value) {
+    let id = started.get("workflowId").and_then(Value::as_str);
+    let now = ctx.now;
+    let t = &mut ctx.wf.tasks[i];
+    t.status = TaskStatus::InProgress;
+    t.start_time = now;
+    t.update_time = now;
+    t.poll_count = 0;
+    t.sub_workflow_id = id.map(str::to_owned);
+    if let Some(id) = id {
+        t.output_data.insert("subWorkflowId".into(), id.into());
+    }
+    ctx.changed = true;
+}
+
+/// A SUB_WORKFLOW task's child ended: the task takes its outcome and the workflow moves on.
+pub(crate) fn child_ended(
+    ctx: &mut Ctx<'_>,
+    i: usize,
+    child: &WorkflowId,
+    status: WorkflowStatus,
+    output: Json,
+    reason: Option<String>,
+) {
+    let waits = super::child::expected_child(&ctx.wf, &ctx.wf.tasks[i]);
+    if waits.as_ref() != Some(child) || !status.is_terminal() || ctx.wf.status.is_terminal() {
+        return;
+    }
+    let (status, output) = super::child::outcome_of(status, child, output);
+    let now = ctx.now;
+    let t = &mut ctx.wf.tasks[i];
+    t.status = status;
+    t.output_data = output;
+    t.end_time = now;
+    t.update_time = now;
+    if !status.is_successful() {
+        t.reason_for_incompletion = reason;
+    }
+    ctx.changed = true;
+    super::advance::advance(ctx);
+}
+
+/// The check a waiting SUB_WORKFLOW task's timer asks for.
+pub(crate) fn check_child(wf: &Workflow, t: &Task) -> Option<Effect> {
+    let child = super::child::watched_child(t)?;
+    Some(Effect::Perform {
+        workflow_id: wf.workflow_id.clone(),
+        work: PendingWork {
+            task_id: t.task_id.clone(),
+            iteration: t.iteration,
+            not_before: 0,
+            work: Work::CheckChild(child),
+        },
+    })
 }

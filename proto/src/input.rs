@@ -108,7 +108,17 @@ pub enum Input {
         task_id: TaskId,
         error: Option<String>,
     },
-    /// The work a SCHEDULED task waited for was performed (a script evaluated, a workflow
+    /// A SUB_WORKFLOW task's child workflow ended: the task completes with the child's output,
+    /// or fails (FAILED, TIMED_OUT; CANCELED when it was terminated) with its reason. A report
+    /// for another child, or for a task that no longer waits, changes nothing.
+    ChildEnded {
+        task_id: TaskId,
+        child: WorkflowId,
+        status: crate::model::WorkflowStatus,
+        output: Json,
+        reason: Option<String>,
+    },
+    /// The work a task waited for was performed (a script evaluated, a workflow
     /// started): the task completes with what it produced or fails with the reason. Anything
     /// else ignores it.
     Performed {

@@ -255,3 +255,80 @@ fn system_tasks_run_inside_a_loop() {
     let located = json!({"out": {"locationId": "some location id"}});
     assert_eq!(out["3"]["jq_add_location"]["result"], located);
 }
+
+fn register_family(api: &Api) {
+    api.register_task_defs(&[harness::task_def("kid_task", json!({"retryCount": 0}))]);
+    register(
+        api,
+        "kid",
+        json!([{"name": "kid_task", "taskReferenceName": "k", "type": "SIMPLE",
+                "inputParameters": {"x": "${workflow.input.x}"}}]),
+    );
+    register(
+        api,
+        "family",
+        json!([{"name": "sub", "taskReferenceName": "sub", "type": "SUB_WORKFLOW",
+                "inputParameters": {"x": "${workflow.input.x}"},
+                "subWorkflowParam": {"name": "kid"}}]),
+    );
+}
+
+fn child_of(api: &Api, parent: &str) -> String {
+    harness::wait_for(WAIT, "the child to start", || {
+        let wf = api.workflow(parent);
+        let task = task_by_ref(&wf, "sub")?;
+        task["subWorkflowId"].as_str().map(str::to_owned)
+    })
+}
+
+#[test]
+fn a_sub_workflow_runs_its_child_and_takes_its_outcome() {
+    let server = Server::start();
+    let api = server.api();
+    register_family(api);
+    let id = api.start_workflow("family", &json!({"x": 3}));
+    let child = child_of(api, &id);
+    let kid = api.workflow(&child);
+    assert_eq!(kid["parentWorkflowId"], id.as_str());
+    let task = api.poll_until("kid_task", "w", WAIT);
+    assert_eq!(task["inputData"]["x"], 3);
+    api.complete(&task, json!({"y": 4}));
+    let wf = api.wait_workflow_status(&id, "COMPLETED", WAIT);
+    assert_eq!(output_of(&wf, "sub")["subWorkflowId"], child.as_str());
+
+    let id = api.start_workflow("family", &json!({"x": 1}));
+    let task = api.poll_until("kid_task", "w", WAIT);
+    api.fail(&task, "kid gave up");
+    let wf = api.wait_workflow_status(&id, "FAILED", WAIT);
+    let reason = wf["reasonForIncompletion"].as_str().unwrap_or_default();
+    assert!(reason.contains("kid gave up"), "{reason}");
+}
+
+#[test]
+fn terminating_the_parent_terminates_the_child() {
+    let server = Server::start();
+    let api = server.api();
+    register_family(api);
+    let id = api.start_workflow("family", &json!({"x": 1}));
+    let child = child_of(api, &id);
+    api.delete(&format!("/api/workflow/{id}?reason=enough"))
+        .expect_ok("terminate");
+    api.wait_workflow_status(&child, "TERMINATED", WAIT);
+}
+
+#[test]
+fn an_inline_child_definition_runs_without_registration() {
+    let server = Server::start();
+    let api = server.api();
+    register(
+        api,
+        "inline_family",
+        json!([{"name": "sub", "taskReferenceName": "sub", "type": "SUB_WORKFLOW",
+                "subWorkflowParam": {"name": "inline_kid", "workflowDefinition": {
+                    "name": "inline_kid", "version": 1, "tasks": [
+                        {"name": "v", "taskReferenceName": "v", "type": "SET_VARIABLE",
+                         "inputParameters": {"done": true}}]}}}]),
+    );
+    let id = api.start_workflow("inline_family", &json!({}));
+    api.wait_workflow_status(&id, "COMPLETED", WAIT);
+}

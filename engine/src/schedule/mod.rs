@@ -174,6 +174,7 @@ pub(crate) fn schedule_with(ctx: &mut Ctx<'_>, wt: &WorkflowTask, extra: Option<
     task.input_data.extend(extra.unwrap_or_default());
     match wt.task_type.as_str() {
         task_type::DO_WHILE => do_while::schedule_loop(ctx, wt, task),
+        task_type::SUB_WORKFLOW => schedule_sub_workflow(ctx, wt, task),
         task_type::FORK_JOIN => schedule_fork(ctx, wt, task),
         task_type::FORK_JOIN_DYNAMIC => dynamic::schedule_fork(ctx, wt, task),
         task_type::DYNAMIC => dynamic::schedule_dynamic(ctx, wt, task),
@@ -254,6 +255,32 @@ fn schedule_join(ctx: &mut Ctx<'_>, wt: &WorkflowTask, mut task: Task) {
     task.start_time = ctx.now;
     task.input_data
         .insert("joinOn".into(), wt.join_on.clone().into());
+    push(ctx, task);
+}
+
+/// SUB_WORKFLOW: waits for its child's start (see `child`), with `subWorkflowParam` resolved
+/// into its input as Conductor records it (`subWorkflowName`, `subWorkflowVersion`,
+/// `subWorkflowDefinition`, `subWorkflowTaskToDomain`).
+fn schedule_sub_workflow(ctx: &mut Ctx<'_>, wt: &WorkflowTask, mut task: Task) {
+    if let Some(p) = &wt.sub_workflow_param {
+        let scope = Scope {
+            wf: &ctx.wf,
+            task_id: Some(task.task_id.as_str()),
+        };
+        let resolved = |v: &Value| expr::resolve(v, &scope);
+        let input = &mut task.input_data;
+        input.insert("subWorkflowName".into(), resolved(&p.name.clone().into()));
+        if let Some(v) = &p.version {
+            input.insert("subWorkflowVersion".into(), resolved(v));
+        }
+        if let Some(d) = &p.workflow_definition {
+            input.insert("subWorkflowDefinition".into(), resolved(d));
+        }
+        if !p.task_to_domain.is_empty() {
+            let domains = serde_json::to_value(&p.task_to_domain).unwrap_or_default();
+            input.insert("subWorkflowTaskToDomain".into(), domains);
+        }
+    }
     push(ctx, task);
 }
 

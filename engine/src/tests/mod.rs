@@ -7,6 +7,7 @@ mod fork;
 mod ops;
 mod simple;
 mod stored;
+mod sub_workflow;
 mod system;
 mod timeouts;
 

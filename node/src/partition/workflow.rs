@@ -198,11 +198,7 @@ impl WorkflowState {
             // may be stale, and "ignored" from it would acknowledge a result that was not recorded.
             None => self.ctx.confirm_leadership().await?,
         }
-        for effect in effects.iter().flatten() {
-            if let Effect::StartWorkflow { .. } = effect {
-                self.ctx.outbox(effect.clone()).await;
-            }
-        }
+        self.send_out(effects.iter().flatten()).await;
         if let Some(r) = self.record.as_ref().filter(|_| committed) {
             for effect in engine::outbound(&r.workflow) {
                 self.ctx.outbox(effect).await;
@@ -229,12 +225,22 @@ impl WorkflowState {
         };
         self.commit_within(failed, FAILING_WRITE_BYTES_MAX).await?;
         tracing::warn!(workflow = %self.id, reason = %why, "workflow failed: its record would pass the size limit");
-        for effect in &decision.effects {
-            if let Effect::StartWorkflow { .. } = effect {
+        self.send_out(&decision.effects).await;
+        Err(Error::TooLarge(format!("{why}; the workflow failed")))
+    }
+
+    /// Hands a committed decision's effects addressed outside this workflow to the outbox: a
+    /// workflow to start, an input for another workflow, a check the decision asked for.
+    async fn send_out(&self, effects: impl IntoIterator<Item = &Effect>) {
+        for effect in effects {
+            let outward = matches!(
+                effect,
+                Effect::StartWorkflow { .. } | Effect::Notify { .. } | Effect::Perform { .. }
+            );
+            if outward {
                 self.ctx.outbox(effect.clone()).await;
             }
         }
-        Err(Error::TooLarge(format!("{why}; the workflow failed")))
     }
 
     /// Leases the tasks `next` makes ready to polls parked on this node, in `next` itself, so

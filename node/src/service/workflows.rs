@@ -212,17 +212,24 @@ impl Workflows {
 
     /// Starts a workflow under a given id (failure workflows); a Conflict means it already exists.
     /// Starts the workflow an engine effect asks for (a failure workflow, a START_WORKFLOW
-    /// task's), under the id the effect derived: a repeat answers `Conflict`.
+    /// task's, a SUB_WORKFLOW's child), under the id the effect derived: a repeat answers
+    /// `Conflict`.
     pub(crate) async fn start_requested(&self, request: engine::StartRequest) -> Result<()> {
         self.host.catch_up_meta().await?;
-        let mut def = self
-            .definitions
-            .workflow_def(&request.name, request.version)?;
+        let mut def = match request.definition {
+            Some(def) => *def,
+            None => self
+                .definitions
+                .workflow_def(&request.name, request.version)?,
+        };
         self.host.defs.resolve(&mut def);
         let id = request.workflow_id;
+        let (parent, parent_task) = request.parent.unzip();
         let start = StartInput {
             correlation_id: request.correlation_id,
             task_to_domain: request.task_to_domain,
+            parent_workflow_id: parent.map(|p| p.to_string()),
+            parent_workflow_task_id: parent_task.map(|t| t.to_string()),
             ..StartInput::new(id.clone(), def, request.input)
         };
         self.host

@@ -153,6 +153,9 @@ pub struct WorkflowTask {
     /// `{"dynamicTasks": [{taskName, taskReferenceName, type, input}]}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dynamic_fork_join_tasks_param: Option<String>,
+    /// SUB_WORKFLOW: the workflow to start as the child.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sub_workflow_param: Option<SubWorkflowParams>,
     /// EXCLUSIVE_JOIN: the references whose output it takes when none of `joinOn` ran.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub default_exclusive_join_task: Vec<String>,
@@ -192,11 +195,29 @@ impl Default for WorkflowTask {
             dynamic_fork_tasks_param: None,
             dynamic_fork_tasks_input_param_name: None,
             dynamic_fork_join_tasks_param: None,
+            sub_workflow_param: None,
             default_exclusive_join_task: Vec::new(),
             task_definition: None,
             extra: Json::new(),
         }
     }
+}
+
+/// A SUB_WORKFLOW's child: a registered workflow by name (its latest version unless `version`
+/// is given), or a whole definition inline. `name`, `version` and `workflowDefinition` may be
+/// `${…}` expressions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SubWorkflowParams {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub task_to_domain: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow_definition: Option<serde_json::Value>,
+    #[serde(flatten)]
+    pub extra: Json,
 }
 
 /// Conductor's task type names.

@@ -1,7 +1,8 @@
 //! The outbox: effects a workflow's decision addresses outside itself, performed after the
 //! decision committed. A failure workflow is started under an id derived from the failed
 //! workflow, so a repeat finds it already started; an EVENT task's message is published, and a
-//! task's work performed, once at a time per task (a message's id is the task id, so a repeat is
+//! task's work performed, once at a time per task; an input for another workflow (a child's end,
+//! a parent's terminate) is delivered once, best effort (a message's id is the task id, so a repeat is
 //! deduplicated downstream; work is pure or keyed by the task).
 
 use super::Events;
@@ -38,6 +39,8 @@ pub(super) async fn run(events: Weak<Events>, mut rx: mpsc::Receiver<Effect>) {
                     input,
                     correlation_id,
                     task_to_domain: Default::default(),
+                    parent: None,
+                    definition: None,
                 };
                 match events.workflows.start_requested(request).await {
                     Ok(()) | Err(Error::Conflict(_)) => {}
@@ -57,6 +60,9 @@ pub(super) async fn run(events: Weak<Events>, mut rx: mpsc::Receiver<Effect>) {
                 once_per_task(&in_flight, task, async move {
                     events.perform(&workflow_id, work).await;
                 });
+            }
+            Effect::Notify { workflow_id, input } => {
+                tokio::spawn(async move { events.notify(&workflow_id, *input).await });
             }
             Effect::Deliver(_) | Effect::Finished => {}
         }

@@ -22,7 +22,9 @@ impl Events {
     /// Performs `pending` for the workflow `workflow_id` and reports the outcome.
     pub(super) async fn perform(&self, workflow_id: &WorkflowId, pending: PendingWork) {
         let (task_id, iteration) = (pending.task_id, pending.iteration);
+        self.wait_until(pending.not_before).await;
         let outcome = match pending.work {
+            Work::CheckChild(child) => return self.check_child(workflow_id, task_id, &child).await,
             Work::Start(request) => self.start_for_task(request).await,
             Work::Script { script, root } => {
                 script_outcome(self.scripts.evaluate(&script, &root, &Limits::task()).await)
@@ -47,6 +49,44 @@ impl Events {
         let op = WorkflowOp::Input(Box::new(input));
         if let Err(e) = self.host.route_op(workflow_id, op).await {
             tracing::warn!(workflow = %workflow_id, task = %task_id, error = %e, "could not report a task's work; its timer repeats it");
+        }
+    }
+
+    /// Delivers `input` to `workflow_id` (best effort: the receiver may be gone or ended).
+    pub(super) async fn notify(&self, workflow_id: &WorkflowId, input: Input) {
+        let op = WorkflowOp::Input(Box::new(input));
+        if let Err(e) = self.host.route_op(workflow_id, op).await {
+            tracing::debug!(workflow = %workflow_id, error = %e, "could not deliver an input from another workflow");
+        }
+    }
+
+    /// Reads the child a SUB_WORKFLOW task waits for and, if it ended, tells the parent.
+    async fn check_child(&self, parent: &WorkflowId, task_id: proto::TaskId, child: &WorkflowId) {
+        let wf = match self.host.record(child).await {
+            Ok(record) => record.workflow,
+            Err(e) => {
+                tracing::debug!(workflow = %parent, %child, error = %e, "could not read a child workflow");
+                return;
+            }
+        };
+        if !wf.status.is_terminal() {
+            return;
+        }
+        let input = Input::ChildEnded {
+            task_id,
+            child: child.clone(),
+            status: wf.status,
+            output: wf.output,
+            reason: wf.reason_for_incompletion,
+        };
+        self.notify(parent, input).await;
+    }
+
+    /// Sleeps until `at` (epoch ms on the node's clock): a retry's backoff.
+    async fn wait_until(&self, at: i64) {
+        let now = self.host.clock.now_ms();
+        if let Ok(ms) = u64::try_from(at.saturating_sub(now)) {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         }
     }
 

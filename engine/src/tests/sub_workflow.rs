@@ -1,0 +1,206 @@
+//! SUB_WORKFLOW: one child per task attempt under a derived id, the child's end reaching the
+//! parent's task, the parent's timer asking after a child, and the parent's terminate, pause
+//! and resume reaching its children.
+
+use super::*;
+use TaskStatus::*;
+
+fn parent() -> WorkflowDef {
+    let mut sub = simple("sub");
+    sub.task_type = task_type::SUB_WORKFLOW.into();
+    sub.input_parameters = obj(json!({"x": "${workflow.input.x}"}));
+    sub.sub_workflow_param = Some(proto::model::SubWorkflowParams {
+        name: "${workflow.input.child}".into(),
+        version: Some(json!(3)),
+        ..Default::default()
+    });
+    def_of(vec![sub, simple("after")])
+}
+
+fn start_request(h: &H) -> StartRequest {
+    match h.work("sub") {
+        Some(Work::Start(req)) => req,
+        other => panic!("the task waits for its child's start, not {other:?}"),
+    }
+}
+
+/// The parent with its child started.
+fn started() -> (H, WorkflowId) {
+    let mut h = H::start(parent(), json!({"x": 5, "child": "kid"}));
+    let req = start_request(&h);
+    h.perform("sub", Ok(json!({ "workflowId": req.workflow_id.as_str() })));
+    (h, req.workflow_id)
+}
+
+fn ended(h: &mut H, child: &WorkflowId, status: WorkflowStatus, output: Value) -> bool {
+    let task_id = h.task("sub").task_id.clone();
+    h.ok(Input::ChildEnded {
+        task_id,
+        child: child.clone(),
+        status,
+        output: obj(output),
+        reason: (status != WorkflowStatus::Completed).then(|| "child said no".into()),
+    })
+}
+
+#[test]
+fn the_child_is_asked_for_once_per_attempt_under_a_derived_id() {
+    let h = H::start(parent(), json!({"x": 5, "child": "kid"}));
+    let req = start_request(&h);
+    assert_eq!((req.name.as_str(), req.version), ("kid", Some(3)));
+    assert_eq!(req.input["x"], json!(5));
+    assert_eq!(
+        req.parent,
+        Some((h.wf().workflow_id.clone(), h.task("sub").task_id.clone()))
+    );
+    let again = H::start(parent(), json!({"x": 5, "child": "kid"}));
+    assert_eq!(start_request(&again).workflow_id, req.workflow_id);
+}
+
+#[test]
+fn the_childs_end_completes_the_task_and_the_parent_moves_on() {
+    let (mut h, child) = started();
+    assert_eq!(h.st("sub"), InProgress);
+    assert_eq!(
+        h.task("sub").sub_workflow_id.as_deref(),
+        Some(child.as_str())
+    );
+    let other = WorkflowId::new(PartitionId(1), 99);
+    assert!(
+        !ended(&mut h, &other, WorkflowStatus::Completed, json!({})),
+        "another child's end"
+    );
+    assert!(ended(
+        &mut h,
+        &child,
+        WorkflowStatus::Completed,
+        json!({"r": 1})
+    ));
+    let out = h.task("sub").output_data.clone();
+    assert_eq!(out, obj(json!({"r": 1, "subWorkflowId": child.as_str()})));
+    assert_eq!(h.st("after"), Scheduled);
+}
+
+#[test]
+fn a_failed_child_fails_the_task_and_retry_starts_a_new_child() {
+    let (mut h, child) = started();
+    ended(&mut h, &child, WorkflowStatus::Failed, json!({}));
+    assert_eq!(h.st("sub"), Failed);
+    assert_eq!(h.status(), WorkflowStatus::Failed);
+    let reason = h.wf().reason_for_incompletion.clone().unwrap_or_default();
+    assert!(reason.contains("child said no"), "{reason}");
+    h.ok(Input::Retry);
+    assert_eq!(h.attempts("sub").len(), 2);
+    assert_ne!(
+        start_request(&h).workflow_id,
+        child,
+        "a new attempt, a new child"
+    );
+}
+
+#[test]
+fn a_waiting_task_asks_after_its_child_on_a_timer() {
+    let (mut h, child) = started();
+    let key = TimerKey {
+        kind: TimerKind::Perform,
+        task_id: Some(h.task("sub").task_id.clone()),
+    };
+    let due = timers(h.wf())
+        .into_iter()
+        .find(|t| t.key == key)
+        .map(|t| t.due_ms);
+    assert_eq!(due, Some(h.now + 30_000));
+    h.advance_ms(30_000);
+    h.ok(Input::Timer(key));
+    let asked = h.effects.iter().any(|e| {
+        matches!(e, Effect::Perform { work: PendingWork { work: Work::CheckChild(c), .. }, .. } if *c == child)
+    });
+    assert!(asked, "{:?}", h.effects);
+    assert!(
+        pending_work(h.wf()).is_empty(),
+        "a running child is not asked after every write"
+    );
+}
+
+#[test]
+fn the_parents_terminate_pause_and_resume_reach_the_child() {
+    let (mut h, child) = started();
+    let sent = |h: &H| -> Vec<String> {
+        h.effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Notify { workflow_id, input } if *workflow_id == child => Some(
+                    format!("{input:?}")
+                        .split([' ', '{'])
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned(),
+                ),
+                _ => None,
+            })
+            .collect()
+    };
+    h.ok(Input::Pause);
+    assert_eq!(sent(&h), ["Pause"]);
+    h.ok(Input::Resume);
+    assert_eq!(sent(&h), ["Resume"]);
+    h.ok(Input::Terminate {
+        reason: Some("stop".into()),
+    });
+    assert_eq!(sent(&h), ["Terminate"]);
+}
+
+#[test]
+fn a_child_tells_its_parent_when_it_ends() {
+    let parent_id = WorkflowId::new(PartitionId(2), 7);
+    let parent_task = TaskId::of_workflow(&parent_id, 1);
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let start = StartInput {
+        parent_workflow_id: Some(parent_id.to_string()),
+        parent_workflow_task_id: Some(parent_task.to_string()),
+        ..StartInput::new(wf_id(), def_of(vec![simple("a")]), obj(json!({})))
+    };
+    let d = crate::start(start, 0, &mut rng).expect("starts");
+    let rec = d.record.expect("a record");
+    let d = decide(
+        &rec,
+        Input::Terminate {
+            reason: Some("no".into()),
+        },
+        1,
+        &mut rng,
+    )
+    .expect("ends");
+    let notice = d.effects.iter().find_map(|e| match e {
+        Effect::Notify { workflow_id, input } if *workflow_id == parent_id => Some(input.clone()),
+        _ => None,
+    });
+    match notice.as_deref() {
+        Some(Input::ChildEnded {
+            task_id, status, ..
+        }) => {
+            assert_eq!(
+                (task_id, *status),
+                (&parent_task, WorkflowStatus::Terminated)
+            );
+        }
+        other => panic!("the parent hears of the end: {other:?}"),
+    }
+}
+
+#[test]
+fn a_child_that_ends_before_its_start_is_reported_still_counts() {
+    let mut h = H::start(parent(), json!({"x": 5, "child": "kid"}));
+    let child = start_request(&h).workflow_id;
+    assert!(ended(
+        &mut h,
+        &child,
+        WorkflowStatus::Completed,
+        json!({"r": 2})
+    ));
+    assert_eq!(h.st("sub"), Completed);
+    assert!(
+        !h.perform("sub", Ok(json!({ "workflowId": child.as_str() }))),
+        "the late start report"
+    );
+}
