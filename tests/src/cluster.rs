@@ -408,6 +408,23 @@ impl Cluster {
             .collect()
     }
 
+    /// Reaps the nodes whose process exited on its own (a failpoint aborted it) and answers
+    /// their ids; they no longer count as running.
+    pub fn reap_exited(&mut self) -> Vec<u64> {
+        let mut exited = Vec::new();
+        for node in &mut self.nodes {
+            let gone = node
+                .child
+                .as_mut()
+                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+            if gone {
+                node.child = None;
+                exited.push(node.id);
+            }
+        }
+        exited
+    }
+
     /// Kills node `id` with SIGKILL (no chance to flush) and reaps it. No-op if it is not running.
     pub fn kill9(&mut self, id: u64) {
         let node = self.node_mut(id);

@@ -90,12 +90,22 @@ impl Events {
         }
     }
 
-    /// Starts a START_WORKFLOW task's workflow: its id, or why it cannot be started.
+    /// Starts a START_WORKFLOW task's workflow or a SUB_WORKFLOW's child: its id, or why it
+    /// cannot be started.
     async fn start_for_task(&self, request: StartRequest) -> Outcome {
         let id = request.workflow_id.clone();
         let started = serde_json::json!({ "workflowId": id.as_str() });
+        let child = request.parent.is_some();
+        if child {
+            crate::failpoint::hit("sub-workflow-start");
+        }
         match self.workflows.start_requested(request).await {
-            Ok(()) | Err(Error::Conflict(_)) => Some(Ok(started)),
+            Ok(()) | Err(Error::Conflict(_)) => {
+                if child {
+                    crate::failpoint::hit("sub-workflow-started");
+                }
+                Some(Ok(started))
+            }
             Err(e @ (Error::NotFound(_) | Error::Invalid(_) | Error::TooLarge(_))) => {
                 Some(Err(e.to_string()))
             }
