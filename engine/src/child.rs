@@ -7,7 +7,7 @@
 //! reports the child's id; the task is then IN_PROGRESS with `subWorkflowId` until the child
 //! ends. The child's end is sent to the parent (`Input::ChildEnded`, [`parent_notice`]) after
 //! the child's final write commits; should that be lost with a leader, the parent's task asks
-//! for the child's state on a timer that backs off from 30 s to 5 min ([`CHECK_FIRST_MS`]).
+//! for the child's state on a timer that backs off from 15 s to a minute ([`CHECK_FIRST_MS`]).
 //! A parent that ends terminates its running children; pausing and resuming it does the same
 //! to them ([`to_children`]).
 
@@ -18,9 +18,9 @@ use proto::{TaskId, WorkflowId};
 use serde_json::Value;
 
 /// How long after its start (or its last check) a running child is first asked about.
-pub(crate) const CHECK_FIRST_MS: NowMs = 30_000;
+pub(crate) const CHECK_FIRST_MS: NowMs = 15_000;
 /// The longest wait between two checks of a running child.
-pub(crate) const CHECK_MAX_MS: NowMs = 300_000;
+pub(crate) const CHECK_MAX_MS: NowMs = 60_000;
 
 /// The child of `t` (a SUB_WORKFLOW task) as its start asks for it.
 pub(crate) fn start_request(wf: &Workflow, t: &Task) -> StartRequest {
@@ -43,8 +43,15 @@ pub(crate) fn start_request(wf: &Workflow, t: &Task) -> StartRequest {
         .get("subWorkflowTaskToDomain")
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or_else(|| wf.task_to_domain.clone());
+    let mut workflow_id = child_id(&wf.workflow_id, &t.task_id);
+    if crate::mutation::active(crate::mutation::Mutation::SubWorkflowTwice) {
+        workflow_id = spread_id(&format!(
+            "sub:{}:{}:{}",
+            wf.workflow_id, t.task_id, wf.update_time
+        ));
+    }
     StartRequest {
-        workflow_id: child_id(&wf.workflow_id, &t.task_id),
+        workflow_id,
         name: text("subWorkflowName").unwrap_or_default(),
         version,
         input: child_input,

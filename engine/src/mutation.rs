@@ -15,13 +15,18 @@ pub enum Mutation {
     /// Every timer (timeouts, retry backoffs) fires 1.5 s after it is due (read by the runtime
     /// that arms them).
     LateTimers = 3,
+    /// A SUB_WORKFLOW does not remember that its child started: in progress, it asks for a
+    /// child again, under an id that depends on the parent's last write rather than on the task
+    /// alone, so the repeat starts a second child.
+    SubWorkflowTwice = 4,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 3] = [
+    pub const ALL: [Mutation; 4] = [
         Mutation::AcceptWithoutFence,
         Mutation::JoinOnFirstBranch,
         Mutation::LateTimers,
+        Mutation::SubWorkflowTwice,
     ];
 
     /// The name used on the simulator's command line.
@@ -30,6 +35,7 @@ impl Mutation {
             Mutation::AcceptWithoutFence => "accept-without-fence",
             Mutation::JoinOnFirstBranch => "join-on-first-branch",
             Mutation::LateTimers => "late-timers",
+            Mutation::SubWorkflowTwice => "sub-workflow-twice",
         }
     }
 }

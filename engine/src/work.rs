@@ -112,7 +112,7 @@ pub(crate) fn work_of(wf: &Workflow, t: &Task) -> Option<Work> {
             root: schedule::condition_scope(wf, t),
         });
     }
-    if t.status != TaskStatus::Scheduled {
+    if t.status != TaskStatus::Scheduled && !forgets_its_child(t) {
         return None;
     }
     let input = &t.input_data;
@@ -142,6 +142,14 @@ pub(crate) fn work_of(wf: &Workflow, t: &Task) -> Option<Work> {
         }
         _ => None,
     }
+}
+
+/// The simulator's deliberate bug: a SUB_WORKFLOW in progress asks for its child again.
+fn forgets_its_child(t: &Task) -> bool {
+    use crate::mutation::{active, Mutation};
+    t.workflow_task.task_type == task_type::SUB_WORKFLOW
+        && t.status == TaskStatus::InProgress
+        && active(Mutation::SubWorkflowTwice)
 }
 
 /// START_WORKFLOW's `startWorkflow` input: `name`, `version`, `input`, `correlationId`,

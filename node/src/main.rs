@@ -192,7 +192,7 @@ fn main() -> anyhow::Result<()> {
                 nats_url: nats,
                 amqp_url: amqp,
                 dedup_window_secs: Some(event_dedup_secs),
-                script_host: None,
+                ..Default::default()
             };
             serve(node::Options {
                 data_dir,

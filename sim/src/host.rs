@@ -72,7 +72,10 @@ pub fn options(
             certs: std::path::PathBuf::new(),
         }),
         workers: None,
-        events: Default::default(),
+        events: node::events::EventOptions {
+            scripts_in_process: true,
+            ..Default::default()
+        },
     }
 }
 

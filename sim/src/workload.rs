@@ -1,6 +1,6 @@
 //! The seeded workload: definitions (sequential, fork/join nested with optional and permissive
-//! branches, retrying, timing-out, an EVENT task whose message an event handler turns into
-//! another workflow), clients that start workflows with an idempotency key and retry
+//! branches, retrying, timing-out, a DO_WHILE loop, a SUB_WORKFLOW beside a task, an EVENT task
+//! whose message an event handler turns into another workflow), clients that start workflows with an idempotency key and retry
 //! on timeouts, and workers that poll every node and sometimes die mid-task, answer late, fail, or
 //! send their result twice. The client oracle ([`Oracle`]) records only what was acknowledged; a
 //! request that timed out is unknown, never failed.
@@ -79,6 +79,23 @@ pub fn workflow_defs() -> Vec<WorkflowDef> {
         def(
             json!({"name": "sim_timeout", "version": 1, "schemaVersion": 2, "tasks": [
             simple("sim_slow", "t1"), simple("sim_work", "t2")]}),
+        ),
+        // A loop of three iterations (its condition runs in the node's script sandbox).
+        def(
+            json!({"name": "sim_loop", "version": 1, "schemaVersion": 2, "tasks": [
+            {"name": "loop", "taskReferenceName": "loop", "type": "DO_WHILE",
+             "loopCondition": "$.loop['iteration'] < 3",
+             "loopOver": [simple("sim_work", "l1"), simple("sim_flaky", "l2")]},
+            simple("sim_work", "l_after")]}),
+        ),
+        // A sub-workflow (a sim_sequential, usually on another partition) beside a task.
+        def(
+            json!({"name": "sim_parent", "version": 1, "schemaVersion": 2, "tasks": [
+            {"name": "fork", "taskReferenceName": "fork", "type": "FORK_JOIN", "forkTasks": [
+                [{"name": "child", "taskReferenceName": "child", "type": "SUB_WORKFLOW",
+                  "subWorkflowParam": {"name": "sim_sequential", "version": 1}}],
+                [simple("sim_work", "p1")]]},
+            {"name": "join", "taskReferenceName": "join", "type": "JOIN", "joinOn": ["child", "p1"]}]}),
         ),
         // An EVENT task whose message starts a sim_sequential through [`event_handler`].
         def(

@@ -37,6 +37,11 @@ fn timers_firing_late_in_a_healed_cluster_are_caught() {
 }
 
 #[test]
+fn a_sub_workflow_started_twice_is_caught() {
+    caught("sub-workflow-twice");
+}
+
+#[test]
 fn an_unknown_mutation_is_refused() {
     let (ok, out) = common::sim(&["--seed", "0", "--mutation", "no-such-bug"]);
     assert!(!ok, "{out}");

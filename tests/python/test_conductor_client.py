@@ -6,7 +6,8 @@ and runs this file with `.venv/bin/python -m pytest tests/python -q`.
 Definitions go in through OrkesMetadataClient, workflows start through WorkflowExecutor, read back
 through WorkflowClient, and the tasks are done by @worker_task functions run by a TaskHandler: the
 same path a Conductor user's application takes. Bulk operations and searches go through the client's
-own resource classes (WorkflowBulkResourceApi, TaskResourceApi, ApiClient with its models).
+own resource classes (WorkflowBulkResourceApi, TaskResourceApi, ApiClient with its models). A workflow
+built with the client's own workflow classes (ConductorWorkflow and its tasks) runs unchanged.
 """
 
 import os
@@ -26,6 +27,20 @@ from conductor.client.http.models.workflow_def import WorkflowDef
 from conductor.client.http.models.workflow_task import WorkflowTask
 from conductor.client.orkes_clients import OrkesClients
 from conductor.client.worker.worker_task import worker_task
+from conductor.client.workflow.conductor_workflow import ConductorWorkflow
+from conductor.client.workflow.task.do_while_task import DoWhileTask
+from conductor.client.workflow.task.dynamic_fork_task import DynamicForkTask
+from conductor.client.workflow.task.fork_task import ForkTask
+from conductor.client.workflow.task.human_task import HumanTask
+from conductor.client.workflow.task.inline import InlineTask
+from conductor.client.workflow.task.join_task import JoinTask
+from conductor.client.workflow.task.json_jq_task import JsonJQTask
+from conductor.client.workflow.task.set_variable_task import SetVariableTask
+from conductor.client.workflow.task.simple_task import SimpleTask
+from conductor.client.workflow.task.sub_workflow_task import SubWorkflowTask
+from conductor.client.workflow.task.switch_task import SwitchTask
+from conductor.client.workflow.task.terminate_task import TerminateTask, WorkflowStatus
+from conductor.client.workflow.task.wait_task import WaitForDurationTask
 
 TERMINAL = {"COMPLETED", "FAILED", "TIMED_OUT", "TERMINATED"}
 DEADLINE_S = 60
@@ -268,3 +283,84 @@ def test_bulk_operations_and_searches(clients, configuration, registered):
     assert rows.total_hits == 2
     assert sorted(r.workflow_id for r in rows.results) == sorted(ids)
     assert all(r.task_type == "py_idle" and r.status == "CANCELED" for r in rows.results)
+
+
+def simple(task_def_name, reference, inputs):
+    task = SimpleTask(task_def_name, reference)
+    task.input_parameters.update(inputs)
+    return task
+
+
+def builder_workflow(executor):
+    """Every kind of task the client's builder makes, in one workflow: the values flow from an
+    INLINE script through jq, a value-param SWITCH, a fork beside a WAIT, a loop, a sub-workflow, a
+    dynamic fork whose branches a script lists, and a HUMAN task someone completes."""
+    wf = ConductorWorkflow(executor=executor, name="py_builder_wf", version=1, description="the builder")
+    wf.timeout_seconds(120)
+    count = SetVariableTask("b_set")
+    count.input_parameters.update({"seen": "${workflow.input.n}"})
+    double = InlineTask("b_double", "(function () { return $.n * 2; })()", bindings={"n": "${workflow.input.n}"})
+    shape = JsonJQTask("b_jq", "{doubled: .d, text: (.d | tostring)}")
+    shape.input_parameters.update({"d": "${b_double.output.result}"})
+    route = SwitchTask("b_switch", "${b_jq.output.result.text}")
+    route.switch_case("42", [simple("py_greet", "b_greet", {"name": "${workflow.input.who}"})])
+    route.default_case([TerminateTask("b_stop", WorkflowStatus.FAILED, "not 42")])
+    fork = ForkTask("b_fork", [
+        [simple("py_shout", "b_shout", {"text": "${b_greet.output.greeting}"})],
+        [WaitForDurationTask("b_wait", 1)],
+    ])
+    loop = DoWhileTask("b_loop", "$.b_loop['iteration'] < 2", [simple("py_greet", "b_loop_greet", {"name": "loop"})])
+    child = SubWorkflowTask("b_sub", "py_greet_wf", 1)
+    child.input_parameters.update({"name": "${workflow.input.who}"})
+    listing = InlineTask("b_list", (
+        "(function () { return {tasks: [{name: 'py_shout', taskReferenceName: 'b_dyn_a', type: 'SIMPLE'},"
+        " {name: 'py_shout', taskReferenceName: 'b_dyn_b', type: 'SIMPLE'}],"
+        " inputs: {b_dyn_a: {text: 'a'}, b_dyn_b: {text: 'b'}}}; })()"))
+    dynamic = DynamicForkTask("b_dyn", join_task=JoinTask("b_dyn_join"))
+    dynamic.input_parameters.update({
+        "dynamicTasks": "${b_list.output.result.tasks}",
+        "dynamicTasksInputs": "${b_list.output.result.inputs}",
+    })
+    human = HumanTask("b_human", display_name="approve")
+    wf >> count >> double >> shape >> route >> fork >> loop >> child >> listing >> dynamic >> human
+    wf.output_parameters({
+        "doubled": "${b_jq.output.result.doubled}",
+        "shout": "${b_shout.output.result}",
+        "child": "${b_sub.output.result}",
+        "approved": "${b_human.output.approved}",
+    })
+    return wf
+
+
+def test_a_workflow_built_with_the_clients_classes_runs_unchanged(clients, workers):
+    executor = clients.get_workflow_executor()
+    workflow_client = clients.get_workflow_client()
+    wf = builder_workflow(executor)
+    wf.register(overwrite=True)
+    who = f"builder-{uuid.uuid4().hex[:6]}"
+    workflow_id = wf.start_workflow_with_input(workflow_input={"n": 21, "who": who})
+
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        run = workflow_client.get_workflow(workflow_id, include_tasks=True)
+        human = [t for t in run.tasks if t.reference_task_name == "b_human"]
+        if human and human[0].status == "IN_PROGRESS":
+            break
+        assert run.status == "RUNNING", f"{run.status}: {run.reason_for_incompletion}"
+        assert time.monotonic() < deadline, f"the HUMAN task was not reached: {[t.reference_task_name for t in run.tasks]}"
+        time.sleep(0.1)
+    clients.get_task_client().update_task_by_ref_name(workflow_id, "b_human", "COMPLETED", {"approved": True})
+
+    run = wait_terminal(workflow_client, workflow_id)
+    assert run.status == "COMPLETED", run.reason_for_incompletion
+    assert run.output == {
+        "doubled": 42,
+        "shout": f"HELLO {who.upper()}",
+        "child": f"HELLO {who.upper()}",
+        "approved": True,
+    }
+    refs = [t.reference_task_name for t in run.tasks]
+    for expected in ("b_loop_greet__1", "b_loop_greet__2", "b_dyn_a", "b_dyn_b", "b_wait", "b_fork_join"):
+        assert expected in refs, f"{expected} not in {refs}"
+    assert "b_stop" not in refs
+    assert run.variables["seen"] == 21

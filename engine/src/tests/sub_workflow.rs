@@ -109,8 +109,8 @@ fn a_waiting_task_asks_after_its_child_on_a_timer() {
         .into_iter()
         .find(|t| t.key == key)
         .map(|t| t.due_ms);
-    assert_eq!(due, Some(h.now + 30_000));
-    h.advance_ms(30_000);
+    assert_eq!(due, Some(h.now + 15_000));
+    h.advance_ms(15_000);
     h.ok(Input::Timer(key));
     let asked = h.effects.iter().any(|e| {
         matches!(e, Effect::Perform { work: PendingWork { work: Work::CheckChild(c), .. }, .. } if *c == child)

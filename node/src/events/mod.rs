@@ -74,6 +74,9 @@ pub struct EventOptions {
     pub dedup_window_secs: Option<u64>,
     /// The program scripts run in (None: this binary's `script-host` subcommand).
     pub script_host: Option<pool::HostProgram>,
+    /// Evaluate scripts on the calling thread instead ([`pool::ScriptPool::in_process`]): the
+    /// simulator's setting, never a server's.
+    pub scripts_in_process: bool,
 }
 
 /// The event gate's default deduplication window.

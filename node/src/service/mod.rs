@@ -79,7 +79,11 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
     let definitions = Arc::new(Definitions::new(host.clone(), providers.clone()));
     let workflows = Workflows::new(host.clone(), definitions.clone(), seams.seed);
     let tasks = Tasks::start(host.clone(), queues);
-    let scripts = crate::events::pool::ScriptPool::for_node(options.events.script_host.clone());
+    let scripts = if options.events.scripts_in_process {
+        crate::events::pool::ScriptPool::in_process()
+    } else {
+        crate::events::pool::ScriptPool::for_node(options.events.script_host.clone())
+    };
     let events = Events::start(
         events::Parts {
             host: host.clone(),

@@ -10,8 +10,10 @@ mod durable_votes;
 mod event_once;
 mod fork_once;
 mod join_complete;
+mod loop_order;
 mod no_lost_workflow;
 mod replica_digests;
+mod sub_workflows;
 mod terminal_absorbs;
 mod timers_not_early;
 pub mod timers_on_time;
@@ -135,10 +137,12 @@ impl Checker {
         found.extend(no_lost_workflow::check(end));
         found.extend(acked_results::check(end));
         found.extend(event_once::check(end));
+        found.extend(sub_workflows::check(end.records));
         for record in end.records.values() {
             found.extend(attempts::check_final(record, end.skew_ms));
             found.extend(join_complete::check(record, end.skew_ms));
             found.extend(fork_once::check(record));
+            found.extend(loop_order::check(record, end.skew_ms));
             found.extend(timers_not_early::check(record, end.skew_ms));
             found.extend(timers_on_time::check(
                 record,

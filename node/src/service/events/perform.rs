@@ -14,6 +14,11 @@ use engine::{Input, PendingWork, StartRequest, Work};
 use proto::input::WorkflowOp;
 use proto::WorkflowId;
 use serde_json::Value;
+use std::time::Duration;
+
+/// How long an input for another workflow is tried again while that workflow's partition has
+/// no leader.
+const NOTIFY_RETRY_MS: u64 = 20_000;
 
 /// What performing work came to: `None` when it should be tried again later.
 type Outcome = Option<Result<Value, String>>;
@@ -52,11 +57,24 @@ impl Events {
         }
     }
 
-    /// Delivers `input` to `workflow_id` (best effort: the receiver may be gone or ended).
+    /// Delivers `input` to `workflow_id`, trying again while its partition has no leader for up
+    /// to [`NOTIFY_RETRY_MS`] (best effort: the parent's timer asks after a child anyway).
     pub(super) async fn notify(&self, workflow_id: &WorkflowId, input: Input) {
-        let op = WorkflowOp::Input(Box::new(input));
-        if let Err(e) = self.host.route_op(workflow_id, op).await {
-            tracing::debug!(workflow = %workflow_id, error = %e, "could not deliver an input from another workflow");
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(NOTIFY_RETRY_MS);
+        let mut pause = Duration::from_millis(100);
+        loop {
+            let op = WorkflowOp::Input(Box::new(input.clone()));
+            match self.host.route_op(workflow_id, op).await {
+                Err(Error::Unavailable(_)) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+                Err(e) => {
+                    tracing::debug!(workflow = %workflow_id, error = %e, "could not deliver an input from another workflow");
+                    return;
+                }
+                Ok(_) => return,
+            }
         }
     }
 
