@@ -5,7 +5,7 @@
 //! Layout: [`script`] (the JavaScript sandbox), [`pool`] (the child processes scripts run in,
 //! killed when stuck), [`host`] (such a child's side), [`frame`] (their wire format), [`eval`] (conditions,
 //! `${...}` placeholders from the payload, `expandInlineJSON`), [`brokers`] (NATS JetStream and
-//! RabbitMQ clients). The operations that need the cluster — handler definitions, execution
+//! RabbitMQ clients), [`http`] (HTTP tasks' calls and the hosts they may reach). The operations that need the cluster — handler definitions, execution
 //! records, Baton's own queues, the consumers on partition leaders — are in
 //! `service::events`.
 
@@ -13,6 +13,7 @@ pub mod brokers;
 pub mod eval;
 pub mod frame;
 pub mod host;
+pub mod http;
 pub mod jq;
 pub mod pool;
 pub mod script;
@@ -74,6 +75,8 @@ pub struct EventOptions {
     pub dedup_window_secs: Option<u64>,
     /// The program scripts run in (None: this binary's `script-host` subcommand).
     pub script_host: Option<pool::HostProgram>,
+    /// HTTP tasks' calls: how many at once, and the hosts they may reach.
+    pub http: http::HttpOptions,
 }
 
 /// The event gate's default deduplication window.

@@ -1,7 +1,13 @@
 //! Performing a task's work (`engine::Work`) on the leader after the commit that left it
 //! pending, and reporting the outcome to the workflow (`Input::Performed`). Scripts and jq
 //! queries run in the node's script hosts under [`Limits::task`]; a START_WORKFLOW's workflow
-//! is started under the id the engine derived from the task, so a repeat finds it started.
+//! is started under the id the engine derived from the task, so a repeat finds it started; an
+//! HTTP task's call is made by the node's `HttpCaller` (`events::http`): any answer is
+//! reported for the engine to judge, and no answer (refused, timed out, a host not allowed) as
+//! the reason, so the attempt fails and is retried as the task's definition says. A call is
+//! not pure: a leader that dies after the call and before its report committed has it made
+//! again by the next leader. Work waits for its time first (`PendingWork::not_before`: a
+//! retry's backoff).
 //!
 //! An outcome that says something about the work (a value, a script error, an unknown
 //! workflow) is reported; a failure of the node's own means (no script host, no leader for the
@@ -10,18 +16,27 @@
 use super::Events;
 use crate::error::Error;
 use crate::events::script::{Limits, ScriptError};
-use engine::{Input, PendingWork, StartRequest, Work};
+use engine::{Input, NowMs, PendingWork, StartRequest, Work};
 use proto::input::WorkflowOp;
 use proto::WorkflowId;
 use serde_json::Value;
+use std::time::Duration;
 
 /// What performing work came to: `None` when it should be tried again later.
 type Outcome = Option<Result<Value, String>>;
+
+/// The longest work waits here for its time (a retry's backoff); work due later is left to
+/// its task's `Perform` timer, which fires shortly after that time and has it performed then.
+const WAIT_MS_MAX: NowMs = 60_000;
 
 impl Events {
     /// Performs `pending` for the workflow `workflow_id` and reports the outcome.
     pub(super) async fn perform(&self, workflow_id: &WorkflowId, pending: PendingWork) {
         let (task_id, iteration) = (pending.task_id, pending.iteration);
+        if !self.wait_until(pending.not_before).await {
+            tracing::debug!(workflow = %workflow_id, task = %task_id, "task work not due yet; its timer repeats it");
+            return;
+        }
         let outcome = match pending.work {
             Work::Start(request) => self.start_for_task(request).await,
             Work::Script { script, root } => {
@@ -30,10 +45,7 @@ impl Events {
             Work::Jq { query, input } => {
                 script_outcome(self.scripts.query(&query, &input, &Limits::task()).await)
             }
-            Work::Http(request) => Some(Err(format!(
-                "HTTP task calls are not performed by this node ({} {})",
-                request.method, request.uri
-            ))),
+            Work::Http(request) => Some(self.http.call(&request).await.map_err(|e| e.to_string())),
         };
         let Some(outcome) = outcome else {
             tracing::debug!(workflow = %workflow_id, task = %task_id, "task work not done; its timer repeats it");
@@ -48,6 +60,18 @@ impl Events {
         if let Err(e) = self.host.route_op(workflow_id, op).await {
             tracing::warn!(workflow = %workflow_id, task = %task_id, error = %e, "could not report a task's work; its timer repeats it");
         }
+    }
+
+    /// Waits until `time` unless that is more than [`WAIT_MS_MAX`] away (then `false`).
+    async fn wait_until(&self, time: NowMs) -> bool {
+        let wait = time.saturating_sub(self.host.clock.now_ms());
+        if wait > WAIT_MS_MAX {
+            return false;
+        }
+        if let Ok(ms @ 1..) = u64::try_from(wait) {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        true
     }
 
     /// Starts a START_WORKFLOW task's workflow: its id, or why it cannot be started.
