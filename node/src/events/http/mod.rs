@@ -38,7 +38,8 @@ pub const HTTP_CONCURRENCY_MAX: usize = 4_096;
 pub const RESPONSE_BYTES_MAX: usize = proto::limits::PAYLOAD_BYTES_MAX;
 /// Redirects followed for one call, each checked against the allow list.
 pub const REDIRECTS_MAX: usize = 10;
-/// Clients kept, one per connection timeout tasks ask for; past it a call builds its own.
+/// Clients kept, one per connection timeout tasks ask for (each with its own pool of
+/// connections); past it a call builds its own.
 const CLIENTS_MAX: usize = 16;
 
 /// How a node makes HTTP tasks' calls (`--http-concurrency`, `--http-allow`).
@@ -110,6 +111,8 @@ pub struct HttpCaller {
     slots: Semaphore,
     clients: Mutex<BTreeMap<u64, Client>>,
     lookup: Lookup,
+    /// Every client's TLS, or why there is none.
+    tls: Result<rustls::ClientConfig, String>,
 }
 
 impl HttpCaller {
@@ -124,6 +127,7 @@ impl HttpCaller {
             slots: Semaphore::new(concurrency),
             clients: Mutex::default(),
             lookup,
+            tls: tls_config(),
         }
     }
 
@@ -168,7 +172,8 @@ impl HttpCaller {
             allow: self.allow.clone(),
             lookup: self.lookup,
         };
-        let client = build_client(resolver, connect_ms)?;
+        let tls = self.tls.clone().map_err(HttpError::Setup)?;
+        let client = build_client(resolver, tls, connect_ms)?;
         if clients.len() < CLIENTS_MAX {
             clients.insert(connect_ms, client.clone());
         }
@@ -293,12 +298,33 @@ fn causes(e: &reqwest::Error) -> String {
     text
 }
 
+/// TLS with ring and the system's root certificates (an unreadable one is skipped and logged;
+/// without any, https calls fail to verify their servers and http calls still work).
+fn tls_config() -> Result<rustls::ClientConfig, String> {
+    let found = rustls_native_certs::load_native_certs();
+    for e in &found.errors {
+        tracing::warn!(error = %e, "HTTP tasks: system root certificates not read");
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    let (added, ignored) = roots.add_parsable_certificates(found.certs);
+    tracing::debug!(added, ignored, "HTTP tasks: system root certificates");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    Ok(config.with_root_certificates(roots).with_no_client_auth())
+}
+
 /// A client that connects within `connect_ms`, resolves names through the allow rule, checks
-/// every redirect against it, and uses no proxy (the rule is about where calls go). Only
-/// unreadable system root certificates fail it.
-fn build_client(resolver: Resolver, connect_ms: u64) -> Result<Client, HttpError> {
+/// every redirect against it, and uses no proxy (the rule is about where calls go).
+fn build_client(
+    resolver: Resolver,
+    tls: rustls::ClientConfig,
+    connect_ms: u64,
+) -> Result<Client, HttpError> {
     let allow = resolver.allow.clone();
     Client::builder()
+        .use_preconfigured_tls(tls)
         .connect_timeout(Duration::from_millis(connect_ms))
         .dns_resolver(Arc::new(resolver))
         .redirect(redirects(allow))
