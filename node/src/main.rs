@@ -399,4 +399,31 @@ mod tests {
             Err(_) => assert_eq!(delay, 1000),
         }
     }
+
+    #[test]
+    fn the_http_flags_parse_or_say_what_is_wrong() {
+        use clap::Parser;
+        let server = |args: &[&str]| {
+            let all = ["baton", "server"].iter().chain(args).copied();
+            super::Cli::try_parse_from(all).map(|cli| match cli.command {
+                super::Command::Server {
+                    http_concurrency,
+                    http_allow,
+                    ..
+                } => (http_concurrency, http_allow.is_some()),
+                _ => unreachable!("a server command"),
+            })
+        };
+        assert_eq!(server(&[]).ok(), Some((64, false)));
+        let given = server(&[
+            "--http-concurrency",
+            "8",
+            "--http-allow",
+            "*.example.com:443",
+        ]);
+        assert_eq!(given.ok(), Some((8, true)));
+        for bad in [["--http-concurrency", "0"], ["--http-allow", "a b"]] {
+            assert!(server(&bad).is_err(), "{bad:?}");
+        }
+    }
 }
