@@ -2,16 +2,18 @@
 //! call is made as the task asks (method, headers, body) and its answer becomes the task's
 //! output; an answer outside 2xx is retried as the registered task definition says, then fails
 //! the workflow; a read timeout and a host outside `--http-allow` fail the task with a reason
-//! that says so.
+//! that says so; a leader killed during a call leaves it to the next leader, which calls again.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use harness::{attempts, task_by_ref, Api, Server};
+use harness::cluster::{partition_of, Cluster};
+use harness::{attempts, task_by_ref, wait_for, Api, Server};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -277,4 +279,47 @@ fn a_host_outside_the_allow_list_fails_the_task_without_a_call() {
         "{why}"
     );
     assert!(upstream.seen().is_empty(), "no call was made");
+}
+
+#[test]
+fn a_leader_killed_during_a_call_leaves_it_to_the_next_leader_which_calls_again() {
+    let calls = AtomicUsize::new(0);
+    let upstream = Upstream::start(move |_| {
+        let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
+        Answer {
+            // The first call is still waiting for its answer when its leader is killed.
+            delay: Duration::from_secs(if n == 1 { 20 } else { 0 }),
+            ..Answer::new("200 OK", &format!(r#"{{"id": {n}}}"#))
+        }
+    });
+    let mut cluster = Cluster::start(3);
+    let api = cluster.api(1);
+    let request = json!({"uri": upstream.url("/once"), "method": "POST", "body": {"x": 1}});
+    register(
+        &api,
+        "http_failover",
+        json!([http_task("failover_call", request)]),
+    );
+    let id = api.start_workflow("http_failover", &json!({}));
+    wait_for(WAIT, "the first call", || {
+        (!upstream.seen().is_empty()).then_some(())
+    });
+    let partition = partition_of(&id, cluster.partitions());
+    let leader = cluster.leader_of_partition(partition).expect("a leader");
+    cluster.kill9(leader);
+
+    let survivor = cluster.live_ids()[0];
+    let api = cluster.api_with_timeout(survivor, Duration::from_secs(5));
+    let wf = wait_for(Duration::from_secs(60), "the workflow to complete", || {
+        let reply = api.try_get(&format!("/api/workflow/{id}")).ok()?;
+        let wf = reply.is_success().then(|| reply.json())?;
+        (wf["status"] == "COMPLETED").then_some(wf)
+    });
+    let calls = upstream.seen().len();
+    assert!(calls >= 2, "the call was made again: {calls} calls");
+    let answered = wf["output"]["id"].as_u64().unwrap_or_default();
+    assert!(
+        answered >= 2,
+        "a later call's answer completed the task: {answered}"
+    );
 }
