@@ -5,9 +5,9 @@
 //! Layout: [`script`] (the JavaScript sandbox), [`pool`] (the child processes scripts run in,
 //! killed when stuck), [`host`] (such a child's side), [`frame`] (their wire format), [`eval`] (conditions,
 //! `${...}` placeholders from the payload, `expandInlineJSON`), [`brokers`] (NATS JetStream and
-//! RabbitMQ clients), [`http`] (HTTP tasks' calls and the hosts they may reach). The operations that need the cluster — handler definitions, execution
-//! records, Baton's own queues, the consumers on partition leaders — are in
-//! `service::events`.
+//! RabbitMQ clients), [`http`] (HTTP tasks' calls and the hosts they may reach). The operations
+//! that need the cluster — handler definitions, execution records, Baton's own queues, the
+//! consumers on partition leaders, performing tasks' work — are in `service::events`.
 
 pub mod brokers;
 pub mod eval;
