@@ -49,6 +49,7 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once at start; boxing the server's flags buys nothing
 enum Command {
     /// Run a node: the HTTP API and the partitions it hosts.
     Server {
@@ -94,6 +95,17 @@ enum Command {
         /// The event gate drops a webhook delivery whose content it saw within this many seconds.
         #[arg(long, default_value_t = node::events::DEDUP_WINDOW_SECS)]
         event_dedup_secs: u64,
+        /// HTTP tasks' calls this node makes at once; the others wait for a slot.
+        #[arg(long, default_value_t = node::events::http::HTTP_CONCURRENCY,
+              value_parser = parse_http_concurrency)]
+        http_concurrency: usize,
+        /// The only hosts HTTP tasks may call: `api.example.com`, `*.example.com` (names below
+        /// it), `10.0.0.7`, `[::1]` or `*`, each optionally with `:PORT`, comma-separated.
+        /// Without it every host may be called. Either way link-local and cloud metadata
+        /// addresses (169.254.0.0/16 with 169.254.169.254, fe80::/10, fd00:ec2::254,
+        /// 100.100.100.200) are refused, after DNS resolution too, unless listed here by IP.
+        #[arg(long, value_name = "HOST[,HOST...]")]
+        http_allow: Option<node::events::http::AllowList>,
     },
     /// Serve as a node's script host: evaluate scripts read from stdin, answers on stdout (a
     /// node starts these itself).
@@ -155,6 +167,15 @@ fn parse_members(s: &str) -> Result<BTreeMap<NodeId, SocketAddr>, String> {
     Ok(out)
 }
 
+/// Parses `--http-concurrency`: 1 to `HTTP_CONCURRENCY_MAX`.
+fn parse_http_concurrency(s: &str) -> Result<usize, String> {
+    let max = node::events::http::HTTP_CONCURRENCY_MAX;
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("'{s}' is not a number from 1 to {max}")),
+    }
+}
+
 /// Set to `off`, the node records no metrics and `GET /metrics` answers 404 (to measure what
 /// recording costs).
 const METRICS_ENV: &str = "BATON_METRICS";
@@ -181,6 +202,8 @@ fn main() -> anyhow::Result<()> {
             nats,
             amqp,
             event_dedup_secs,
+            http_concurrency,
+            http_allow,
         } => {
             let node = NodeId(node_id);
             let workers = workers.map(|listen| node::options::WorkerGatewayOptions {
@@ -192,6 +215,10 @@ fn main() -> anyhow::Result<()> {
                 nats_url: nats,
                 amqp_url: amqp,
                 dedup_window_secs: Some(event_dedup_secs),
+                http: node::events::http::HttpOptions {
+                    concurrency: http_concurrency,
+                    allow: http_allow,
+                },
                 ..Default::default()
             };
             serve(node::Options {
@@ -370,6 +397,33 @@ mod tests {
         match std::env::var("MIMALLOC_PURGE_DELAY") {
             Ok(set) => assert_eq!(Some(delay), set.parse().ok()),
             Err(_) => assert_eq!(delay, 1000),
+        }
+    }
+
+    #[test]
+    fn the_http_flags_parse_or_say_what_is_wrong() {
+        use clap::Parser;
+        let server = |args: &[&str]| {
+            let all = ["baton", "server"].iter().chain(args).copied();
+            super::Cli::try_parse_from(all).map(|cli| match cli.command {
+                super::Command::Server {
+                    http_concurrency,
+                    http_allow,
+                    ..
+                } => (http_concurrency, http_allow.is_some()),
+                _ => unreachable!("a server command"),
+            })
+        };
+        assert_eq!(server(&[]).ok(), Some((64, false)));
+        let given = server(&[
+            "--http-concurrency",
+            "8",
+            "--http-allow",
+            "*.example.com:443",
+        ]);
+        assert_eq!(given.ok(), Some((8, true)));
+        for bad in [["--http-concurrency", "0"], ["--http-allow", "a b"]] {
+            assert!(server(&bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -327,7 +327,8 @@ def builder_workflow(executor):
         "doubled": "${b_jq.output.result.doubled}",
         "shout": "${b_shout.output.result}",
         "child": "${b_sub.output.result}",
-        "approved": "${b_human.output.approved}",
+        # The client sends a by-reference update as {"result": output}.
+        "approved": "${b_human.output.result.approved}",
     })
     return wf
 
@@ -360,7 +361,7 @@ def test_a_workflow_built_with_the_clients_classes_runs_unchanged(clients, worke
         "approved": True,
     }
     refs = [t.reference_task_name for t in run.tasks]
-    for expected in ("b_loop_greet__1", "b_loop_greet__2", "b_dyn_a", "b_dyn_b", "b_wait", "b_fork_join"):
+    for expected in ("b_loop_greet__1", "b_loop_greet__2", "b_dyn_a", "b_dyn_b", "b_wait", "join_b_fork"):
         assert expected in refs, f"{expected} not in {refs}"
     assert "b_stop" not in refs
     assert run.variables["seen"] == 21

@@ -5,14 +5,15 @@
 //! Layout: [`script`] (the JavaScript sandbox), [`pool`] (the child processes scripts run in,
 //! killed when stuck), [`host`] (such a child's side), [`frame`] (their wire format), [`eval`] (conditions,
 //! `${...}` placeholders from the payload, `expandInlineJSON`), [`brokers`] (NATS JetStream and
-//! RabbitMQ clients). The operations that need the cluster — handler definitions, execution
-//! records, Baton's own queues, the consumers on partition leaders — are in
-//! `service::events`.
+//! RabbitMQ clients), [`http`] (HTTP tasks' calls and the hosts they may reach). The operations
+//! that need the cluster — handler definitions, execution records, Baton's own queues, the
+//! consumers on partition leaders, performing tasks' work — are in `service::events`.
 
 pub mod brokers;
 pub mod eval;
 pub mod frame;
 pub mod host;
+pub mod http;
 pub mod jq;
 pub mod pool;
 pub mod script;
@@ -77,6 +78,8 @@ pub struct EventOptions {
     /// Evaluate scripts on the calling thread instead ([`pool::ScriptPool::in_process`]): the
     /// simulator's setting, never a server's.
     pub scripts_in_process: bool,
+    /// HTTP tasks' calls: how many at once, and the hosts they may reach.
+    pub http: http::HttpOptions,
 }
 
 /// The event gate's default deduplication window.

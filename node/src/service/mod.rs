@@ -91,6 +91,7 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
             tasks: tasks.clone(),
             providers,
             scripts,
+            http: crate::events::http::HttpCaller::new(&options.events.http),
         },
         outbox_rx,
     );

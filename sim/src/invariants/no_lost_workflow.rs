@@ -39,7 +39,11 @@ pub fn check(end: &Ending<'_>) -> Vec<(&'static str, String)> {
     // At most one run per idempotency key: retried starts never start twice. (A sub-workflow
     // carries its parent's correlation id, as in Conductor: it is counted with its parent's.)
     let mut per_key = std::collections::BTreeMap::<&str, usize>::new();
-    for r in end.records.values().filter(|r| r.workflow.parent_workflow_id.is_none()) {
+    for r in end
+        .records
+        .values()
+        .filter(|r| r.workflow.parent_workflow_id.is_none())
+    {
         if let Some(c) = r.workflow.correlation_id.as_deref() {
             *per_key.entry(c).or_default() += 1;
         }

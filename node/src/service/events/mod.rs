@@ -10,6 +10,7 @@ use super::follow::follow;
 use super::{Loops, Tasks, Workflows};
 use crate::error::{Error, Result};
 use crate::events::eval::{self, condition_holds};
+use crate::events::http::HttpCaller;
 use crate::events::pool::ScriptPool;
 use crate::events::script::ScriptError;
 use crate::events::{GateEvent, Providers, CONDUCTOR};
@@ -213,6 +214,8 @@ pub struct Events {
     tasks: Arc<Tasks>,
     pub(crate) providers: Providers,
     pub(crate) scripts: ScriptPool,
+    /// HTTP tasks' calls.
+    http: HttpCaller,
     /// Why the last handling of a message failed, by (event, message id), until its next
     /// attempt records it (see `dead_letters`).
     failures: Mutex<BTreeMap<(String, String), String>>,
@@ -226,6 +229,7 @@ pub(crate) struct Parts {
     pub tasks: Arc<Tasks>,
     pub providers: Providers,
     pub scripts: ScriptPool,
+    pub http: HttpCaller,
 }
 
 /// How many failure reasons [`Events`] keeps for messages awaiting their next attempt; past it
@@ -241,6 +245,7 @@ impl Events {
             tasks: parts.tasks,
             providers: parts.providers,
             scripts: parts.scripts,
+            http: parts.http,
             failures: Mutex::default(),
             loops: Loops::default(),
         });

@@ -1,9 +1,10 @@
 //! The outbox: effects a workflow's decision addresses outside itself, performed after the
 //! decision committed. A failure workflow is started under an id derived from the failed
 //! workflow, so a repeat finds it already started; an EVENT task's message is published, and a
-//! task's work performed, once at a time per task; an input for another workflow (a child's end,
-//! a parent's terminate) is delivered once, best effort (a message's id is the task id, so a repeat is
-//! deduplicated downstream; work is pure or keyed by the task).
+//! task's work performed, once at a time per task (a message's id is the task id, so a repeat is
+//! deduplicated downstream; work is pure or keyed by the task, except an HTTP task's call,
+//! which is made again when its report is lost: a new leader, a report that did not commit);
+//! an input for another workflow (a child's end, a parent's terminate) is delivered, best effort.
 
 use super::Events;
 use crate::error::Error;

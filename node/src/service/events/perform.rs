@@ -1,7 +1,13 @@
 //! Performing a task's work (`engine::Work`) on the leader after the commit that left it
 //! pending, and reporting the outcome to the workflow (`Input::Performed`). Scripts and jq
 //! queries run in the node's script hosts under [`Limits::task`]; a START_WORKFLOW's workflow
-//! is started under the id the engine derived from the task, so a repeat finds it started.
+//! is started under the id the engine derived from the task, so a repeat finds it started; an
+//! HTTP task's call is made by the node's `HttpCaller` (`events::http`): any answer is
+//! reported for the engine to judge, and no answer (refused, timed out, a host not allowed) as
+//! the reason, so the attempt fails and is retried as the task's definition says. A call is
+//! not pure: a leader that dies after the call and before its report committed has it made
+//! again by the next leader. Work waits for its time first (`PendingWork::not_before`: a
+//! retry's backoff).
 //!
 //! An outcome that says something about the work (a value, a script error, an unknown
 //! workflow) is reported; a failure of the node's own means (no script host, no leader for the
@@ -10,7 +16,7 @@
 use super::Events;
 use crate::error::Error;
 use crate::events::script::{Limits, ScriptError};
-use engine::{Input, PendingWork, StartRequest, Work};
+use engine::{Input, NowMs, PendingWork, StartRequest, Work};
 use proto::input::WorkflowOp;
 use proto::WorkflowId;
 use serde_json::Value;
@@ -23,11 +29,18 @@ const NOTIFY_RETRY_MS: u64 = 20_000;
 /// What performing work came to: `None` when it should be tried again later.
 type Outcome = Option<Result<Value, String>>;
 
+/// The longest work waits here for its time (a retry's backoff); work due later is left to
+/// its task's `Perform` timer, which fires shortly after that time and has it performed then.
+const WAIT_MS_MAX: NowMs = 60_000;
+
 impl Events {
     /// Performs `pending` for the workflow `workflow_id` and reports the outcome.
     pub(super) async fn perform(&self, workflow_id: &WorkflowId, pending: PendingWork) {
         let (task_id, iteration) = (pending.task_id, pending.iteration);
-        self.wait_until(pending.not_before).await;
+        if !self.wait_until(pending.not_before).await {
+            tracing::debug!(workflow = %workflow_id, task = %task_id, "task work not due yet; its timer repeats it");
+            return;
+        }
         let outcome = match pending.work {
             Work::CheckChild(child) => return self.check_child(workflow_id, task_id, &child).await,
             Work::Start(request) => self.start_for_task(request).await,
@@ -37,10 +50,7 @@ impl Events {
             Work::Jq { query, input } => {
                 script_outcome(self.scripts.query(&query, &input, &Limits::task()).await)
             }
-            Work::Http(request) => Some(Err(format!(
-                "HTTP task calls are not performed by this node ({} {})",
-                request.method, request.uri
-            ))),
+            Work::Http(request) => Some(self.http.call(&request).await.map_err(|e| e.to_string())),
         };
         let Some(outcome) = outcome else {
             tracing::debug!(workflow = %workflow_id, task = %task_id, "task work not done; its timer repeats it");
@@ -100,12 +110,16 @@ impl Events {
         self.notify(parent, input).await;
     }
 
-    /// Sleeps until `at` (epoch ms on the node's clock): a retry's backoff.
-    async fn wait_until(&self, at: i64) {
-        let now = self.host.clock.now_ms();
-        if let Ok(ms) = u64::try_from(at.saturating_sub(now)) {
-            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    /// Waits until `time` unless that is more than [`WAIT_MS_MAX`] away (then `false`).
+    async fn wait_until(&self, time: NowMs) -> bool {
+        let wait = time.saturating_sub(self.host.clock.now_ms());
+        if wait > WAIT_MS_MAX {
+            return false;
         }
+        if let Ok(ms @ 1..) = u64::try_from(wait) {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        true
     }
 
     /// Starts a START_WORKFLOW task's workflow or a SUB_WORKFLOW's child: its id, or why it
