@@ -2,7 +2,7 @@
 //!
 //! It starts its own target (one local `baton server`, or with `--nodes 3` a cluster on loopback
 //! with RF 3, see [`target`]), prints the machine's calibration, runs in-process HTTP workers
-//! speaking Conductor's task API (spread over the nodes), and runs three workloads:
+//! speaking Conductor's task API (spread over the nodes), and runs these workloads:
 //!
 //! - **W1** one SIMPLE task, one workflow at a time: end-to-end latency (start to COMPLETED).
 //! - **W2** FORK of 3 one-task branches + JOIN, open loop at `--rate` workflows/s: latency from the
@@ -11,6 +11,9 @@
 //!   and the per-step overhead (median workflow latency / 10).
 //! - **W4** `--w4-count` workflows each waiting on a 1 s WAIT timer, started as fast as the target
 //!   takes them: the timers' lateness on the target's clock (`endTime - waitTimeout`).
+//! - **W5** a FORK of 3 SUB_WORKFLOWs, each a one-task W1 workflow (so usually on other
+//!   partitions), + JOIN, open loop at W2's rate for W2's time: steps/s and CPU per step of
+//!   sub-workflows beside W2's, whose three steps are plain tasks.
 //! - **W7** (clusters of 3 or more nodes; last, since it kills a node) W2 while the node leading
 //!   the most partitions is killed halfway: lost workflows (must be 0) and how long its
 //!   partitions took writes again (see [`failover`]).
@@ -558,7 +561,7 @@ fn run_workloads(target: &mut Target, plan: &Plan, args: &BenchArgs) -> anyhow::
         admins: &admins,
         durability: &durability,
     };
-    let mut rows = measure_w1_to_w4(&meter, urls, args)?;
+    let mut rows = measure_workloads(&meter, urls, args)?;
 
     if urls.len() >= 3 {
         rows.push(leader_killed(target, plan, args, &durability)?);
@@ -568,8 +571,8 @@ fn run_workloads(target: &mut Target, plan: &Plan, args: &BenchArgs) -> anyhow::
     Ok(rows)
 }
 
-/// W1 to W4 on the target at `urls`, each measured by `meter`.
-fn measure_w1_to_w4(
+/// W1, W2, W5, W3 and W4 on the target at `urls`, each measured by `meter`.
+fn measure_workloads(
     meter: &Meter<'_>,
     urls: &[String],
     args: &BenchArgs,
@@ -594,6 +597,27 @@ fn measure_w1_to_w4(
                 workloads::open_loop(
                     urls,
                     workloads::W2,
+                    plan.rate,
+                    plan.w2_duration,
+                    plan.drain,
+                    &progress,
+                    None,
+                    args.completion,
+                )
+            },
+        )?,
+        meter.measure(
+            "W5",
+            format!(
+                "3 sub-workflows of 1 task under fork + join, open loop {}/s for {} s",
+                plan.rate,
+                plan.w2_duration.as_secs()
+            ),
+            workloads::W5_STEPS,
+            &|| {
+                workloads::open_loop(
+                    urls,
+                    workloads::W5,
                     plan.rate,
                     plan.w2_duration,
                     plan.drain,

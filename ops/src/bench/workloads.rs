@@ -26,6 +26,7 @@ pub const W1: &str = "baton_bench_w1_one_task";
 pub const W2: &str = "baton_bench_w2_fork3_join";
 pub const W3: &str = "baton_bench_w3_chain10";
 pub const W4: &str = "baton_bench_w4_wait_1s";
+pub const W5: &str = "baton_bench_w5_three_children";
 /// How long W4's WAIT waits.
 pub const W4_WAIT: Duration = Duration::from_secs(1);
 /// SIMPLE tasks per workflow of each workload.
@@ -34,6 +35,8 @@ pub const W2_STEPS: u64 = 3;
 pub const W3_STEPS: u64 = 10;
 /// W4's step is its timer firing.
 pub const W4_STEPS: u64 = 1;
+/// W5's steps are its three children's tasks (each child is a W1 workflow).
+pub const W5_STEPS: u64 = 3;
 /// Threads that start W2's workflows (each takes every n-th arrival slot).
 const W2_STARTERS: usize = 4;
 /// Threads that watch W2's running workflows for completion.
@@ -155,7 +158,23 @@ pub fn definitions() -> (Value, Vec<Value>) {
                      "inputParameters": { "duration": format!("{} seconds", W4_WAIT.as_secs()) } }),
         ],
     );
-    (task_defs, vec![w1, w2, w3, w4])
+    let children: Vec<Value> = ["a", "b", "c"]
+        .iter()
+        .map(|b| {
+            json!([{ "name": "child", "taskReferenceName": format!("child_{b}"),
+                     "type": "SUB_WORKFLOW", "subWorkflowParam": { "name": W1, "version": 1 } }])
+        })
+        .collect();
+    let w5 = workflow(
+        W5,
+        vec![
+            json!({ "name": "fork", "taskReferenceName": "fork", "type": "FORK_JOIN",
+                    "forkTasks": children }),
+            json!({ "name": "join", "taskReferenceName": "join", "type": "JOIN",
+                    "joinOn": ["child_a", "child_b", "child_c"] }),
+        ],
+    );
+    (task_defs, vec![w1, w2, w3, w4, w5])
 }
 
 /// What a workload observed.
