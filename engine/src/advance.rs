@@ -260,12 +260,20 @@ fn evaluate_joins(ctx: &mut Ctx<'_>) -> bool {
         if !done || (first_branch && output.is_empty()) {
             continue;
         }
+        let with_errors = j.workflow_task.join_on.iter().any(|r| {
+            ctx.wf
+                .task_by_ref(r)
+                .is_some_and(|t| t.status == TaskStatus::CompletedWithErrors)
+        });
         let now = ctx.now;
         let j = &mut ctx.wf.tasks[i];
         j.output_data = output;
         j.end_time = now;
         j.update_time = now;
-        if reasons.is_empty() {
+        if reasons.is_empty() && with_errors {
+            // An optional branch failed for good: the join, like it, completes with errors.
+            j.status = TaskStatus::CompletedWithErrors;
+        } else if reasons.is_empty() {
             j.status = TaskStatus::Completed;
         } else {
             j.status = TaskStatus::Failed;

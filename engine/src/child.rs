@@ -26,11 +26,15 @@ pub(crate) const CHECK_MAX_MS: NowMs = 60_000;
 pub(crate) fn start_request(wf: &Workflow, t: &Task) -> StartRequest {
     let input = &t.input_data;
     let text = |k: &str| input.get(k).and_then(Value::as_str).map(str::to_owned);
-    let version = input.get("subWorkflowVersion").and_then(|v| match v {
-        Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    });
+    // Version 0, like none, is the latest (as in Conductor).
+    let version = input
+        .get("subWorkflowVersion")
+        .and_then(|v| match v {
+            Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
+            Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        })
+        .filter(|v| *v > 0);
     let definition = input
         .get("subWorkflowDefinition")
         .and_then(|d| serde_json::from_value(d.clone()).ok())

@@ -16,6 +16,9 @@ use proto::model::{
 pub fn start(start: StartInput, now: NowMs, rng: Rng) -> Result<Decision, Error> {
     super::validate_workflow_def(&start.def)?;
     let variables = start.def.variables.clone();
+    // The definition's inputTemplate fills what the start's input leaves out.
+    let mut input = start.def.input_template.clone();
+    input.extend(start.input);
     let wf = Workflow {
         workflow_id: start.workflow_id,
         workflow_name: start.def.name.clone(),
@@ -28,7 +31,7 @@ pub fn start(start: StartInput, now: NowMs, rng: Rng) -> Result<Decision, Error>
         parent_workflow_id: start.parent_workflow_id,
         parent_workflow_task_id: start.parent_workflow_task_id,
         tasks: Vec::new(),
-        input: start.input,
+        input,
         output: Json::new(),
         correlation_id: start.correlation_id,
         re_run_from_workflow_id: start.re_run_from_workflow_id,

@@ -149,6 +149,22 @@ pub(crate) fn is_script_evaluator(evaluator: Option<&str>) -> bool {
     matches!(evaluator, Some("javascript" | "graaljs"))
 }
 
+/// A SWITCH with a script, or a DECISION with a `caseExpression` (JavaScript) instead of a
+/// `caseValueParam`: its case is chosen by a script the runtime evaluates.
+pub(crate) fn is_scripted_switch(wt: &WorkflowTask) -> bool {
+    match wt.task_type.as_str() {
+        task_type::SWITCH => is_script_evaluator(wt.evaluator_type.as_deref()),
+        task_type::DECISION => {
+            let no_param = wt
+                .case_value_param
+                .as_deref()
+                .is_none_or(|p| p.trim().is_empty());
+            no_param && wt.case_expression.is_some()
+        }
+        _ => false,
+    }
+}
+
 /// True for tasks that workers poll for.
 pub(crate) fn is_worker_type(workflow_task_type: &str) -> bool {
     !SYSTEM_TYPES.contains(&workflow_task_type) && workflow_task_type != "FORK"

@@ -79,9 +79,10 @@ impl<'r> Ctx<'r> {
         }
     }
 
-    /// Moves the workflow to a terminal `status`. Non-terminal tasks are CANCELED (a JOIN waiting on
-    /// `failed_ref` FAILS instead). `decider` is true when the engine, not a user, ended it: only then
-    /// does a failure workflow start, as in Conductor.
+    /// Moves the workflow to a terminal `status`. Non-terminal tasks (a JOIN waiting on the failed
+    /// task too) are CANCELED. `decider` is true when the engine, not a user, ended it: only then
+    /// does a failure workflow start, as in Conductor, named in the output under
+    /// `conductor.failure_workflow`.
     pub fn end(
         &mut self,
         status: WorkflowStatus,
@@ -110,18 +111,8 @@ impl<'r> Ctx<'r> {
         };
         let children = super::child::to_children(&self.wf, &stop);
         self.effects.extend(children);
-        let failed_ref = failed
-            .and_then(|id| self.wf.task(id))
-            .map(|t| t.reference_task_name.clone());
         for t in self.wf.tasks.iter_mut().filter(|t| !t.status.is_terminal()) {
-            let join_on_failed = failed_ref
-                .as_ref()
-                .is_some_and(|r| t.workflow_task.join_on.contains(r));
-            t.status = if join_on_failed && t.task_type == proto::model::task_type::JOIN {
-                TaskStatus::Failed
-            } else {
-                TaskStatus::Canceled
-            };
+            t.status = TaskStatus::Canceled;
             t.end_time = now;
             t.update_time = now;
             t.executed = true;
@@ -138,6 +129,11 @@ impl<'r> Ctx<'r> {
             if let Some(name) = self.failure_workflow_name() {
                 let input = self.failure_input(reason, failed);
                 let workflow_id = failure_workflow_id(&self.wf);
+                // Conductor names the failure workflow in the failed workflow's output.
+                self.wf.output.insert(
+                    "conductor.failure_workflow".into(),
+                    workflow_id.as_str().into(),
+                );
                 self.effects.push(Effect::StartWorkflow {
                     workflow_id,
                     name,

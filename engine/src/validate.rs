@@ -143,10 +143,13 @@ fn check_task(t: &WorkflowTask, refs: &BTreeSet<&str>) -> Result<(), Error> {
         task_type::DECISION
             if t.case_value_param
                 .as_deref()
-                .is_none_or(|e| e.trim().is_empty()) =>
+                .is_none_or(|e| e.trim().is_empty())
+                && t.case_expression
+                    .as_deref()
+                    .is_none_or(|e| e.trim().is_empty()) =>
         {
             return bad(format!(
-                "DECISION task '{r}' has no caseValueParam (caseExpression is not supported)"
+                "DECISION task '{r}' has neither caseValueParam nor caseExpression"
             ));
         }
         _ => {}
@@ -158,10 +161,8 @@ fn check_task(t: &WorkflowTask, refs: &BTreeSet<&str>) -> Result<(), Error> {
 fn check_loop(t: &WorkflowTask) -> Result<(), Error> {
     let r = &t.task_reference_name;
     let bad = |m: &str| Err(Error::Invalid(format!("DO_WHILE task '{r}' {m}")));
-    if t.loop_condition
-        .as_deref()
-        .is_none_or(|c| c.trim().is_empty())
-    {
+    // An empty condition is Conductor's too: it is false, so the body runs once.
+    if t.loop_condition.is_none() {
         return bad("has no loopCondition");
     }
     if t.loop_over.is_empty() {
@@ -288,7 +289,7 @@ mod tests {
             (def(vec![no_expr]), "SWITCH task 's' has no expression"),
             (
                 def(vec![wt("d", "DECISION")]),
-                "DECISION task 'd' has no caseValueParam",
+                "DECISION task 'd' has neither caseValueParam nor caseExpression",
             ),
             (
                 def(vec![wt(&"x".repeat(NAME_LEN_MAX + 1), "SIMPLE")]),

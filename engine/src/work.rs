@@ -94,7 +94,7 @@ pub(crate) fn is_work_type(wt: &proto::model::WorkflowTask) -> bool {
         task_type::START_WORKFLOW | task_type::LAMBDA | task_type::JSON_JQ_TRANSFORM => true,
         task_type::HTTP | task_type::DO_WHILE | task_type::SUB_WORKFLOW => true,
         task_type::INLINE => true,
-        task_type::SWITCH => nav::is_script_evaluator(wt.evaluator_type.as_deref()),
+        task_type::SWITCH | task_type::DECISION => nav::is_scripted_switch(wt),
         _ => false,
     }
 }
@@ -134,9 +134,13 @@ pub(crate) fn work_of(wf: &Workflow, t: &Task) -> Option<Work> {
         }),
         task_type::HTTP => Some(Work::Http(http_request(input))),
         task_type::SUB_WORKFLOW => Some(Work::Start(super::child::start_request(wf, t))),
-        task_type::SWITCH if nav::is_script_evaluator(wt.evaluator_type.as_deref()) => {
+        task_type::SWITCH | task_type::DECISION if nav::is_scripted_switch(wt) => {
+            let script = match wt.task_type.as_str() {
+                task_type::SWITCH => wt.expression.clone()?,
+                _ => wt.case_expression.clone()?,
+            };
             Some(Work::Script {
-                script: wt.expression.clone()?,
+                script,
                 root: Value::Object(input.clone()),
             })
         }
@@ -328,7 +332,7 @@ fn output_of(wt: &proto::model::WorkflowTask, value: Value) -> Result<Json, (Str
             );
             out.insert("resultList".into(), Value::Array(list));
         }
-        task_type::SWITCH => {
+        task_type::SWITCH | task_type::DECISION => {
             let key = schedule::case_key(&value);
             out.insert("evaluationResult".into(), Value::Array(vec![key.into()]));
         }

@@ -209,7 +209,7 @@ pub fn seconds(what: &str, value: u64) -> Checked {
     Ok(())
 }
 
-/// A retry count: at most [`RETRY_COUNT_MAX`] (a workflow cannot hold more attempts than that).
+/// A retry count: at most [`RETRY_COUNT_MAX`].
 pub fn retry_count(what: &str, value: u32) -> Checked {
     if value > RETRY_COUNT_MAX {
         return invalid(format!(

@@ -42,9 +42,10 @@ pub const REASON_LEN_MAX: usize = 4 * 1024;
 pub const DESCRIPTION_LEN_MAX: usize = 4 * 1024;
 /// Longest duration a definition or result may name, in seconds (ten years).
 pub const DURATION_SECONDS_MAX: u64 = 10 * 365 * 24 * 3600;
-/// Largest retry count (and backoff scale factor): a workflow cannot hold more attempts than
-/// [`WORKFLOW_TASKS_MAX`].
-pub const RETRY_COUNT_MAX: u32 = WORKFLOW_TASKS_MAX as u32;
+/// Largest retry count (and backoff scale factor). Conductor sets none, and definitions written
+/// for it ask for tens of thousands; a workflow still holds at most [`WORKFLOW_TASKS_MAX`]
+/// attempts, and one that would create more fails with the reason.
+pub const RETRY_COUNT_MAX: u32 = 1_000_000;
 /// Largest workflow definition, as JSON. Every workflow record carries its definition, so a
 /// definition must leave room for the workflow's own data within [`WORKFLOW_BYTES_MAX`].
 pub const DEF_BYTES_MAX: usize = 512 * 1024;

@@ -11,6 +11,7 @@
 //! [`LOOP_ITERATIONS_MAX`] iterations run.
 
 use super::{complete_now, push, schedule};
+use crate::expr;
 use crate::state::Ctx;
 use proto::limits::LOOP_ITERATIONS_MAX;
 use proto::model::{Json, Task, TaskStatus, Workflow, WorkflowTask};
@@ -65,7 +66,11 @@ pub(crate) fn body_done(wf: &Workflow, dw: &Task) -> bool {
 
 /// What the loop's condition sees as `$`.
 pub(crate) fn condition_scope(wf: &Workflow, dw: &Task) -> Value {
+    // The loop's parameters are resolved again for each condition, as Conductor does, so a
+    // variable the body set is seen.
+    let params = &dw.workflow_task.input_parameters;
     let mut scope = dw.input_data.clone();
+    scope.extend(expr::resolve_map(params, &expr::Scope::new(wf)));
     scope.insert(
         dw.reference_task_name.clone(),
         Value::Object(dw.output_data.clone()),

@@ -181,7 +181,7 @@ pub(crate) fn schedule_with(ctx: &mut Ctx<'_>, wt: &WorkflowTask, extra: Option<
         task_type::JOIN | task_type::EXCLUSIVE_JOIN => schedule_join(ctx, wt, task),
         task_type::HUMAN => schedule_human(ctx, task),
         task_type::INLINE => schedule_inline(ctx, task),
-        task_type::SWITCH if nav::is_script_evaluator(wt.evaluator_type.as_deref()) => {
+        task_type::SWITCH | task_type::DECISION if nav::is_scripted_switch(wt) => {
             push(ctx, task);
         }
         task_type::WAIT => schedule_wait(ctx, task),

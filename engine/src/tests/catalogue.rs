@@ -426,3 +426,24 @@ fn a_report_for_another_iteration_changes_nothing() {
     assert!(!h.ok(stale));
     assert_eq!(h.st("j"), Scheduled);
 }
+
+#[test]
+fn a_decision_with_a_case_expression_asks_its_script_for_the_case() {
+    let mut d = task("d", "DECISION", json!({"v": "${workflow.input.v}"}));
+    d.case_expression = Some("$.v > 1 ? 'big' : 'small'".into());
+    d.decision_cases.insert("big".into(), vec![simple("b")]);
+    let mut h = H::start(def_of(vec![d]), json!({"v": 3}));
+    assert!(
+        matches!(h.work("d"), Some(Work::Script { ref script, .. }) if script.contains("'big'"))
+    );
+    h.perform("d", Ok(json!("big")));
+    assert_eq!(h.st("b"), Scheduled);
+}
+
+#[test]
+fn a_workflow_definitions_input_template_fills_missing_input() {
+    let mut def = def_of(vec![simple("a")]);
+    def.input_template = obj(json!({"p1": "default", "p2": [1]}));
+    let h = H::start(def, json!({"p1": "given"}));
+    assert_eq!(h.wf().input, obj(json!({"p1": "given", "p2": [1]})));
+}

@@ -166,3 +166,32 @@ fn a_failed_body_task_is_retried_within_its_iteration() {
     run(&mut h, "step__1", json!({}));
     assert!(h.work("loop").is_some());
 }
+
+#[test]
+fn the_condition_sees_the_loops_parameters_resolved_again() {
+    let mut def = counter_loop(None);
+    def.tasks[0].input_parameters = obj(json!({"done": "${workflow.variables.done}"}));
+    let mut h = H::start(def, json!({}));
+    run(&mut h, "step__1", json!({}));
+    let Some(Work::Script { root, .. }) = h.work("loop") else {
+        panic!("the loop waits for its condition");
+    };
+    assert_eq!(root["done"], Value::Null);
+    h.perform("loop", Ok(json!(true)));
+    h.rec.workflow.variables.insert("done".into(), json!(true));
+    run(&mut h, "step__2", json!({}));
+    let Some(Work::Script { root, .. }) = h.work("loop") else {
+        panic!("the loop waits for its condition");
+    };
+    assert_eq!(root["done"], json!(true));
+}
+
+#[test]
+fn an_empty_condition_runs_the_body_once() {
+    let mut def = counter_loop(None);
+    def.tasks[0].loop_condition = Some(String::new());
+    let mut h = H::start(def, json!({}));
+    run(&mut h, "step__1", json!({}));
+    h.perform("loop", Ok(Value::Null));
+    assert_eq!(h.st("loop"), Completed);
+}

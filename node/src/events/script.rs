@@ -116,7 +116,8 @@ const ELEMENT_BYTES_MIN: usize = 16;
 /// without allocating. This removes `Proxy` (a proxy can report one length to a guard and another
 /// to the loop) and replaces those built-ins with stubs that compile [`GUARDED`] on first use
 /// (compiling costs about 50 ns a byte, too much to pay in every evaluation), handing it the
-/// intrinsics as they were before the script ran. Nothing else is changed.
+/// intrinsics as they were before the script ran. Arrays also get Java's `get(i)` and `size()`,
+/// as Conductor's scripts see them. Nothing else is changed.
 const HARDENING: &str = r#"(function (max, source) {
   'use strict';
   var apply = Reflect.apply, defineProperty = Object.defineProperty,
@@ -146,6 +147,11 @@ const HARDENING: &str = r#"(function (max, source) {
   stub(A, 'flatMap', 1);
   stub(JSON, 'stringify', 3);
   if (typeof I.drop === 'function') stub(I, 'drop', 1);
+  // Conductor hands its scripts JSON arrays as Java lists: list.get(i) and list.size() work there.
+  defineProperty(A, 'get', { __proto__: null, writable: true, configurable: true,
+    value: function get(i) { return this[i]; } });
+  defineProperty(A, 'size', { __proto__: null, writable: true, configurable: true,
+    value: function size() { return this.length; } });
 })"#;
 
 /// The built-ins that [`HARDENING`] stubs, given the intrinsics `h` from before the script ran.
@@ -576,6 +582,14 @@ mod tests {
             eval("$['order']['items']", &root),
             Ok(root["order"]["items"].clone())
         );
+    }
+
+    #[test]
+    fn arrays_answer_java_list_get_and_size() {
+        let root = json!({"list": [4, 5, 6]});
+        assert_eq!(eval("$.list.get(1) + $.list.size()", &root), Ok(json!(8)));
+        let keys = "Object.keys($.list).length";
+        assert_eq!(eval(keys, &root), Ok(json!(3)), "not enumerable");
     }
 
     #[test]

@@ -108,6 +108,7 @@ impl Definitions {
     }
 
     pub async fn put_workflow_def(&self, mut def: WorkflowDef, overwrite: bool) -> Result<()> {
+        def.name_inline_task_defs();
         self.check_workflow_def(&def)?;
         let existing = self.host.defs.workflow_def(&def.name, Some(def.version));
         if existing.is_some() && !overwrite {

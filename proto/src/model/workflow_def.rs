@@ -75,6 +75,22 @@ impl Default for WorkflowDef {
 }
 
 impl WorkflowDef {
+    /// Gives a task definition inlined without a name its task's name, as Conductor does.
+    pub fn name_inline_task_defs(&mut self) {
+        fn walk(list: &mut [WorkflowTask]) {
+            for t in list {
+                if let Some(d) = t.task_definition.as_mut().filter(|d| d.name.is_empty()) {
+                    d.name = t.name.clone();
+                }
+                t.fork_tasks.iter_mut().for_each(|b| walk(b));
+                t.decision_cases.values_mut().for_each(|c| walk(c));
+                walk(&mut t.default_case);
+                walk(&mut t.loop_over);
+            }
+        }
+        walk(&mut self.tasks);
+    }
+
     /// Every task of the definition, depth first through forks, switch cases and loops.
     pub fn all_tasks(&self) -> Vec<&WorkflowTask> {
         let mut out = Vec::new();
