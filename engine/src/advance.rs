@@ -54,6 +54,7 @@ pub(crate) fn advance(ctx: &mut Ctx<'_>) {
             ctx.end(WorkflowStatus::Failed, Some(reason), None, true);
             return;
         }
+        progressed |= schedule::start_loops(ctx);
         progressed |= evaluate_joins(ctx);
         if !progressed {
             break;

@@ -14,6 +14,16 @@ use proto::model::{
 
 /// Creates a workflow instance and schedules its first task(s).
 pub fn start(start: StartInput, now: NowMs, rng: Rng) -> Result<Decision, Error> {
+    start_with(start, now, rng, &NoCatalog)
+}
+
+/// [`start`] with the registered task definitions for its dynamic tasks.
+pub fn start_with(
+    start: StartInput,
+    now: NowMs,
+    rng: Rng,
+    catalog: &dyn Catalog,
+) -> Result<Decision, Error> {
     super::validate_workflow_def(&start.def)?;
     let variables = start.def.variables.clone();
     // The definition's inputTemplate fills what the start's input leaves out.
@@ -52,7 +62,7 @@ pub fn start(start: StartInput, now: NowMs, rng: Rng) -> Result<Decision, Error>
         task_logs: BTreeMap::new(),
         applied: Vec::new(),
     };
-    let mut ctx = Ctx::owning(record, now, rng);
+    let mut ctx = Ctx::owning(record, now, rng).with_catalog(catalog);
     ctx.changed = true;
     begin(&mut ctx);
     Ok(ctx.finish(0))
@@ -69,13 +79,24 @@ pub fn decide_all(
     now: NowMs,
     rng_for: &mut dyn FnMut(u64) -> Box<dyn rand::RngCore>,
 ) -> (Option<WorkflowRecord>, Vec<Result<Vec<Effect>, Error>>) {
+    decide_all_with(record, inputs, now, rng_for, &NoCatalog)
+}
+
+/// [`decide_all`] with the registered task definitions for the dynamic tasks it creates.
+pub fn decide_all_with(
+    record: &WorkflowRecord,
+    inputs: Vec<Input>,
+    now: NowMs,
+    rng_for: &mut dyn FnMut(u64) -> Box<dyn rand::RngCore>,
+    catalog: &dyn Catalog,
+) -> (Option<WorkflowRecord>, Vec<Result<Vec<Effect>, Error>>) {
     let mut last: Option<WorkflowRecord> = None;
     let mut answers = Vec::with_capacity(inputs.len());
     for input in inputs {
         let decided = {
             let current = last.as_ref().unwrap_or(record);
             let mut rng = rng_for(current.version);
-            decide(current, input, now, &mut *rng)
+            decide_in(current, input, now, &mut *rng, catalog)
         };
         answers.push(decided.map(|decision| {
             if let Some(next) = decision.record {
@@ -94,7 +115,17 @@ pub fn decide(
     now: NowMs,
     rng: Rng,
 ) -> Result<Decision, Error> {
-    let mut ctx = Ctx::new(record, now, rng);
+    decide_in(record, input, now, rng, &NoCatalog)
+}
+
+fn decide_in(
+    record: &WorkflowRecord,
+    input: Input,
+    now: NowMs,
+    rng: Rng,
+    catalog: &dyn Catalog,
+) -> Result<Decision, Error> {
+    let mut ctx = Ctx::new(record, now, rng).with_catalog(catalog);
     match input {
         Input::TaskResult(result) => task_result(&mut ctx, result)?,
         Input::LeasedResult { result, lease } => {

@@ -60,6 +60,23 @@ pub enum Effect {
     },
 }
 
+/// The registered task definitions, as the decider may look them up: a dynamic task (DYNAMIC,
+/// a dynamic fork's branch) runs under its name's registered definition, which its workflow's
+/// definition could not carry. The runtime reads them from replicated state, so a decision is
+/// still a function of state, input, time and randomness.
+pub trait Catalog {
+    fn task_def(&self, name: &str) -> Option<proto::model::TaskDef>;
+}
+
+/// No registered definitions (the decisions that create no dynamic task, and tests).
+pub struct NoCatalog;
+
+impl Catalog for NoCatalog {
+    fn task_def(&self, _name: &str) -> Option<proto::model::TaskDef> {
+        None
+    }
+}
+
 /// The outcome of one input.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
@@ -132,7 +149,7 @@ pub mod testing;
 #[cfg(test)]
 mod tests;
 
-pub use decide::{decide, decide_all, fail_oversized, start};
+pub use decide::{decide, decide_all, decide_all_with, fail_oversized, start, start_with};
 pub use derive::{outbound, pending_events, ready_tasks, timers, PendingEvent};
 pub use validate::validate_workflow_def;
 pub use work::{pending_work, HttpRequest, PendingWork, StartRequest, Work};

@@ -21,12 +21,20 @@ pub(crate) struct Ctx<'r> {
     pub rng: &'r mut dyn rand::RngCore,
     /// Set by every mutation; an unchanged context yields no record.
     pub changed: bool,
+    /// The registered task definitions dynamic tasks look up.
+    pub catalog: &'r dyn super::Catalog,
 }
 
 impl<'r> Ctx<'r> {
     /// A decision on a copy of `record` (the caller keeps the original until the new one commits).
     pub fn new(record: &WorkflowRecord, now: NowMs, rng: &'r mut dyn rand::RngCore) -> Self {
         Self::owning(record.clone(), now, rng)
+    }
+
+    /// [`Ctx::new`], with the registered task definitions at hand.
+    pub fn with_catalog(mut self, catalog: &'r dyn super::Catalog) -> Self {
+        self.catalog = catalog;
+        self
     }
 
     /// A decision on `record` itself, for a record nobody else holds (a start's first).
@@ -39,6 +47,7 @@ impl<'r> Ctx<'r> {
             now,
             rng,
             changed: false,
+            catalog: &super::NoCatalog,
         }
     }
 

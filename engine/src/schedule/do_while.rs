@@ -14,20 +14,35 @@ use super::{complete_now, push, schedule};
 use crate::expr;
 use crate::state::Ctx;
 use proto::limits::LOOP_ITERATIONS_MAX;
-use proto::model::{Json, Task, TaskStatus, Workflow, WorkflowTask};
+use proto::model::{task_type, Json, Task, TaskStatus, Workflow, WorkflowTask};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-/// Starts the loop's first iteration.
-pub(super) fn schedule_loop(ctx: &mut Ctx<'_>, wt: &WorkflowTask, mut task: Task) {
+/// The loop in progress at iteration 1. Its first task is scheduled by [`start_loops`], after
+/// the tasks scheduled with the loop (a fork's other branches), as Conductor lists them.
+pub(super) fn schedule_loop(ctx: &mut Ctx<'_>, mut task: Task) {
     task.status = TaskStatus::InProgress;
     task.start_time = ctx.now;
     task.iteration = 1;
     task.output_data.insert("iteration".into(), 1.into());
     push(ctx, task);
-    if let Some(first) = wt.loop_over.first() {
+}
+
+/// Schedules the first task of every loop in progress whose iteration has none yet. Returns
+/// true if it scheduled any.
+pub(crate) fn start_loops(ctx: &mut Ctx<'_>) -> bool {
+    let waiting: Vec<WorkflowTask> = ctx
+        .wf
+        .tasks
+        .iter()
+        .filter(|t| t.task_type == task_type::DO_WHILE && t.status == TaskStatus::InProgress)
+        .filter(|dw| iteration_tasks(&ctx.wf, dw).next().is_none())
+        .filter_map(|dw| dw.workflow_task.loop_over.first().cloned())
+        .collect();
+    for first in &waiting {
         schedule(ctx, first);
     }
+    !waiting.is_empty()
 }
 
 /// The references of the loop's body at any depth (forks and cases inside it).

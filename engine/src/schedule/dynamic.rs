@@ -2,8 +2,9 @@
 //! name is an input value) and FORK_JOIN_DYNAMIC (branches listed in an input value, joined by
 //! the JOIN that follows, whose `joinOn` is filled with the branches' references).
 //!
-//! A dynamic task's definition is the one inlined in it, else the one a task of the same name in
-//! the workflow's definition carries, else Conductor's defaults.
+//! A dynamic task's definition is the one inlined in it, else the one registered under its name
+//! (the runtime's [`Catalog`](crate::Catalog)), else the one a task of the same name in the
+//! workflow's definition carries, else Conductor's defaults.
 
 use super::{complete_now, push, schedule, schedule_with};
 use crate::nav::{self, Next, SYSTEM_TYPES};
@@ -44,7 +45,8 @@ fn fail(ctx: &mut Ctx<'_>, mut task: Task, reason: String) {
 /// The definition a dynamic task of `name` runs under (see the module's doc).
 fn def_named(ctx: &Ctx<'_>, wt: &WorkflowTask, name: &str) -> Option<TaskDef> {
     let own = wt.task_definition.as_ref().filter(|d| d.name == name);
-    own.cloned().or_else(|| {
+    let registered = || ctx.catalog.task_def(name);
+    own.cloned().or_else(registered).or_else(|| {
         ctx.wf
             .workflow_definition
             .all_tasks()

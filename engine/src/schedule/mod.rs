@@ -5,7 +5,7 @@
 mod do_while;
 mod dynamic;
 
-pub(crate) use do_while::{body_done, condition_scope, loop_decided};
+pub(crate) use do_while::{body_done, condition_scope, loop_decided, start_loops};
 
 use super::expr::{self, Scope};
 use super::nav::{self, Next};
@@ -173,7 +173,7 @@ pub(crate) fn schedule_with(ctx: &mut Ctx<'_>, wt: &WorkflowTask, extra: Option<
     task.iteration = iteration;
     task.input_data.extend(extra.unwrap_or_default());
     match wt.task_type.as_str() {
-        task_type::DO_WHILE => do_while::schedule_loop(ctx, wt, task),
+        task_type::DO_WHILE => do_while::schedule_loop(ctx, task),
         task_type::SUB_WORKFLOW => schedule_sub_workflow(ctx, wt, task),
         task_type::FORK_JOIN => schedule_fork(ctx, wt, task),
         task_type::FORK_JOIN_DYNAMIC => dynamic::schedule_fork(ctx, wt, task),

@@ -447,3 +447,26 @@ fn a_workflow_definitions_input_template_fills_missing_input() {
     let h = H::start(def, json!({"p1": "given"}));
     assert_eq!(h.wf().input, obj(json!({"p1": "given", "p2": [1]})));
 }
+
+struct Registered;
+
+impl Catalog for Registered {
+    fn task_def(&self, name: &str) -> Option<TaskDef> {
+        (name == "resize").then(|| TaskDef {
+            retry_count: 5,
+            ..TaskDef::named("resize")
+        })
+    }
+}
+
+#[test]
+fn a_dynamic_task_runs_under_its_names_registered_definition() {
+    let mut dynamic = task("d", "DYNAMIC", json!({"which": "resize"}));
+    dynamic.dynamic_task_name_param = Some("which".into());
+    let start = StartInput::new(wf_id(), def_of(vec![dynamic]), obj(json!({})));
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let d = crate::start_with(start, 0, &mut rng, &Registered).expect("starts");
+    let wf = d.record.expect("a record").workflow;
+    let def = wf.tasks[0].workflow_task.task_definition.clone();
+    assert_eq!(def.map(|d| d.retry_count), Some(5));
+}

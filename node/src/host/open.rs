@@ -109,7 +109,7 @@ impl Host {
     pub(crate) async fn open(
         options: &Options,
         seams: &mut Seams,
-        env: impl FnOnce(Arc<dyn Clock>, u16) -> PartitionEnv,
+        env: impl FnOnce(Arc<dyn Clock>, u16, MetaState) -> PartitionEnv,
     ) -> Result<Arc<Host>> {
         if options.partitions == 0 {
             return Err(Error::Invalid("--partitions must be at least 1".into()));
@@ -135,7 +135,11 @@ impl Host {
         let (meta, groups) = plan.open_all(&hosted).await;
         let meta = meta?;
         let clock: Arc<dyn Clock> = seams.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
-        let env = env(clock.clone(), partitions);
+        let env = env(
+            clock.clone(),
+            partitions,
+            MetaState::new(meta.state().clone()),
+        );
         let parts = start_partitions(&hosted, groups, &env)?;
         let host = Arc::new(Host {
             node: options.node,

@@ -146,6 +146,12 @@ pub struct MetaState {
     state: Tree,
 }
 
+impl engine::Catalog for MetaState {
+    fn task_def(&self, name: &str) -> Option<TaskDef> {
+        MetaState::task_def(self, name)
+    }
+}
+
 impl MetaState {
     pub fn new(state: Tree) -> Self {
         Self { state }

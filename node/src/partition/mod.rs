@@ -55,6 +55,8 @@ pub struct PartitionCtx {
     pub outbox: mpsc::Sender<Effect>,
     /// The cluster's partition count.
     pub partitions: u16,
+    /// The registered task definitions, for the dynamic tasks a decision creates.
+    pub catalog: Arc<dyn engine::Catalog + Send + Sync>,
     timers: OnceLock<ActorRef<TimerMsg>>,
     /// This spell of leadership's proposals (closed when it ends, drained before the next).
     fence: fence::Fence,
@@ -296,6 +298,8 @@ pub struct PartitionEnv {
     pub outbox: mpsc::Sender<Effect>,
     /// The cluster's partition count (to recognise this partition's workflow ids).
     pub partitions: u16,
+    /// The registered task definitions (the meta group's local replica), for dynamic tasks.
+    pub catalog: Arc<dyn engine::Catalog + Send + Sync>,
 }
 
 /// A partition hosted on this node: its Raft group always, and its actors while this node leads it.
@@ -535,6 +539,7 @@ impl Follow {
             watches: self.env.watches.clone(),
             outbox: self.env.outbox.clone(),
             partitions: self.env.partitions,
+            catalog: self.env.catalog.clone(),
             timers: OnceLock::new(),
             fence: fence::Fence::default(),
         })

@@ -325,7 +325,8 @@ impl WorkflowState {
         let now = self.ctx.clock.now_ms();
         let id = self.id.clone();
         let mut rng = |version: u64| -> Box<dyn rand::RngCore> { Box::new(rng_for(&id, version)) };
-        let (next, answers) = engine::decide_all(record, inputs, now, &mut rng);
+        let catalog = &*self.ctx.catalog;
+        let (next, answers) = engine::decide_all_with(record, inputs, now, &mut rng, catalog);
         let accepted: Vec<Vec<Effect>> = answers
             .iter()
             .filter_map(|a| a.as_ref().ok().cloned())
@@ -367,7 +368,7 @@ impl WorkflowState {
         }
         let now = self.ctx.clock.now_ms();
         let mut rng = self.rng();
-        let decision = engine::start(start, now, &mut rng)?;
+        let decision = engine::start_with(start, now, &mut rng, &*self.ctx.catalog)?;
         self.adopt(decision).await
     }
 

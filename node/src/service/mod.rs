@@ -67,12 +67,13 @@ pub async fn open(options: &Options) -> Result<Node> {
 pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
     let queues = Arc::new(TaskQueues::default());
     let (outbox, outbox_rx) = tokio::sync::mpsc::channel(OUTBOX_LEN_MAX);
-    let env = |clock, partitions| PartitionEnv {
+    let env = |clock, partitions, defs: crate::meta::MetaState| PartitionEnv {
         clock,
         queues: queues.clone(),
         watches: Default::default(),
         outbox,
         partitions,
+        catalog: Arc::new(defs),
     };
     let host = Host::open(options, &mut seams, env).await?;
     let providers = crate::events::Providers::new(options.events.clone());
