@@ -5,8 +5,8 @@
 //! `${ref.output.y}`, `${ref.input.y}`, `${ref.status}` ... with nested paths such as `a.b[0].c` or
 //! `a['b c']`. A string that is exactly one placeholder keeps the JSON type of what it names; a
 //! placeholder embedded in a longer string is interpolated as text. Anything missing is `null`.
-//! `$${` escapes a literal `${`. Not here: JSONPath filters, scripts (those belong to INLINE/SWITCH
-//! evaluators).
+//! `$${` escapes a literal `${`. Wildcards, deep scans, filters, slices and unions go to
+//! [`jsonpath`](super::jsonpath) and answer the list of what they match.
 
 use proto::model::{Json, Task, Workflow};
 use serde_json::Value;
@@ -179,6 +179,9 @@ fn lookup(path: &str, scope: &Scope<'_>) -> Value {
         return scope.task_id.map(Value::from).unwrap_or(Value::Null);
     }
     let path = path.strip_prefix("$.").unwrap_or(path);
+    if super::jsonpath::is_query(path) {
+        return jsonpath_lookup(path, scope);
+    }
     let Some(segs) = parse_path(path) else {
         return Value::Null;
     };
@@ -205,6 +208,33 @@ fn latest_in_loop<'a>(wf: &'a Workflow, reference: &str) -> Option<&'a Task> {
         .iter()
         .rev()
         .find(|t| t.iteration > 0 && t.workflow_task.task_reference_name == reference)
+}
+
+/// A JSONPath query over the workflow (`workflow...`) or a task (`ref...`), as a document of
+/// the fields a plain path reads.
+fn jsonpath_lookup(path: &str, scope: &Scope<'_>) -> Value {
+    let split = path.find(['.', '[']).unwrap_or(path.len());
+    let (root, rest) = path.split_at(split);
+    let doc = if root == "workflow" {
+        serde_json::json!({
+            "input": scope.wf.input, "output": scope.wf.output,
+            "variables": scope.wf.variables, "workflowId": scope.wf.workflow_id.as_str(),
+            "correlationId": scope.wf.correlation_id, "status": scope.wf.status.as_str(),
+        })
+    } else {
+        let task = scope
+            .wf
+            .task_by_ref(root)
+            .or_else(|| latest_in_loop(scope.wf, root));
+        let Some(t) = task else {
+            return Value::Array(Vec::new());
+        };
+        serde_json::json!({
+            "input": t.input_data, "output": t.output_data,
+            "status": t.status.as_str(), "taskId": t.task_id.as_str(),
+        })
+    };
+    super::jsonpath::query(&doc, rest)
 }
 
 fn workflow_field(wf: &Workflow, segs: &[Seg]) -> Value {
@@ -312,6 +342,13 @@ mod tests {
             (json!("${workflow.input.num}"), json!(7)),
             (json!("${workflow.input.nested.a[2].b}"), json!("deep")),
             (json!("${workflow.input.nested.a[1]}"), json!(2)),
+            (
+                json!("${workflow.input.nested.a[*]}"),
+                json!([1, 2, {"b": "deep"}]),
+            ),
+            (json!("${workflow.input..b}"), json!(["deep"])),
+            (json!("${t1.output.list[?(@.c == 'y')].c}"), json!(["y"])),
+            (json!("${t1.output.list[*].c}"), json!(["x", "y"])),
             (
                 json!("${workflow.input.nested}"),
                 json!({"a": [1, 2, {"b": "deep"}]}),

@@ -133,6 +133,7 @@ mod derive;
 mod derived;
 mod expr;
 pub mod jq;
+mod jsonpath;
 pub mod mutation;
 pub use expr::resolve_in;
 mod nav;
