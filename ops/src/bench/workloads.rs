@@ -73,6 +73,21 @@ impl Completion {
     }
 }
 
+/// A FORK of three one-task branches (`{prefix}_a`, `_b`, `_c`, each task made by `branch` from
+/// its reference) and the JOIN on all three.
+fn fork3(prefix: &str, branch: &dyn Fn(&str) -> Value) -> Vec<Value> {
+    let refs: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|b| format!("{prefix}_{b}"))
+        .collect();
+    let branches: Vec<Value> = refs.iter().map(|r| json!([branch(r)])).collect();
+    vec![
+        json!({ "name": "fork", "taskReferenceName": "fork", "type": "FORK_JOIN",
+                "forkTasks": branches }),
+        json!({ "name": "join", "taskReferenceName": "join", "type": "JOIN", "joinOn": refs }),
+    ]
+}
+
 /// Runs one workflow of `name` until it finished or `deadline` passed, counting its start and
 /// request errors in `out`; answers how it ended (`None`: unfinished, or a request failed).
 fn run_to_end(
@@ -132,19 +147,7 @@ pub fn definitions() -> (Value, Vec<Value>) {
         })
     };
     let w1 = workflow(W1, vec![simple("t1".into())]);
-    let branches: Vec<Value> = ["a", "b", "c"]
-        .iter()
-        .map(|b| json!([simple(format!("branch_{b}"))]))
-        .collect();
-    let w2 = workflow(
-        W2,
-        vec![
-            json!({ "name": "fork", "taskReferenceName": "fork", "type": "FORK_JOIN",
-                    "forkTasks": branches }),
-            json!({ "name": "join", "taskReferenceName": "join", "type": "JOIN",
-                    "joinOn": ["branch_a", "branch_b", "branch_c"] }),
-        ],
-    );
+    let w2 = workflow(W2, fork3("branch", &|r| simple(r.to_owned())));
     let w3 = workflow(
         W3,
         (1..=W3_STEPS)
@@ -158,22 +161,11 @@ pub fn definitions() -> (Value, Vec<Value>) {
                      "inputParameters": { "duration": format!("{} seconds", W4_WAIT.as_secs()) } }),
         ],
     );
-    let children: Vec<Value> = ["a", "b", "c"]
-        .iter()
-        .map(|b| {
-            json!([{ "name": "child", "taskReferenceName": format!("child_{b}"),
-                     "type": "SUB_WORKFLOW", "subWorkflowParam": { "name": W1, "version": 1 } }])
-        })
-        .collect();
-    let w5 = workflow(
-        W5,
-        vec![
-            json!({ "name": "fork", "taskReferenceName": "fork", "type": "FORK_JOIN",
-                    "forkTasks": children }),
-            json!({ "name": "join", "taskReferenceName": "join", "type": "JOIN",
-                    "joinOn": ["child_a", "child_b", "child_c"] }),
-        ],
-    );
+    let child = |r: &str| {
+        json!({ "name": "child", "taskReferenceName": r, "type": "SUB_WORKFLOW",
+                "subWorkflowParam": { "name": W1, "version": 1 } })
+    };
+    let w5 = workflow(W5, fork3("child", &child));
     (task_defs, vec![w1, w2, w3, w4, w5])
 }
 
