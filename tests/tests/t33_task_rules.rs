@@ -1,0 +1,143 @@
+//! Rules about which tasks go where and which definitions and starts are accepted, end to end:
+//! a poll of a domain gets only that domain's tasks; queue sizes count the whole cluster, per
+//! domain on request; an EVENT task's sink must name a provider this cluster has; a task
+//! definition's `inputTemplate` fills what the task's own inputs leave out; a start's
+//! idempotency key follows the strategy it names.
+
+use std::time::Duration;
+
+use harness::cluster::Cluster;
+use harness::{task_def, wait_for, wait_until, Api, Server};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A one-task workflow `name` whose task is of type `task_type`.
+fn one_task_workflow(api: &Api, name: &str, task_type: &str) {
+    api.register_task_defs(&[task_def(task_type, json!({ "retryCount": 0 }))]);
+    api.register_workflow_def(&json!({
+        "name": name,
+        "version": 1,
+        "schemaVersion": 2,
+        "ownerEmail": "test@harness.com",
+        "tasks": [{ "name": task_type, "taskReferenceName": "t", "type": "SIMPLE" }],
+    }));
+}
+
+/// Starts `name` with `taskToDomain` `domains` (none when empty).
+fn start_in(api: &Api, name: &str, domains: Value) -> String {
+    api.start_workflow_request(&json!({ "name": name, "input": {}, "taskToDomain": domains }))
+}
+
+/// One poll of `task_type` in `domain` (none when empty) that does not wait.
+fn poll_in(api: &Api, task_type: &str, domain: &str) -> Option<Value> {
+    let path =
+        format!("/api/tasks/poll/batch/{task_type}?workerid=w&count=5&timeout=0&domain={domain}");
+    let tasks = api.get(&path).expect_status(200, "batch poll").json();
+    let tasks = tasks.as_array().expect("a list of tasks").clone();
+    assert!(
+        tasks.len() <= 1,
+        "one task of each domain is queued: {tasks:?}"
+    );
+    tasks.into_iter().next()
+}
+
+/// `GET /api/tasks/queue/size` of `task_type`, of `domain` when given.
+fn queue_size(api: &Api, task_type: &str, domain: Option<&str>) -> u64 {
+    let domain = domain.map(|d| format!("&domain={d}")).unwrap_or_default();
+    let reply = api.get(&format!(
+        "/api/tasks/queue/size?taskType={task_type}{domain}"
+    ));
+    reply
+        .expect_status(200, "queue size")
+        .json()
+        .as_u64()
+        .expect("a count")
+}
+
+#[test]
+fn a_poll_of_a_domain_gets_only_that_domains_tasks() {
+    let server = Server::start();
+    let api = server.api();
+    one_task_workflow(api, "rules_dom_wf", "rules_dom");
+    let blue = start_in(api, "rules_dom_wf", json!({ "*": "blue" }));
+    let plain = start_in(api, "rules_dom_wf", json!({}));
+    wait_until(WAIT, "both tasks queued", || {
+        queue_size(api, "rules_dom", Some("blue")) == 1 && queue_size(api, "rules_dom", None) == 2
+    });
+
+    assert!(
+        poll_in(api, "rules_dom", "green").is_none(),
+        "no task of domain green"
+    );
+    let got = poll_in(api, "rules_dom", "blue").expect("the blue task");
+    assert_eq!(
+        (got["workflowInstanceId"].as_str(), got["domain"].as_str()),
+        (Some(&*blue), Some("blue"))
+    );
+    assert!(
+        poll_in(api, "rules_dom", "blue").is_none(),
+        "the plain task is not blue's"
+    );
+    let got = poll_in(api, "rules_dom", "").expect("the plain task");
+    assert_eq!(got["workflowInstanceId"], json!(plain));
+    assert_eq!(got["domain"], Value::Null);
+}
+
+#[test]
+fn a_parked_poll_of_a_domain_is_not_handed_a_plain_task() {
+    let server = Server::start();
+    let api = server.api();
+    one_task_workflow(api, "rules_park_wf", "rules_park");
+    let api_for_poll = Api::new(api.base_url());
+    let parked = std::thread::spawn(move || {
+        let path = "/api/tasks/poll/batch/rules_park?workerid=w&count=1&timeout=3000&domain=blue";
+        api_for_poll
+            .get(path)
+            .expect_status(200, "parked poll")
+            .json()
+    });
+    wait_until(WAIT, "the poll to park", || {
+        api.get("/api/admin/waits").json()["parkedPolls"].as_u64() == Some(1)
+    });
+    let plain = start_in(api, "rules_park_wf", json!({}));
+    let handed = parked.join().expect("the poll answers");
+    assert_eq!(handed, json!([]), "a blue poll takes no plain task");
+    let got = wait_for(WAIT, "the plain task", || poll_in(api, "rules_park", ""));
+    assert_eq!(got["workflowInstanceId"], json!(plain));
+}
+
+#[test]
+fn queue_sizes_count_every_node_of_the_cluster() {
+    const PER_NODE: usize = 2;
+    let c = Cluster::start(3);
+    let n1 = c.api(1);
+    one_task_workflow(&n1, "rules_size_wf", "rules_size");
+    let mut started = 0;
+    for id in c.ids() {
+        let api = c.api(id);
+        wait_until(WAIT, "the definition on every node", || {
+            api.get("/api/metadata/workflow/rules_size_wf").status == 200
+        });
+        // An unkeyed start lands on a partition the receiving node leads.
+        for _ in 0..PER_NODE {
+            start_in(&api, "rules_size_wf", json!({}));
+            started += 1;
+        }
+        start_in(&api, "rules_size_wf", json!({ "rules_size": "red" }));
+    }
+    let all = (started + c.ids().len()) as u64;
+    for id in c.ids() {
+        let api = c.api(id);
+        wait_until(
+            WAIT,
+            &format!("node {id} to count the whole cluster"),
+            || {
+                let sizes = api.queue_sizes(&["rules_size"]);
+                sizes["rules_size"] == json!(all)
+                    && queue_size(&api, "rules_size", Some("red")) == c.ids().len() as u64
+                    && api.get("/api/tasks/queue/all").json()["rules_size"] == json!(all)
+            },
+        );
+    }
+}
