@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use harness::cluster::Cluster;
-use harness::{task_def, wait_for, wait_until, Api, Server};
+use harness::{task_def, wait_for, wait_until, Api, Reply, Server};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -53,6 +53,16 @@ fn queue_size(api: &Api, task_type: &str, domain: Option<&str>) -> u64 {
         .json()
         .as_u64()
         .expect("a count")
+}
+
+/// Asserts that `reply` is a 400 whose message says `want`.
+fn refused(reply: Reply, want: &str) {
+    reply.assert_error_response(400, want);
+    let message = reply.json()["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(message.contains(want), "{want:?} not in {message:?}");
 }
 
 #[test]
@@ -140,4 +150,41 @@ fn queue_sizes_count_every_node_of_the_cluster() {
             },
         );
     }
+}
+
+#[test]
+fn an_event_sink_on_a_provider_this_cluster_lacks_is_refused_at_registration() {
+    let server = Server::start();
+    let api = server.api();
+    let event = |sink: &str| json!({ "name": "e", "taskReferenceName": "e", "type": "EVENT", "sink": sink });
+    let workflow = |name: &str, task: Value| json!({ "name": name, "version": 1, "schemaVersion": 2, "ownerEmail": "test@harness.com", "tasks": [task] });
+    let inline = |task: Value| {
+        json!({ "name": "s", "taskReferenceName": "s", "type": "SUB_WORKFLOW",
+            "subWorkflowParam": { "name": "rules_inner", "workflowDefinition": workflow("rules_inner", task) } })
+    };
+    let cases = [
+        (
+            workflow("rules_sqs", event("sqs:queue")),
+            "EVENT task 'e': unknown event provider 'sqs'",
+        ),
+        (
+            workflow("rules_nats", event("nats:x")),
+            "start the nodes with --nats",
+        ),
+        (
+            workflow("rules_sub", inline(event("sqs:queue"))),
+            "inlined by task 's'",
+        ),
+    ];
+    for (def, want) in cases {
+        refused(api.post_json("/api/metadata/workflow", &def), want);
+        let name = def["name"].as_str().expect("a name");
+        let stored = api.get(&format!("/api/metadata/workflow/{name}"));
+        assert_eq!(stored.status, 404, "nothing stored for {name}");
+        let start = json!({ "name": name, "workflowDef": def });
+        refused(api.post_json("/api/workflow", &start), want);
+    }
+    let ok = workflow("rules_sink_ok", inline(event("conductor:rules_q")));
+    api.post_json("/api/metadata/workflow", &ok)
+        .expect_ok("a sink on Baton's own queues");
 }
