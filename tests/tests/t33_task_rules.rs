@@ -188,3 +188,26 @@ fn an_event_sink_on_a_provider_this_cluster_lacks_is_refused_at_registration() {
     api.post_json("/api/metadata/workflow", &ok)
         .expect_ok("a sink on Baton's own queues");
 }
+
+#[test]
+fn a_task_definitions_input_template_fills_what_the_task_leaves_out() {
+    let server = Server::start();
+    let api = server.api();
+    let template = json!({ "region": "eu", "user": "${workflow.input.user}", "limit": 5 });
+    api.register_task_defs(&[task_def("rules_tpl", json!({ "inputTemplate": template }))]);
+    api.register_workflow_def(&json!({
+        "name": "rules_tpl_wf",
+        "version": 1,
+        "schemaVersion": 2,
+        "ownerEmail": "test@harness.com",
+        "tasks": [{ "name": "rules_tpl", "taskReferenceName": "t", "type": "SIMPLE",
+            "inputParameters": { "region": "us", "own": 1 } }],
+    }));
+    let id = api.start_workflow("rules_tpl_wf", &json!({ "user": "ann" }));
+    let task = api.poll_until("rules_tpl", "w", WAIT);
+    assert_eq!(task["workflowInstanceId"], json!(id));
+    assert_eq!(
+        task["inputData"],
+        json!({ "region": "us", "user": "ann", "limit": 5, "own": 1 })
+    );
+}
