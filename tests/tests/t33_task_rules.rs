@@ -211,3 +211,73 @@ fn a_task_definitions_input_template_fills_what_the_task_leaves_out() {
         json!({ "region": "us", "user": "ann", "limit": 5, "own": 1 })
     );
 }
+
+/// `POST /api/workflow` of `name` under idempotency key `key` with `strategy` (none when empty).
+fn start_keyed(api: &Api, name: &str, key: &str, strategy: &str) -> Reply {
+    let mut request = json!({ "name": name, "input": {}, "idempotencyKey": key });
+    if !strategy.is_empty() {
+        request["idempotencyStrategy"] = json!(strategy);
+    }
+    api.post_json("/api/workflow", &request)
+}
+
+#[test]
+fn an_idempotency_key_follows_the_strategy_its_start_names() {
+    let server = Server::start();
+    let api = server.api();
+    one_task_workflow(api, "rules_key_wf", "rules_key");
+    let wf = "rules_key_wf";
+
+    // Without a strategy, and with RETURN_EXISTING: the first run's id, nothing new.
+    let first = start_keyed(api, wf, "k-plain", "")
+        .expect_ok("first start")
+        .id();
+    assert_eq!(
+        start_keyed(api, wf, "k-plain", "").expect_ok("again").id(),
+        first
+    );
+    let existing = start_keyed(api, wf, "k-plain", "RETURN_EXISTING").expect_ok("return existing");
+    assert_eq!(existing.id(), first);
+
+    // FAIL: a second start is refused, whatever the run's state.
+    let failing = start_keyed(api, wf, "k-fail", "FAIL")
+        .expect_ok("first FAIL start")
+        .id();
+    start_keyed(api, wf, "k-fail", "FAIL").expect_status(409, "a second FAIL start");
+    api.delete(&format!("/api/workflow/{failing}?reason=done"))
+        .expect_ok("terminate");
+    api.wait_workflow_status(&failing, "TERMINATED", WAIT);
+    start_keyed(api, wf, "k-fail", "FAIL").expect_status(409, "FAIL after the run ended");
+
+    // FAIL_ON_RUNNING: refused while the run runs, a new run once it ended.
+    let run0 = start_keyed(api, wf, "k-run", "FAIL_ON_RUNNING")
+        .expect_ok("run 0")
+        .id();
+    start_keyed(api, wf, "k-run", "FAIL_ON_RUNNING").expect_status(409, "run 0 is running");
+    api.put_empty(&format!("/api/workflow/{run0}/pause"))
+        .expect_ok("pause");
+    start_keyed(api, wf, "k-run", "FAIL_ON_RUNNING").expect_status(409, "run 0 is paused");
+    api.delete(&format!("/api/workflow/{run0}?reason=done"))
+        .expect_ok("terminate run 0");
+    api.wait_workflow_status(&run0, "TERMINATED", WAIT);
+    let run1 = start_keyed(api, wf, "k-run", "FAIL_ON_RUNNING")
+        .expect_ok("run 1")
+        .id();
+    assert_ne!(run1, run0, "a new run once the first ended");
+    assert_eq!(api.workflow_status(&run1), "RUNNING");
+    start_keyed(api, wf, "k-run", "FAIL_ON_RUNNING").expect_status(409, "run 1 is running");
+    let newest = start_keyed(api, wf, "k-run", "RETURN_EXISTING").expect_ok("newest");
+    assert_eq!(newest.id(), run1, "RETURN_EXISTING answers the newest run");
+    api.delete(&format!("/api/workflow/{run1}?reason=done"))
+        .expect_ok("terminate run 1");
+    api.wait_workflow_status(&run1, "TERMINATED", WAIT);
+    let run2 = start_keyed(api, wf, "k-run", "FAIL_ON_RUNNING")
+        .expect_ok("run 2")
+        .id();
+    assert!(run2 != run0 && run2 != run1, "a third run");
+
+    let bad = start_keyed(api, wf, "k-bad", "SOMETIMES");
+    assert_eq!(bad.status, 400, "an unknown strategy: {bad:?}");
+    // A FAIL start would be refused had the refused one stored a run.
+    start_keyed(api, wf, "k-bad", "FAIL").expect_ok("nothing stored for the refused start");
+}
