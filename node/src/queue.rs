@@ -14,6 +14,7 @@
 use engine::{NowMs, Ready};
 use proto::limits::PARKED_POLLS_MAX;
 use proto::model::Task;
+use proto::peer::QueueDomain;
 use proto::{TaskId, WorkflowId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -90,8 +91,8 @@ impl Drop for Parked<'_> {
 pub struct Handoff {
     pub worker_id: Option<String>,
     pub count: usize,
-    /// The domain it polls: it takes tasks of that domain and tasks without one. Without a
-    /// domain it takes only tasks without one (as Conductor polls `domain`, then the default queue).
+    /// The domain it polls: it takes only tasks of that domain, and without a domain only tasks
+    /// without one (Conductor's poll with `domain` reads that domain's queue alone).
     domain: Option<String>,
     answer: oneshot::Sender<Vec<Task>>,
 }
@@ -99,7 +100,7 @@ pub struct Handoff {
 impl Handoff {
     /// Whether a task of `domain` may go to this poll.
     pub fn takes(&self, domain: Option<&str>) -> bool {
-        domain.is_none() || self.domain.as_deref() == domain
+        self.domain.as_deref() == domain
     }
 
     /// Answers the poll: the tasks leased to it (none when the write failed). A poll that went
@@ -258,8 +259,8 @@ impl TaskQueues {
         }
     }
 
-    /// Claims up to `count` tasks of `task_type` visible at `now`, from the given domain (tasks of the
-    /// domain first, then tasks without a domain, as Conductor polls `domain` then the default queue).
+    /// Claims up to `count` tasks of `task_type` visible at `now`, of exactly the given domain (no
+    /// domain: only tasks without one), as Conductor's poll reads only the queue of its domain.
     pub fn claim(
         &self,
         task_type: &str,
@@ -269,59 +270,51 @@ impl TaskQueues {
     ) -> Vec<Claim> {
         let mut s = self.lock();
         let mut out = Vec::new();
-        let domains: Vec<Option<String>> = match domain {
-            Some(d) => vec![Some(d.to_owned()), None],
-            None => vec![None],
-        };
-        for d in domains {
-            while out.len() < count {
-                let Some(slot) = s
-                    .types
-                    .get(task_type)
-                    .and_then(|q| q.by_domain.get(&d))
-                    .and_then(|set| set.iter().next().cloned())
-                else {
-                    break;
-                };
-                if slot.0 > now {
-                    break;
-                }
-                let Some(wf) = s.owner.get(&slot.2).cloned() else {
-                    break;
-                };
-                // Claimed tasks leave the queue; the workflow's next publication restores any whose
-                // lease did not happen.
-                if let Some(entries) = s.by_workflow.get_mut(&wf) {
-                    entries.retain(|e| e.2 != slot);
-                }
-                s.owner.remove(&slot.2);
-                if let Some(q) = s.types.get_mut(task_type) {
-                    if let Some(set) = q.by_domain.get_mut(&d) {
-                        set.remove(&slot);
-                    }
-                }
-                out.push(Claim {
-                    task_id: slot.2,
-                    workflow_id: wf,
-                });
+        let d = domain.map(str::to_owned);
+        while out.len() < count {
+            let Some(slot) = s
+                .types
+                .get(task_type)
+                .and_then(|q| q.by_domain.get(&d))
+                .and_then(|set| set.iter().next().cloned())
+            else {
+                break;
+            };
+            if slot.0 > now {
+                break;
             }
+            let Some(wf) = s.owner.get(&slot.2).cloned() else {
+                break;
+            };
+            // Claimed tasks leave the queue; the workflow's next publication restores any whose
+            // lease did not happen.
+            if let Some(entries) = s.by_workflow.get_mut(&wf) {
+                entries.retain(|e| e.2 != slot);
+            }
+            s.owner.remove(&slot.2);
+            if let Some(q) = s.types.get_mut(task_type) {
+                if let Some(set) = q.by_domain.get_mut(&d) {
+                    set.remove(&slot);
+                }
+            }
+            out.push(Claim {
+                task_id: slot.2,
+                workflow_id: wf,
+            });
         }
         out
     }
 
-    /// The earliest time a task of this type becomes visible, if any is queued.
+    /// The earliest time a task of this type and exactly this domain becomes visible, if any is
+    /// queued.
     pub fn next_visible(&self, task_type: &str, domain: Option<&str>) -> Option<NowMs> {
         let s = self.lock();
-        let q = s.types.get(task_type)?;
-        let mut best: Option<NowMs> = None;
-        for (d, set) in &q.by_domain {
-            if d.is_none() || d.as_deref() == domain {
-                if let Some(first) = set.iter().next() {
-                    best = Some(best.map_or(first.0, |b| b.min(first.0)));
-                }
-            }
-        }
-        best
+        let set = s
+            .types
+            .get(task_type)?
+            .by_domain
+            .get(&domain.map(str::to_owned))?;
+        set.iter().next().map(|first| first.0)
     }
 
     /// The notifier of a task type: `notified()` completes at the next publication of that type.
@@ -334,16 +327,32 @@ impl TaskQueues {
 
     /// Queued tasks per type (visible or not).
     pub fn sizes(&self) -> BTreeMap<String, u64> {
+        self.sizes_where(&QueueDomain::Every, |_| true)
+    }
+
+    /// Queued tasks per type (visible or not) of the domains `domain` covers, counting only the
+    /// tasks `counted` accepts (those of some partitions).
+    pub fn sizes_where(
+        &self,
+        domain: &QueueDomain,
+        counted: impl Fn(&TaskId) -> bool,
+    ) -> BTreeMap<String, u64> {
         let s = self.lock();
-        s.types
-            .iter()
-            .map(|(t, q)| {
-                (
-                    t.clone(),
-                    q.by_domain.values().map(|set| set.len() as u64).sum(),
-                )
-            })
-            .collect()
+        let mut out = BTreeMap::new();
+        for (t, q) in &s.types {
+            let in_domains = q
+                .by_domain
+                .iter()
+                .filter(|(d, _)| domain.covers(d.as_deref()));
+            let n = in_domains
+                .flat_map(|(_, set)| set.iter())
+                .filter(|slot| counted(&slot.2))
+                .count();
+            if n > 0 {
+                out.insert(t.clone(), n as u64);
+            }
+        }
+        out
     }
 }
 
@@ -380,6 +389,45 @@ mod tests {
         assert_eq!(q.sizes().get("b"), Some(&1));
     }
 
+    fn in_domain(id: u128, domain: Option<&str>) -> Ready {
+        Ready {
+            domain: domain.map(str::to_owned),
+            ..ready(id, "a", 0, 0)
+        }
+    }
+
+    #[test]
+    fn a_poll_claims_only_tasks_of_its_own_domain() {
+        let q = TaskQueues::default();
+        let w = WorkflowId::new(PartitionId(0), 1 << 16);
+        let ready = vec![
+            in_domain(1, None),
+            in_domain(2, Some("d")),
+            in_domain(3, Some("e")),
+        ];
+        q.publish(&w, ready);
+        assert_eq!(q.next_visible("a", Some("x")), None, "nothing in domain x");
+        assert!(
+            q.claim("a", Some("x"), 10, 0).is_empty(),
+            "not the plain task"
+        );
+        let ids = |claims: Vec<Claim>| claims.into_iter().map(|c| c.task_id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(q.claim("a", Some("d"), 10, 0)),
+            vec![in_domain(2, None).task_id]
+        );
+        assert_eq!(
+            ids(q.claim("a", None, 10, 0)),
+            vec![in_domain(1, None).task_id]
+        );
+        assert_eq!(q.next_visible("a", None), None);
+        assert_eq!(q.next_visible("a", Some("e")), Some(0));
+        let only = |d: Option<&str>| QueueDomain::Only(d.map(str::to_owned));
+        assert_eq!(q.sizes_where(&only(Some("e")), |_| true).get("a"), Some(&1));
+        assert!(q.sizes_where(&only(None), |_| true).is_empty());
+        assert!(q.sizes_where(&QueueDomain::Every, |_| false).is_empty());
+    }
+
     #[test]
     fn an_actor_takes_the_oldest_parked_poll_that_may_lease_the_task() {
         let q = TaskQueues::default();
@@ -390,14 +438,20 @@ mod tests {
         // A task of domain `d` goes only to a poll of that domain.
         let h = q.hand_off("a", Some("d")).expect("the poll of domain d");
         assert_eq!((h.worker_id.as_deref(), h.count), (Some("w2"), 1));
-        assert!(h.takes(None) && h.takes(Some("d")) && !h.takes(Some("e")));
+        assert!(!h.takes(None) && h.takes(Some("d")) && !h.takes(Some("e")));
         assert!(q.hand_off("a", Some("d")).is_none(), "taken once");
         // A taken poll cannot unpark: its answer is on the way.
         assert!(!in_d.unpark());
         h.answer(Vec::new());
         assert_eq!(in_d.answer.try_recv().map(|t| t.len()), Ok(0), "answered");
-        // A task without a domain goes to the oldest poll of its type.
+        // A task without a domain goes to the oldest poll of its type without a domain.
+        let in_e = q.park("a", Some("e"), Some("w3".into()), 1).expect("room");
         let h = q.hand_off("a", None).expect("the plain poll");
+        assert!(
+            q.hand_off("a", None).is_none(),
+            "a poll of domain e takes no plain task"
+        );
+        assert!(in_e.unpark());
         assert_eq!(h.worker_id.as_deref(), Some("w1"));
         drop(h);
         assert!(

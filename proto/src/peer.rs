@@ -138,6 +138,32 @@ pub enum Request {
         partitions: Vec<PartitionId>,
         limit: usize,
     },
+    /// Ready tasks in the queues of these partitions (led by the receiver) per task type (every
+    /// type when `types` is empty), counting the tasks of `domain`.
+    QueueSizes {
+        types: Vec<String>,
+        domain: QueueDomain,
+        partitions: Vec<PartitionId>,
+    },
+}
+
+/// Which tasks a queue count covers, by domain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QueueDomain {
+    /// Tasks of every domain and tasks without one.
+    Every,
+    /// Tasks of exactly this domain (none: tasks without a domain).
+    Only(Option<String>),
+}
+
+impl QueueDomain {
+    /// Whether a task of `domain` is counted.
+    pub fn covers(&self, domain: Option<&str>) -> bool {
+        match self {
+            QueueDomain::Every => true,
+            QueueDomain::Only(d) => d.as_deref() == domain,
+        }
+    }
 }
 
 /// The answer to a [`Request`] that succeeded.
@@ -169,6 +195,8 @@ pub enum Reply {
     Outcome(#[serde(with = "json")] PartitionOutcome),
     Executions(#[serde(with = "json")] Vec<EventExecution>),
     DeadLetters(#[serde(with = "json")] Vec<DeadLetter>),
+    /// Ready tasks per task type (the answer to [`Request::QueueSizes`]).
+    Sizes(std::collections::BTreeMap<String, u64>),
 }
 
 /// Why a request failed: its stable code and a message for people.

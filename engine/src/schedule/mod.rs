@@ -46,7 +46,14 @@ pub(crate) fn new_task(
             wf: &ctx.wf,
             task_id: Some(task_id.as_str()),
         };
-        expr::resolve_map(&wt.input_parameters, &scope)
+        // The task definition's `inputTemplate` fills the keys the task's own inputParameters
+        // leave out, and the whole is resolved (Conductor's `getTaskInputV2`).
+        if def.input_template.is_empty() {
+            return expr::resolve_map(&wt.input_parameters, &scope);
+        }
+        let mut params = def.input_template.clone();
+        params.extend(wt.input_parameters.clone());
+        expr::resolve_map(&params, &scope)
     });
     let (task_type, def_name) = if worker {
         (wt.name.clone(), wt.name.clone())

@@ -4,6 +4,7 @@
 mod catalogue;
 mod do_while;
 mod fork;
+mod input_template;
 mod ops;
 mod simple;
 mod stored;

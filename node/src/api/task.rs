@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use proto::limits::{POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
 use proto::model::{self, SearchResult, Task, TaskResult, TaskResultStatus, TaskStatus, Workflow};
+use proto::peer::QueueDomain;
 use std::collections::BTreeMap;
 
 /// How long a single poll waits for a task (Conductor's).
@@ -313,7 +314,8 @@ async fn search_tasks(node: &Node, params: &Params) -> ApiResult<SearchResult<Ta
 
 // ---- queues ----
 
-/// `GET /api/tasks/queue/sizes?taskType=a&taskType=b`: ready tasks per type.
+/// `GET /api/tasks/queue/sizes?taskType=a&taskType=b`: ready tasks per type in the whole
+/// cluster, of every domain.
 pub async fn queue_sizes(
     State(node): State<Node>,
     params: Params,
@@ -322,23 +324,36 @@ pub async fn queue_sizes(
     for t in &types {
         name("task type", t)?;
     }
-    Ok(Json(node.tasks.queue_sizes(&types)))
+    Ok(Json(
+        node.tasks.queue_sizes(&types, &QueueDomain::Every).await?,
+    ))
 }
 
-/// `GET /api/tasks/queue/size?taskType=`: ready tasks of one type. `domain` and Orkes' isolation
-/// parameters are not distinguished: the count covers every domain.
+/// `GET /api/tasks/queue/size?taskType=&domain=`: ready tasks of one type in the whole cluster;
+/// of domain `domain` when it is given, else of every domain. Orkes' isolation parameters are
+/// not distinguished.
 pub async fn queue_size(State(node): State<Node>, params: Params) -> ApiResult<Json<u64>> {
     let task_type = params
         .string("taskType")
         .ok_or_else(|| ApiError::bad_request("query parameter 'taskType' is required"))?;
     name("task type", &task_type)?;
-    let sizes = node.tasks.queue_sizes(std::slice::from_ref(&task_type));
+    let domain = match params.string("domain").filter(|d| !d.is_empty()) {
+        Some(d) => {
+            name("domain", &d)?;
+            QueueDomain::Only(Some(d))
+        }
+        None => QueueDomain::Every,
+    };
+    let types = std::slice::from_ref(&task_type);
+    let sizes = node.tasks.queue_sizes(types, &domain).await?;
     Ok(Json(sizes.get(&task_type).copied().unwrap_or(0)))
 }
 
-/// `GET /api/tasks/queue/all`: ready tasks of every type.
-pub async fn queue_all(State(node): State<Node>) -> Json<BTreeMap<String, u64>> {
-    Json(node.tasks.queue_sizes(&[]))
+/// `GET /api/tasks/queue/all`: ready tasks of every type in the whole cluster.
+pub async fn queue_all(State(node): State<Node>) -> ApiResult<Json<BTreeMap<String, u64>>> {
+    Ok(Json(
+        node.tasks.queue_sizes(&[], &QueueDomain::Every).await?,
+    ))
 }
 
 #[cfg(test)]

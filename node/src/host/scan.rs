@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::partition::Partition;
 use proto::peer::{Reply, Request, HOPS_MAX};
 use proto::{NodeId, PartitionId};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 impl Host {
@@ -71,6 +71,36 @@ impl Host {
                 Error::Unavailable(format!("partition {p} has no known leader now; retry"))
             })?;
             by_leader.entry(leader).or_default().push(p);
+        }
+        Ok(by_leader)
+    }
+
+    /// The partitions `led` leaves out (this node leads the ones in it), grouped by the node
+    /// that leads each; a partition whose leader is this node but which `led` leaves out is
+    /// becoming led here, and is left out too (its queue is not published yet).
+    pub(crate) async fn led_elsewhere(
+        &self,
+        led: &BTreeSet<PartitionId>,
+    ) -> Result<BTreeMap<NodeId, Vec<PartitionId>>> {
+        let mut by_leader: BTreeMap<NodeId, Vec<PartitionId>> = BTreeMap::new();
+        for p in (0..self.partition_count()).map(PartitionId) {
+            if led.contains(&p) {
+                continue;
+            }
+            let known = self.partition(p).and_then(|r| r.group.leader());
+            let leader = match known {
+                Some(l) => Some(l),
+                None => self.locate(p).await,
+            };
+            match leader {
+                Some(l) if l == self.node => {}
+                Some(l) => by_leader.entry(l).or_default().push(p),
+                None => {
+                    return Err(Error::Unavailable(format!(
+                        "partition {p} has no known leader now; retry"
+                    )))
+                }
+            }
         }
         Ok(by_leader)
     }

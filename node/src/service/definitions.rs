@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 use crate::events::Providers;
 use crate::host::Host;
-use proto::model::{split_event, task_type, TaskDef, WorkflowDef};
+use proto::model::{split_event, task_type, TaskDef, WorkflowDef, WorkflowTask};
 use proto::record::{MetaCommand, MetaOutcome};
 use std::sync::Arc;
 
@@ -29,6 +29,49 @@ fn check_task_def(def: &TaskDef) -> Result<()> {
     Ok(())
 }
 
+/// Checks that every EVENT task of `def`, and of the definitions inlined in it (a
+/// SUB_WORKFLOW's or START_WORKFLOW's child, at any depth), sinks into a provider this node
+/// has enabled; `within` says where `def` is inlined, for the errors.
+fn check_sinks(providers: &Providers, def: &WorkflowDef, within: &str) -> Result<()> {
+    for task in def.all_tasks() {
+        let sink = task.sink.as_deref().map(str::trim);
+        if task.task_type == task_type::EVENT && sink != Some("conductor") {
+            if let Some((provider, queue)) = sink.and_then(split_event) {
+                let what = format!("EVENT task '{}'{within}", task.task_reference_name);
+                super::events::check_event_target(providers, &what, provider, queue)?;
+            }
+        }
+        if let Some(child) = inline_child(task) {
+            let within = format!(
+                " (in the workflow inlined by task '{}'{within})",
+                task.task_reference_name
+            );
+            check_sinks(providers, &child, &within)?;
+        }
+    }
+    Ok(())
+}
+
+/// The workflow definition a SUB_WORKFLOW or START_WORKFLOW task holds inline, if it holds
+/// one as an object that parses (an expression is resolved, and checked, when the task runs).
+fn inline_child(task: &WorkflowTask) -> Option<WorkflowDef> {
+    let inline = match task.task_type.as_str() {
+        task_type::SUB_WORKFLOW => task
+            .sub_workflow_param
+            .as_ref()?
+            .workflow_definition
+            .as_ref(),
+        task_type::START_WORKFLOW => task
+            .input_parameters
+            .get("startWorkflow")?
+            .get("workflowDefinition"),
+        _ => None,
+    };
+    inline
+        .filter(|d| d.is_object())
+        .and_then(|d| serde_json::from_value(d.clone()).ok())
+}
+
 /// The definitions service.
 pub struct Definitions {
     pub(crate) host: Arc<Host>,
@@ -46,17 +89,7 @@ impl Definitions {
     pub(crate) fn check_workflow_def(&self, def: &WorkflowDef) -> Result<()> {
         proto::check::workflow_def(def)?;
         engine::validate_workflow_def(def)?;
-        for task in def.all_tasks() {
-            let sink = task.sink.as_deref().map(str::trim);
-            if task.task_type != task_type::EVENT || sink == Some("conductor") {
-                continue;
-            }
-            if let Some((provider, queue)) = sink.and_then(split_event) {
-                let what = format!("EVENT task '{}'", task.task_reference_name);
-                super::events::check_event_target(&self.providers, &what, provider, queue)?;
-            }
-        }
-        Ok(())
+        check_sinks(&self.providers, def, "")
     }
 
     pub async fn put_task_defs(&self, mut defs: Vec<TaskDef>) -> Result<()> {
@@ -156,5 +189,57 @@ impl Definitions {
                 "No such workflow found by name: {name}, version: {version}"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::EventOptions;
+    use serde_json::json;
+
+    fn def(tasks: serde_json::Value) -> WorkflowDef {
+        serde_json::from_value(json!({ "name": "w", "tasks": tasks })).expect("a definition")
+    }
+
+    fn event(sink: &str) -> serde_json::Value {
+        json!({ "name": "e", "taskReferenceName": "e", "type": "EVENT", "sink": sink })
+    }
+
+    #[test]
+    fn sinks_name_enabled_providers_also_in_inlined_children() {
+        let nats = Providers::new(EventOptions {
+            nats_url: Some("nats://127.0.0.1:4222".into()),
+            ..Default::default()
+        });
+        let plain = Providers::new(EventOptions::default());
+        let child = json!({ "name": "inner", "tasks": [event("sqs:queue")] });
+        let sub = json!({ "name": "s", "taskReferenceName": "s", "type": "SUB_WORKFLOW",
+            "subWorkflowParam": { "name": "inner", "workflowDefinition": child } });
+        let start = json!({ "name": "st", "taskReferenceName": "st", "type": "START_WORKFLOW",
+            "inputParameters": { "startWorkflow": { "workflowDefinition": child } } });
+        for (tasks, providers, want) in [
+            (
+                json!([event("sqs:queue")]),
+                &nats,
+                "EVENT task 'e': unknown event provider 'sqs'",
+            ),
+            (json!([event("nats:x")]), &plain, "--nats"),
+            (
+                json!([sub]),
+                &nats,
+                "EVENT task 'e' (in the workflow inlined by task 's')",
+            ),
+            (json!([start]), &nats, "inlined by task 'st'"),
+        ] {
+            let e = check_sinks(providers, &def(tasks), "").expect_err(want);
+            assert!(e.to_string().contains(want), "{e}");
+        }
+        assert!(check_sinks(
+            &nats,
+            &def(json!([event("nats:x"), event("conductor")])),
+            ""
+        )
+        .is_ok());
     }
 }

@@ -117,6 +117,18 @@ async fn answer_scan(node: &Serving, request: Request) -> Result<Reply> {
         Request::DeadLetters { partitions, limit } => {
             events::dead_letters_in(&host.replicas_of(&partitions)?, limit).map(Reply::DeadLetters)
         }
+        Request::QueueSizes {
+            types,
+            domain,
+            partitions,
+        } => {
+            let partitions = partitions.into_iter().collect();
+            Ok(Reply::Sizes(node.tasks.queue_sizes_in(
+                &types,
+                &domain,
+                &partitions,
+            )))
+        }
         request => node.membership.answer(request).await,
     }
 }

@@ -5,18 +5,21 @@ use super::backlog::{self, Backlogs};
 use super::workflows::parse_workflow_id;
 use super::Loops;
 use crate::error::{Error, Result};
-use crate::host::Host;
+use crate::host::{through_failover, Host};
 use crate::partition::WorkflowOp;
 use crate::queue::TaskQueues;
 use engine::Input;
 use proto::limits::{PARKED_POLLS_MAX, POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
 use proto::model::{Json, Task, TaskExecLog, TaskResult, TaskResultStatus, TaskStatus};
-use proto::peer::{Reply, Request, Wanted, POLL_PEER_TIMEOUT_MS};
-use proto::{NodeId, TaskId, WorkflowId};
-use std::collections::BTreeMap;
+use proto::peer::{QueueDomain, Reply, Request, Wanted, POLL_PEER_TIMEOUT_MS};
+use proto::{NodeId, PartitionId, TaskId, WorkflowId};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Most task types one queue-size request names.
+pub const QUEUE_SIZE_TYPES_MAX: usize = 1_000;
 
 fn parse_task_id(id: &str) -> Result<TaskId> {
     TaskId::parse(id).map_err(|e| Error::Invalid(e.to_string()))
@@ -63,9 +66,66 @@ impl Tasks {
         tasks
     }
 
-    /// Ready tasks queued here per type (every type when `types` is empty).
-    pub fn queue_sizes(&self, types: &[String]) -> BTreeMap<String, u64> {
-        let mut all = self.queues.sizes();
+    /// Ready tasks per type in the whole cluster (every type with some when `types` is empty),
+    /// of the domains `domain` covers: this node counts the partitions it leads, and the leader
+    /// of each other partition counts its own (one request per leader).
+    pub async fn queue_sizes(
+        &self,
+        types: &[String],
+        domain: &QueueDomain,
+    ) -> Result<BTreeMap<String, u64>> {
+        if types.len() > QUEUE_SIZE_TYPES_MAX {
+            return Err(Error::Invalid(format!(
+                "{} task types asked for; at most {QUEUE_SIZE_TYPES_MAX} at once",
+                types.len()
+            )));
+        }
+        through_failover(|| self.queue_sizes_once(types, domain)).await
+    }
+
+    async fn queue_sizes_once(
+        &self,
+        types: &[String],
+        domain: &QueueDomain,
+    ) -> Result<BTreeMap<String, u64>> {
+        let led = self.host.led_partitions().await;
+        let mut total = self.queue_sizes_in(types, domain, &led);
+        let asks = self
+            .host
+            .led_elsewhere(&led)
+            .await?
+            .into_iter()
+            .map(|(peer, partitions)| {
+                let ask = Request::QueueSizes {
+                    types: types.to_vec(),
+                    domain: domain.clone(),
+                    partitions: partitions.clone(),
+                };
+                async move { self.host.ask_leader_of(&partitions, peer, ask).await }
+            });
+        for answer in futures::future::join_all(asks).await {
+            match answer? {
+                Reply::Sizes(sizes) => sizes
+                    .into_iter()
+                    .for_each(|(t, n)| *total.entry(t).or_default() += n),
+                other => return Err(Error::Internal(format!("unexpected answer {other:?}"))),
+            }
+        }
+        Ok(total)
+    }
+
+    /// Ready tasks per type in the queues of `partitions` that this node leads (see
+    /// [`Tasks::queue_sizes`]); each of `types` is answered, 0 when none is queued.
+    pub(crate) fn queue_sizes_in(
+        &self,
+        types: &[String],
+        domain: &QueueDomain,
+        partitions: &BTreeSet<PartitionId>,
+    ) -> BTreeMap<String, u64> {
+        let n = self.host.partition_count();
+        let mut all = self
+            .queues
+            .sizes_where(domain, |task| partitions.contains(&task.partition(n)));
         if types.is_empty() {
             return all;
         }

@@ -63,7 +63,7 @@ impl Workflows {
         // A start without a key creates a workflow under a new id, on a partition this node
         // leads where it can: watched from before it exists, every change of it is published to
         // the watch, and the wait reads nothing from storage. A keyed run may exist already.
-        let fresh = if start.keyed {
+        let fresh = if start.keyed() {
             None
         } else {
             let watch = self.host.env.watches.watch(&start.id, until);

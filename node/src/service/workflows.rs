@@ -9,8 +9,8 @@ use crate::partition::{keys, WorkflowOp};
 use engine::{Input, StartInput};
 use proto::limits::SEARCH_RESULTS_MAX;
 use proto::model::{
-    RerunWorkflowRequest, SearchResult, SkipTaskRequest, StartWorkflowRequest, Task, TaskStatus,
-    Workflow, WorkflowSummary,
+    IdempotencyStrategy, RerunWorkflowRequest, SearchResult, SkipTaskRequest, StartWorkflowRequest,
+    Task, TaskStatus, Workflow, WorkflowStatus, WorkflowSummary,
 };
 use proto::peer::{Hit, Reply, Request};
 use proto::record::WorkflowRecord;
@@ -61,13 +61,53 @@ fn check_priority(priority: i32) -> Result<()> {
     Ok(())
 }
 
+/// Most runs one idempotency key can start under `FAIL_ON_RUNNING` (each after the one
+/// before ended); a start past it is refused.
+const IDEMPOTENT_RUNS_MAX: u32 = 1 << 20;
+/// How often a `FAIL_ON_RUNNING` start tries the next run's id when racing starts take it.
+const IDEMPOTENT_RACES_MAX: usize = 8;
+
+/// What the id of run `run` of idempotency key `key` of workflow `name` hashes: run 0's is
+/// the key's historic material, and a later run's spells its number first, so no two
+/// (run, key) pairs of one workflow name share it.
+fn run_material(name: &str, key: &str, run: u32) -> String {
+    match run {
+        0 => format!("idempotency:{name}:{key}"),
+        n => format!("idempotency-run:{n}:{name}:{key}"),
+    }
+}
+
+/// A keyed start's run that vanished while it was looked at (removed meanwhile).
+fn gone(key: &KeyedStart) -> Error {
+    Error::Unavailable(format!(
+        "the runs of idempotencyKey '{}' changed while they were read; retry",
+        key.key
+    ))
+}
+
 /// A checked start request ([`Workflows::prepare_start`]), not submitted yet.
 pub(super) struct PreparedStart {
     /// The new workflow's id.
     pub(super) id: WorkflowId,
-    /// Whether the id comes from an idempotency key (a run under it may exist already).
-    pub(super) keyed: bool,
+    /// The idempotency key the id comes from, if any (a run under it may exist already).
+    key: Option<KeyedStart>,
     start: StartInput,
+}
+
+impl PreparedStart {
+    /// Whether the id comes from an idempotency key.
+    pub(super) fn keyed(&self) -> bool {
+        self.key.is_some()
+    }
+}
+
+/// A start's idempotency key, the workflow name it is scoped to, and its strategy (none: the
+/// key's first run is answered).
+#[derive(Debug, Clone)]
+struct KeyedStart {
+    name: String,
+    key: String,
+    strategy: Option<IdempotencyStrategy>,
 }
 
 /// The workflows service.
@@ -120,7 +160,14 @@ impl Workflows {
     /// from a hash of both, so every retry of that start (on any node, after any failover) names
     /// the same workflow and the partition's version check lets only the first one create it.
     pub(crate) fn keyed_workflow_id(&self, name: &str, key: &str) -> WorkflowId {
-        let material = format!("idempotency:{name}:{key}");
+        self.keyed_run_id(name, key, 0)
+    }
+
+    /// The id of run `run` of an idempotency key: run 0 is [`Workflows::keyed_workflow_id`]'s;
+    /// a later one (`FAIL_ON_RUNNING` starts it once the one before ended) hashes the run's
+    /// number too, spelled so that no (run, key) pair hashes what another pair hashes.
+    fn keyed_run_id(&self, name: &str, key: &str, run: u32) -> WorkflowId {
+        let material = run_material(name, key, run);
         let hi = proto::hash::fnv1a(proto::hash::FNV_OFFSET, material.as_bytes());
         let lo = proto::hash::fnv1a(hi ^ 0x9e37_79b9_7f4a_7c15, material.as_bytes());
         let bits = (u128::from(hi) << 64) | u128::from(lo);
@@ -180,6 +227,11 @@ impl Workflows {
             Some(k) => self.keyed_workflow_id(&def.name, k),
             None => self.new_workflow_id(),
         };
+        let key = key.map(|key| KeyedStart {
+            name: def.name.clone(),
+            key,
+            strategy: request.idempotency_strategy,
+        });
         let start = StartInput {
             correlation_id: request.correlation_id,
             priority: request.priority,
@@ -187,25 +239,133 @@ impl Workflows {
             event: event.map(str::to_owned),
             ..StartInput::new(id.clone(), def, request.input)
         };
-        Ok(PreparedStart {
-            id,
-            keyed: key.is_some(),
-            start,
-        })
+        Ok(PreparedStart { id, key, start })
     }
 
-    /// Starts a prepared workflow; answers its id.
+    /// Starts a prepared workflow; answers its id. A keyed start that finds its run created
+    /// already does what its strategy says ([`Workflows::start_existing`]).
     pub(super) async fn submit_start(&self, prepared: PreparedStart) -> Result<String> {
-        let PreparedStart { id, keyed, start } = prepared;
+        let PreparedStart { id, key, start } = prepared;
+        let again = key
+            .as_ref()
+            .filter(|k| k.strategy == Some(IdempotencyStrategy::FailOnRunning))
+            .map(|_| start.clone());
         match self
             .host
             .route_op(&id, WorkflowOp::Start(Box::new(start)))
             .await
         {
             Ok(_) => Ok(id.to_string()),
-            // A start with this key already created the run (perhaps this very request, retried
-            // after its answer was lost): answer that run's id.
-            Err(Error::Conflict(_)) if keyed => Ok(id.to_string()),
+            Err(Error::Conflict(_)) => match key {
+                Some(key) => self.start_existing(&id, &key, again).await,
+                None => Err(Error::Conflict(format!("workflow {id} exists already"))),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A keyed start whose first run (`first`) exists: without a strategy its id is answered
+    /// (perhaps this very request created it, retried after its answer was lost); `FAIL` is
+    /// refused; `RETURN_EXISTING` answers the newest run; `FAIL_ON_RUNNING` starts `again` as
+    /// the next run unless the newest one is still running.
+    async fn start_existing(
+        &self,
+        first: &WorkflowId,
+        key: &KeyedStart,
+        again: Option<StartInput>,
+    ) -> Result<String> {
+        match (key.strategy, again) {
+            (None, _) => Ok(first.to_string()),
+            (Some(IdempotencyStrategy::Fail), _) => Err(Error::Conflict(format!(
+                "a workflow {} with idempotencyKey '{}' exists already: {first}",
+                key.name, key.key
+            ))),
+            (Some(IdempotencyStrategy::FailOnRunning), Some(start)) => {
+                self.start_unless_running(key, start).await
+            }
+            _ => Ok(self.newest_run(key).await?.1.workflow_id.to_string()),
+        }
+    }
+
+    /// `FAIL_ON_RUNNING`: refused while the key's newest run is RUNNING or PAUSED; otherwise
+    /// `start` becomes the next run, under the next run's id (a racing start that takes that id
+    /// first makes this one look again).
+    async fn start_unless_running(
+        &self,
+        key: &KeyedStart,
+        mut start: StartInput,
+    ) -> Result<String> {
+        for _ in 0..IDEMPOTENT_RACES_MAX {
+            let (run, newest) = self.newest_run(key).await?;
+            if matches!(
+                newest.status,
+                WorkflowStatus::Running | WorkflowStatus::Paused
+            ) {
+                return Err(Error::Conflict(format!(
+                    "workflow {} with idempotencyKey '{}' is {}: {}",
+                    key.name,
+                    key.key,
+                    newest.status.as_str(),
+                    newest.workflow_id
+                )));
+            }
+            if run >= IDEMPOTENT_RUNS_MAX {
+                return Err(Error::Conflict(format!(
+                    "idempotencyKey '{}' started {IDEMPOTENT_RUNS_MAX} runs, its limit",
+                    key.key
+                )));
+            }
+            let id = self.keyed_run_id(&key.name, &key.key, run + 1);
+            start.workflow_id = id.clone();
+            let op = WorkflowOp::Start(Box::new(start.clone()));
+            match self.host.route_op(&id, op).await {
+                Ok(_) => return Ok(id.to_string()),
+                Err(Error::Conflict(_)) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Unavailable(format!(
+            "starts with idempotencyKey '{}' keep racing; retry",
+            key.key
+        )))
+    }
+
+    /// The newest run of a key whose first run exists, with its number. A key's runs are
+    /// numbered without gaps (each is started only once the one before exists), so doubling
+    /// then halving finds the newest in a few reads however many runs there were.
+    async fn newest_run(&self, key: &KeyedStart) -> Result<(u32, Workflow)> {
+        let first = self.keyed_run(key, 0).await?.ok_or_else(|| gone(key))?;
+        let mut found = (0u32, first);
+        let mut step = 1u32;
+        // Doubling: the first missing run past the newest found.
+        let mut missing = loop {
+            if found.0 >= IDEMPOTENT_RUNS_MAX {
+                return Ok(found);
+            }
+            let run = found.0.saturating_add(step).min(IDEMPOTENT_RUNS_MAX);
+            match self.keyed_run(key, run).await? {
+                Some(wf) => found = (run, wf),
+                None => break run,
+            }
+            step = step.saturating_mul(2);
+        };
+        // Halving between the newest found and the first missing.
+        while missing - found.0 > 1 {
+            let mid = found.0 + (missing - found.0) / 2;
+            match self.keyed_run(key, mid).await? {
+                Some(wf) => found = (mid, wf),
+                None => missing = mid,
+            }
+        }
+        Ok(found)
+    }
+
+    /// Run `run` of a key, if it exists.
+    async fn keyed_run(&self, key: &KeyedStart, run: u32) -> Result<Option<Workflow>> {
+        let id = self.keyed_run_id(&key.name, &key.key, run);
+        match self.host.record(&id).await {
+            Ok(record) => Ok(Some(record.workflow)),
+            Err(Error::NotFound(_)) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -779,5 +939,21 @@ mod tests {
             "2023-11-14T22:13:20.123Z"
         );
         assert_eq!(super::iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn every_run_of_every_key_hashes_its_own_material() {
+        let mut seen = std::collections::BTreeSet::new();
+        for key in ["k", "k:1", "1:k", "idempotency-run:1", ":", ""] {
+            for run in [0, 1, 2, 10, 11] {
+                let material = super::run_material("w", key, run);
+                assert!(seen.insert(material.clone()), "{material} twice");
+            }
+        }
+        assert_eq!(
+            super::run_material("w", "k", 0),
+            "idempotency:w:k",
+            "run 0 as before"
+        );
     }
 }

@@ -19,10 +19,26 @@ pub struct StartWorkflowRequest {
     pub priority: i32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
-    /// Baton: at most one run per (workflow name, key); a second start with the key (a client's retry
-    /// after a lost answer, on any node) creates nothing and returns the first run's id.
+    /// Orkes: a key naming this start; what a second start with the same key (for the same
+    /// workflow name) does is `idempotency_strategy`'s.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// Orkes: what a start whose key already started a run does. Without one, the start answers
+    /// the key's first run (a client's retry after a lost answer, on any node, creates nothing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotency_strategy: Option<IdempotencyStrategy>,
+}
+
+/// What a start does when its idempotency key already started a run (Orkes' strategies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum IdempotencyStrategy {
+    /// Refused (409) whatever state that run is in.
+    Fail,
+    /// Answers the newest run's id and starts nothing.
+    ReturnExisting,
+    /// Refused (409) while the newest run is RUNNING or PAUSED; once it ended, a new run starts.
+    FailOnRunning,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

@@ -177,6 +177,16 @@ fn requests() -> Vec<Request> {
             partitions: vec![p],
             limit: 3,
         },
+        Request::QueueSizes {
+            types: vec!["t".into()],
+            domain: QueueDomain::Only(Some("d".into())),
+            partitions: vec![p],
+        },
+        Request::QueueSizes {
+            types: vec![],
+            domain: QueueDomain::Every,
+            partitions: vec![p],
+        },
     ]
 }
 
@@ -226,6 +236,7 @@ fn replies() -> Vec<Result<Reply, Failure>> {
         Reply::Outcome(PartitionOutcome::Published { seq: 3 }),
         Reply::Executions(vec![]),
         Reply::DeadLetters(vec![]),
+        Reply::Sizes([("t".to_owned(), 3)].into()),
     ];
     let failures = ErrorCode::ALL.map(|code| {
         Err(Failure {
