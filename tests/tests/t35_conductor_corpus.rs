@@ -62,7 +62,8 @@ const KNOWN_DEVIATIONS: &[(&str, &str, &str)] = &[
     (
         "test-harness/fork_join_with_no_task_retry_integration_test.json",
         "ends the JOIN FAILED when t2 fails without retries",
-        "CANCELS the JOIN (and t3) when the workflow fails (ForkJoinSpec, fork join failure flow)",
+        "CANCELS the JOIN (and t3) when the workflow fails (ForkJoinSpec, retrying a failed fork join \
+         workflow: tasks[3] JOIN CANCELED, tasks[4] integration_task_0_RT_3 CANCELED)",
     ),
     (
         "test-harness/fork_join_with_optional_sub_workflow_forks_integration_test.json",
