@@ -10,6 +10,15 @@
 //! the e2e fixtures' HTTP tasks call (Orkes' API tester, the e2e suite's httpbin) are served by a
 //! stub on loopback: their URLs are rewritten when the definitions are registered.
 //!
+//! A plan entry is `{why, runs}`, `{skip}` (the reason) or `{data_for}` (the fixture whose runs use
+//! the file). A run names its `workflow` (and `version`), its `input` or `input_file`, `register`
+//! (other fixture files whose definitions it needs), `defs`, `task_defs` and `task_def_files`,
+//! the `worker`'s answers per reference (`complete`, `complete_with_file`, `fail`,
+//! `fail_terminal`, `ignore`, `no_poll`, optionally `after` a reference appears), and what to
+//! expect: `status`, `tasks` (or `tasks_any_order`, `task_count`), `start_tasks`, `children`,
+//! `checks`, `retry_chain`, `attempts`, `own_task_id`; `deadline_s` shortens the wait of a run
+//! known not to end.
+//!
 //! The test prints `N of 110 fixtures replayed` and, for every file not replayed, its reason; it
 //! fails if a replayed fixture deviates from the plan or if fewer than 100 are replayed. Fixtures on
 //! which Baton is known to differ from Conductor are listed in [`KNOWN_DEVIATIONS`] (with what each
@@ -355,10 +364,13 @@ impl<'a> Run<'a> {
         self.check(&wf);
     }
 
-    /// Answers tasks round after round until the workflow is terminal; on [`RUN_DEADLINE`] fails
-    /// with where the workflow stands.
+    /// Answers tasks round after round until the workflow is terminal; after [`RUN_DEADLINE`] (or
+    /// the run's own `deadline_s`) fails with where the workflow stands.
     fn drive(&mut self, id: &str) -> Value {
-        let deadline = Instant::now() + RUN_DEADLINE;
+        let within = self.spec["deadline_s"]
+            .as_u64()
+            .map_or(RUN_DEADLINE, Duration::from_secs);
+        let deadline = Instant::now() + within;
         loop {
             if let Some(wf) = self.step(id) {
                 return wf;
@@ -366,7 +378,7 @@ impl<'a> Run<'a> {
             if Instant::now() >= deadline {
                 let wf = self.api.workflow(id);
                 panic!(
-                    "still {} after {RUN_DEADLINE:?}; tasks {:?}",
+                    "still {} after {within:?}; tasks {:?}",
                     wf["status"],
                     sequence(&wf)
                 );
