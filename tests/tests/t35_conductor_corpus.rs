@@ -48,19 +48,6 @@ const PLAN_FILE: &str = "replay_plan.json";
 /// listed fixture that replays fails the test, so the list shrinks as the engine is fixed.
 const KNOWN_DEVIATIONS: &[(&str, &str, &str)] = &[
     (
-        "test-harness/json_jq_transform_result_integration_test.json",
-        "refuses the definition: DECISION task 'decide_2' has no caseValueParam (caseExpression is not supported)",
-        "evaluates a DECISION's caseExpression (JavaScript over its input); with requestedAction 'redeliver' \
-         it yields \"true\", no case matches, the workflow COMPLETES",
-    ),
-    (
-        "test-harness/do_while_as_subtask_integration_test.json",
-        "lists the loop's first task integration_task_0__1 right after the DO_WHILE, before the other \
-         branch's integration_task_2 and the JOIN",
-        "lists [fork, loopTask, integration_task_2, join, integration_task_0__1, integration_task_1__1] \
-         (DoWhileSpec): a loop's first iteration is scheduled after the tasks scheduled with the loop",
-    ),
-    (
         "test-harness/terminate_task_parent_workflow.json",
         "lists the second branch's WAIT basicJavaA before the first branch's SUB_WORKFLOW \
          test_terminate_subworkflow: the two LAMBDAs run as asynchronous work and each branch's next \
@@ -69,104 +56,23 @@ const KNOWN_DEVIATIONS: &[(&str, &str, &str)] = &[
          WAIT (tasks[5]), in branch order (LambdaAndTerminateTaskSpec)",
     ),
     (
-        "test-harness/fork_join_with_no_task_retry_integration_test.json",
-        "ends the JOIN FAILED when t2 fails without retries",
-        "CANCELS the JOIN (and t3) when the workflow fails (ForkJoinSpec, retrying a failed fork join \
-         workflow: tasks[3] JOIN CANCELED, tasks[4] integration_task_0_RT_3 CANCELED)",
-    ),
-    (
-        "test-harness/fork_join_with_optional_sub_workflow_forks_integration_test.json",
-        "ends the JOIN COMPLETED when both optional SUB_WORKFLOW tasks are COMPLETED_WITH_ERRORS",
-        "ends the JOIN COMPLETED_WITH_ERRORS (ForkJoinSpec, forks of sub workflows with optional tasks)",
-    ),
-    (
-        "test-harness/simple_workflow_1_input_template_integration_test.json",
-        "ignores the definition's inputTemplate: output param1 and param2 are null",
-        "fills missing input from the workflow definition's inputTemplate: param1 {nested_object: ...}, \
-         param2 [list, of, strings] (WorkflowAndTaskConfigurationSpec, input template parsing)",
-    ),
-    (
-        "test-harness/terminate_task_failed_workflow_integration.json",
-        "starts the failure workflow but does not name it in the failed workflow's output",
-        "puts the failure workflow's id under output['conductor.failure_workflow'] \
-         (LambdaAndTerminateTaskSpec, FailureWorkflowTests)",
-    ),
-    (
-        "test-harness/do_while_with_decision_task.json",
-        "fails GetNumberAtIndex: `$.list.get($.iterator - 1)` is 'TypeError: not a function', a JSON \
-         array in JavaScript has no get",
-        "hands scripts Java lists, on which list.get(i) works: two iterations, each WAIT and \
-         ComputeNumber, COMPLETED (DoWhileSpec, Do While task contains decision task)",
-    ),
-    (
         "test-harness/do_while_timeline_ui_demo.json",
         "refuses the definition: JSON_JQ_TRANSFORM 'prepare_fork_ref' query \
          [{id: 1, value: 'task1'}, ...] does not parse (single-quoted strings)",
-        "stores definitions without parsing jq queries; a query its jq cannot parse fails that task \
-         when it runs, after the first loop has run",
-    ),
-    (
-        "test-harness/terminate_task_terminated_status_in_do_while_test.json",
-        "refuses the definition: DO_WHILE 'do_while_ref' has no loopCondition (it is \"\")",
-        "accepts an empty loopCondition (only null is refused); it evaluates to false, so one iteration \
-         runs: the lambda, then TERMINATE(TERMINATED) ends the workflow TERMINATED",
-    ),
-    (
-        "e2e/do_while_keep_last_n_fix.json",
-        "refuses keep_last_n_example and keep_last_n_example_2: DO_WHILE has no loopCondition (it is \"\")",
-        "accepts an empty loopCondition and runs one iteration (`items` in inputParameters is not \
-         Conductor OSS's list iteration, which reads the task's `items` field or `_items`)",
-    ),
-    (
-        "e2e/do_while_early_script_eval_wf.json",
-        "refuses DoWhileEarlyEvalScript (an inline taskDefinition has retryCount 50000, over Baton's \
-         limit of 10000); do-while-set-variable-fix never ends: the loopCondition sees the loop's \
-         input (isApproved = ${workflow.variables.isApproved}) as resolved when the loop started",
-        "has no upper bound on retryCount; resolves the DO_WHILE's inputParameters again at each \
-         condition (DoWhile.evaluateCondition), so the variable set in iteration 2 ends the loop: \
-         8 tasks (DoWhileTests.testDoWhileSetVariableFix)",
-    ),
-    (
-        "e2e/do_while_keep_last_n_switch_test.json",
-        "never ends: the loopCondition `$.status != 'Completed'` sees status = \
-         ${workflow.variables.status} as resolved when the loop started (null), though \
-         set_variable_ref_2 sets it to Completed in iteration 26",
-        "resolves the loop's inputParameters at each condition: 26 iterations, COMPLETED \
-         (DoWhileEdgeCasesTests.testDoWhileKeepLastNSwitch)",
-    ),
-    (
-        "e2e/timed-out-tasks-not-removed.json",
-        "refuses the definition: the task's inline taskDefinition has no name (TaskDef name must not \
-         be empty)",
-        "takes an inline taskDefinition's name from the task; the unpolled optional task times out \
-         by pollTimeoutSeconds, is retried, and ends COMPLETED_WITH_ERRORS",
-    ),
-    (
-        "e2e/workflows.json",
-        "fails sub_flow_v0: 'No such workflow found by name: PopulationMinMax..., version: 0'",
-        "takes subWorkflowParam version 0 (like no version) as the latest version, 3 \
-         (SubWorkflowTests: 'version=null and version=0 both mean use latest')",
+        "stores definitions without parsing jq queries; jq has no single-quoted strings, so the task \
+         fails when it runs, after the first loop's two iterations: the workflow FAILS",
     ),
     (
         "e2e/cpewf_task_id_dyn_fork_wf.json",
-        "schedules the retry of the dynamically forked fail_on_purpose 60 s after its failure, not 1 s: \
-         the task takes default retry settings, not its registered definition (retryCount 2, \
-         retryDelaySeconds 1)",
-        "applies the registered task definition to a forked task: three attempts 1 s apart, each \
-         input task_id = its own taskId, FAILED (DynamicForkTests.testCorrectTaskIdOnRetries)",
+        "gives each retry of the forked fail_on_purpose the input of the attempt it retries: its \
+         task_id (${CPEWF_TASK_ID}) is the first attempt's id",
+        "resolves ${CPEWF_TASK_ID} for every attempt: each of the three attempts sees its own taskId \
+         (DynamicForkTests.testCorrectTaskIdOnRetries)",
     ),
     (
         "e2e/cpewf_task_id_dyn_fork_task_def.json",
         "(the task definition of cpewf_task_id_dyn_fork_wf.json, which deviates)",
         "(see cpewf_task_id_dyn_fork_wf.json)",
-    ),
-    (
-        "e2e/do_while_wait_switch_iteration_test.json",
-        "never ends: the loopCondition `$.status != 'Completed'` sees status = \
-         ${workflow.variables.status} as resolved when the loop started (null), though the WAIT's \
-         tenth answer 'a' takes the case whose SET_VARIABLE sets it to Completed",
-        "resolves the loop's inputParameters at each condition: ten iterations, COMPLETED \
-         (DoWhileEdgeCasesTests.testDoWhileWaitSwitchIteration)",
     ),
 ];
 
