@@ -211,6 +211,7 @@ pub(crate) fn retry(ctx: &mut Ctx<'_>, i: usize) {
         .saturating_add(secs_ms(delay_s))
         .saturating_add(i64::try_from(jitter_ms).unwrap_or(i64::MAX));
     t.start_delay_in_seconds = delay_s;
+    schedule::own_id_in_input(&mut t, &old.task_id);
     t.retried_task_id = Some(old.task_id.clone());
     t.reference_task_name = old.reference_task_name.clone();
     t.iteration = old.iteration;

@@ -158,6 +158,7 @@ pub(crate) fn retry(ctx: &mut Ctx<'_>) -> Result<(), Error> {
                 old.retry_count.saturating_add(1),
                 Some(old.input_data),
             );
+            schedule::own_id_in_input(&mut t, &old.task_id);
             t.retried_task_id = Some(old.task_id);
             t.reference_task_name = old.reference_task_name;
             t.iteration = old.iteration;

@@ -10,9 +10,12 @@ own resource classes (WorkflowBulkResourceApi, TaskResourceApi, ApiClient with i
 built with the client's own workflow classes (ConductorWorkflow and its tasks) runs unchanged.
 """
 
+import json
 import os
+import threading
 import time
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -31,6 +34,7 @@ from conductor.client.workflow.conductor_workflow import ConductorWorkflow
 from conductor.client.workflow.task.do_while_task import DoWhileTask
 from conductor.client.workflow.task.dynamic_fork_task import DynamicForkTask
 from conductor.client.workflow.task.fork_task import ForkTask
+from conductor.client.workflow.task.http_task import HttpTask
 from conductor.client.workflow.task.human_task import HumanTask
 from conductor.client.workflow.task.inline import InlineTask
 from conductor.client.workflow.task.join_task import JoinTask
@@ -291,10 +295,35 @@ def simple(task_def_name, reference, inputs):
     return task
 
 
-def builder_workflow(executor):
+class Pong(BaseHTTPRequestHandler):
+    """Answers every GET with {"pong": <the path>}."""
+
+    def do_GET(self):
+        body = json.dumps({"pong": self.path}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def pong_url():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Pong)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def builder_workflow(executor, pong_url):
     """Every kind of task the client's builder makes, in one workflow: the values flow from an
     INLINE script through jq, a value-param SWITCH, a fork beside a WAIT, a loop, a sub-workflow, a
-    dynamic fork whose branches a script lists, and a HUMAN task someone completes."""
+    dynamic fork whose branches a script lists, a HUMAN task someone completes, and an HTTP call."""
     wf = ConductorWorkflow(executor=executor, name="py_builder_wf", version=1, description="the builder")
     wf.timeout_seconds(120)
     count = SetVariableTask("b_set")
@@ -322,21 +351,23 @@ def builder_workflow(executor):
         "dynamicTasksInputs": "${b_list.output.result.inputs}",
     })
     human = HumanTask("b_human", display_name="approve")
-    wf >> count >> double >> shape >> route >> fork >> loop >> child >> listing >> dynamic >> human
+    call = HttpTask("b_http", {"uri": f"{pong_url}/ping", "method": "GET"})
+    wf >> count >> double >> shape >> route >> fork >> loop >> child >> listing >> dynamic >> human >> call
     wf.output_parameters({
         "doubled": "${b_jq.output.result.doubled}",
         "shout": "${b_shout.output.result}",
         "child": "${b_sub.output.result}",
         # The client sends a by-reference update as {"result": output}.
         "approved": "${b_human.output.result.approved}",
+        "pong": "${b_http.output.response.body.pong}",
     })
     return wf
 
 
-def test_a_workflow_built_with_the_clients_classes_runs_unchanged(clients, workers):
+def test_a_workflow_built_with_the_clients_classes_runs_unchanged(clients, workers, pong_url):
     executor = clients.get_workflow_executor()
     workflow_client = clients.get_workflow_client()
-    wf = builder_workflow(executor)
+    wf = builder_workflow(executor, pong_url)
     wf.register(overwrite=True)
     who = f"builder-{uuid.uuid4().hex[:6]}"
     workflow_id = wf.start_workflow_with_input(workflow_input={"n": 21, "who": who})
@@ -359,6 +390,7 @@ def test_a_workflow_built_with_the_clients_classes_runs_unchanged(clients, worke
         "shout": f"HELLO {who.upper()}",
         "child": f"HELLO {who.upper()}",
         "approved": True,
+        "pong": "/ping",
     }
     refs = [t.reference_task_name for t in run.tasks]
     for expected in ("b_loop_greet__1", "b_loop_greet__2", "b_dyn_a", "b_dyn_b", "b_wait", "join_b_fork"):

@@ -62,18 +62,6 @@ const KNOWN_DEVIATIONS: &[(&str, &str, &str)] = &[
         "stores definitions without parsing jq queries; jq has no single-quoted strings, so the task \
          fails when it runs, after the first loop's two iterations: the workflow FAILS",
     ),
-    (
-        "e2e/cpewf_task_id_dyn_fork_wf.json",
-        "gives each retry of the forked fail_on_purpose the input of the attempt it retries: its \
-         task_id (${CPEWF_TASK_ID}) is the first attempt's id",
-        "resolves ${CPEWF_TASK_ID} for every attempt: each of the three attempts sees its own taskId \
-         (DynamicForkTests.testCorrectTaskIdOnRetries)",
-    ),
-    (
-        "e2e/cpewf_task_id_dyn_fork_task_def.json",
-        "(the task definition of cpewf_task_id_dyn_fork_wf.json, which deviates)",
-        "(see cpewf_task_id_dyn_fork_wf.json)",
-    ),
 ];
 
 /// What the replay of one fixture file came to.

@@ -114,6 +114,17 @@ pub(crate) fn new_task(
     }
 }
 
+/// A retry copies its attempt's input; where that input held the attempt's own id (Conductor's
+/// `${CPEWF_TASK_ID}`), the retry holds its own instead, as in Conductor.
+pub(crate) fn own_id_in_input(retry: &mut Task, previous: &TaskId) {
+    let own = Value::from(retry.task_id.as_str());
+    for v in retry.input_data.values_mut() {
+        if v.as_str() == Some(previous.as_str()) {
+            *v = own.clone();
+        }
+    }
+}
+
 pub(crate) fn secs_ms(s: u64) -> i64 {
     i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX)
 }

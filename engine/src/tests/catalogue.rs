@@ -470,3 +470,26 @@ fn a_dynamic_task_runs_under_its_names_registered_definition() {
     let def = wf.tasks[0].workflow_task.task_definition.clone();
     assert_eq!(def.map(|d| d.retry_count), Some(5));
 }
+
+#[test]
+fn a_retry_that_received_its_own_id_receives_the_retrys_id() {
+    let mut t = task(
+        "a",
+        "SIMPLE",
+        json!({"me": "${CPEWF_TASK_ID}", "other": "x"}),
+    );
+    t.task_definition = Some(TaskDef {
+        retry_count: 1,
+        retry_delay_seconds: 0,
+        ..TaskDef::named("a")
+    });
+    let mut h = H::start(def_of(vec![t]), json!({}));
+    let first = h.task("a").clone();
+    assert_eq!(first.input_data["me"], json!(first.task_id.as_str()));
+    h.poll("a");
+    h.fail("a");
+    let retry = h.task("a").clone();
+    assert_ne!(retry.task_id, first.task_id);
+    assert_eq!(retry.input_data["me"], json!(retry.task_id.as_str()));
+    assert_eq!(retry.input_data["other"], json!("x"));
+}
