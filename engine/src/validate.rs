@@ -77,61 +77,19 @@ fn check_forks_joined(def: &WorkflowDef) -> Result<(), Error> {
 
 fn check_task(t: &WorkflowTask, refs: &BTreeSet<&str>) -> Result<(), Error> {
     let r = &t.task_reference_name;
-    let bad = |m: String| Err(Error::Invalid(m));
     if !is_known_type(&t.task_type) {
-        return bad(format!(
+        return Err(Error::Invalid(format!(
             "task '{r}' has type '{}', which Baton does not support",
             t.task_type
-        ));
+        )));
     }
-    match t.task_type.as_str() {
-        task_type::FORK_JOIN => {
-            if t.fork_tasks.is_empty() {
-                return bad(format!("FORK_JOIN task '{r}' has no forkTasks"));
-            }
-            if let Some(n) = t.fork_tasks.iter().position(Vec::is_empty) {
-                return bad(format!(
-                    "FORK_JOIN task '{r}' has an empty branch (forkTasks[{n}])"
-                ));
-            }
-        }
-        task_type::EVENT => match t.sink.as_deref().map(str::trim) {
-            None | Some("") => return bad(format!("EVENT task '{r}' has no sink")),
-            Some("conductor") => {}
-            Some(s) if proto::model::split_event(s).is_none() => {
-                return bad(format!(
-                    "EVENT task '{r}' has sink '{s}'; use 'conductor' or provider:queue"
-                ))
-            }
-            Some(_) => {}
-        },
-        task_type::JOIN | task_type::EXCLUSIVE_JOIN => {
-            let ty = &t.task_type;
-            let on = t.join_on.iter().chain(&t.default_exclusive_join_task);
-            if t.join_on.iter().any(|j| j == r) {
-                return bad(format!("{ty} task '{r}' joins on itself"));
-            }
-            if let Some(missing) = on.clone().find(|j| !refs.contains(j.as_str())) {
-                return bad(format!(
-                    "{ty} task '{r}' joins on '{missing}', which is not a task of this workflow"
-                ));
-            }
-        }
-        task_type::SWITCH => {
-            match t.evaluator_type.as_deref() {
-                None | Some("") => return bad(format!("SWITCH task '{r}' has no evaluatorType")),
-                Some("value-param" | "javascript" | "graaljs") => {}
-                Some(other) => {
-                    return bad(format!(
-                    "SWITCH task '{r}' has evaluatorType '{other}'; use 'value-param', 'javascript' or 'graaljs'"
-                ))
-                }
-            }
-            if t.expression.as_deref().is_none_or(|e| e.trim().is_empty()) {
-                return bad(format!("SWITCH task '{r}' has no expression"));
-            }
-        }
-        task_type::DO_WHILE => check_loop(t)?,
+    let problem = match t.task_type.as_str() {
+        task_type::FORK_JOIN => fork_problem(t),
+        task_type::EVENT => event_problem(t),
+        task_type::JOIN | task_type::EXCLUSIVE_JOIN => join_problem(t, refs),
+        task_type::SWITCH => switch_problem(t),
+        task_type::DECISION => decision_problem(t),
+        task_type::DO_WHILE => return check_loop(t),
         task_type::FORK_JOIN_DYNAMIC
         | task_type::DYNAMIC
         | task_type::INLINE
@@ -139,22 +97,66 @@ fn check_task(t: &WorkflowTask, refs: &BTreeSet<&str>) -> Result<(), Error> {
         | task_type::JSON_JQ_TRANSFORM
         | task_type::START_WORKFLOW
         | task_type::HTTP
-        | task_type::SUB_WORKFLOW => super::params::check(t)?,
-        task_type::DECISION
-            if t.case_value_param
-                .as_deref()
-                .is_none_or(|e| e.trim().is_empty())
-                && t.case_expression
-                    .as_deref()
-                    .is_none_or(|e| e.trim().is_empty()) =>
-        {
-            return bad(format!(
-                "DECISION task '{r}' has neither caseValueParam nor caseExpression"
-            ));
-        }
-        _ => {}
+        | task_type::SUB_WORKFLOW => return super::params::check(t),
+        _ => None,
+    };
+    match problem {
+        Some(p) => Err(Error::Invalid(format!("{} task '{r}' {p}", t.task_type))),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+fn blank(s: Option<&str>) -> bool {
+    s.is_none_or(|s| s.trim().is_empty())
+}
+
+fn fork_problem(t: &WorkflowTask) -> Option<String> {
+    if t.fork_tasks.is_empty() {
+        return Some("has no forkTasks".into());
+    }
+    let n = t.fork_tasks.iter().position(Vec::is_empty)?;
+    Some(format!("has an empty branch (forkTasks[{n}])"))
+}
+
+fn event_problem(t: &WorkflowTask) -> Option<String> {
+    match t.sink.as_deref().map(str::trim) {
+        None | Some("") => Some("has no sink".into()),
+        Some("conductor") => None,
+        Some(s) if proto::model::split_event(s).is_none() => {
+            Some(format!("has sink '{s}'; use 'conductor' or provider:queue"))
+        }
+        Some(_) => None,
+    }
+}
+
+fn join_problem(t: &WorkflowTask, refs: &BTreeSet<&str>) -> Option<String> {
+    let r = &t.task_reference_name;
+    if t.join_on.iter().any(|j| j == r) {
+        return Some("joins on itself".into());
+    }
+    let mut on = t.join_on.iter().chain(&t.default_exclusive_join_task);
+    let missing = on.find(|j| !refs.contains(j.as_str()))?;
+    Some(format!(
+        "joins on '{missing}', which is not a task of this workflow"
+    ))
+}
+
+fn switch_problem(t: &WorkflowTask) -> Option<String> {
+    match t.evaluator_type.as_deref() {
+        None | Some("") => return Some("has no evaluatorType".into()),
+        Some("value-param" | "javascript" | "graaljs") => {}
+        Some(other) => {
+            return Some(format!(
+                "has evaluatorType '{other}'; use 'value-param', 'javascript' or 'graaljs'"
+            ))
+        }
+    }
+    blank(t.expression.as_deref()).then(|| "has no expression".into())
+}
+
+fn decision_problem(t: &WorkflowTask) -> Option<String> {
+    let neither = blank(t.case_value_param.as_deref()) && blank(t.case_expression.as_deref());
+    neither.then(|| "has neither caseValueParam nor caseExpression".into())
 }
 
 /// A DO_WHILE has a condition and a body, and no loop inside it.
