@@ -145,7 +145,8 @@ fn decide_in(
         Input::LeaseAll {
             task_ids,
             worker_id,
-        } => lease_all(&mut ctx, &task_ids, worker_id)?,
+            permit_until,
+        } => lease_all(&mut ctx, &task_ids, worker_id, permit_until)?,
         Input::TaskResultThenLease(result) => result_then_lease(&mut ctx, result)?,
         Input::UpdateVariables {
             variables,
@@ -371,6 +372,11 @@ fn result_then_lease(ctx: &mut Ctx<'_>, result: TaskResult) -> Result<(), Error>
     if !was_open || ctx.wf.status != WorkflowStatus::Running {
         return Ok(());
     }
+    // A type with a concurrency or rate limit is leased only under its keeper's permits.
+    let limited = ctx.catalog.task_def(&task_type).and_then(|d| d.limits());
+    if limited.is_some() {
+        return Ok(());
+    }
     let now = ctx.now;
     let next = ctx
         .wf
@@ -397,7 +403,13 @@ fn lease_all(
     ctx: &mut Ctx<'_>,
     task_ids: &[TaskId],
     worker_id: Option<String>,
+    permit_until: Option<NowMs>,
 ) -> Result<(), Error> {
+    if let Some(until) = permit_until.filter(|until| ctx.now > *until) {
+        return Err(Error::Conflict(format!(
+            "the permits of this poll held until {until} and have lapsed; poll again"
+        )));
+    }
     let mut first_refusal = None;
     let mut leased = false;
     for id in task_ids {

@@ -262,6 +262,17 @@ pub fn outbound(workflow: &Workflow) -> Vec<Effect> {
     events.chain(work).collect()
 }
 
+/// The worker tasks of `workflow` a worker holds now (IN_PROGRESS), as (task type, id, start
+/// time): what a task type's concurrency limit counts.
+pub fn in_progress_tasks(workflow: &Workflow) -> Vec<(String, TaskId, NowMs)> {
+    workflow
+        .tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::InProgress && is_worker(t))
+        .map(|t| (t.task_def_name.clone(), t.task_id.clone(), t.start_time))
+        .collect()
+}
+
 /// The tasks of `workflow` that workers may poll (only while it is RUNNING).
 pub fn ready_tasks(workflow: &Workflow) -> Vec<Ready> {
     if workflow.status != WorkflowStatus::Running {

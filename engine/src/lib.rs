@@ -151,6 +151,6 @@ pub mod testing;
 mod tests;
 
 pub use decide::{decide, decide_all, decide_all_with, fail_oversized, start, start_with};
-pub use derive::{outbound, pending_events, ready_tasks, timers, PendingEvent};
+pub use derive::{in_progress_tasks, outbound, pending_events, ready_tasks, timers, PendingEvent};
 pub use validate::validate_workflow_def;
 pub use work::{pending_work, HttpRequest, PendingWork, StartRequest, Work};

@@ -19,14 +19,18 @@ pub enum Mutation {
     /// child again, under an id that depends on the parent's last write rather than on the task
     /// alone, so the repeat starts a second child.
     SubWorkflowTwice = 4,
+    /// A task type's concurrency and rate limits are ignored: its tasks are leased without
+    /// permits (read by the runtime that asks for them).
+    LeaseWithoutPermit = 5,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 4] = [
+    pub const ALL: [Mutation; 5] = [
         Mutation::AcceptWithoutFence,
         Mutation::JoinOnFirstBranch,
         Mutation::LateTimers,
         Mutation::SubWorkflowTwice,
+        Mutation::LeaseWithoutPermit,
     ];
 
     /// The name used on the simulator's command line.
@@ -36,6 +40,7 @@ impl Mutation {
             Mutation::JoinOnFirstBranch => "join-on-first-branch",
             Mutation::LateTimers => "late-timers",
             Mutation::SubWorkflowTwice => "sub-workflow-twice",
+            Mutation::LeaseWithoutPermit => "lease-without-permit",
         }
     }
 }

@@ -1,10 +1,13 @@
-//! `TaskQueues`: the tasks workers may poll, per task type, on this node's led partitions.
+//! `TaskQueues`: the tasks workers may poll, per task type, on this node's led partitions, and
+//! the tasks IN_PROGRESS there (what a task type's concurrency limit counts).
 //!
 //! The queue is derived state: after every decision a workflow actor publishes its workflow's
-//! [`engine::ready_tasks`](engine::ready_tasks), which replaces whatever the queue held for that
-//! workflow. Nothing here is stored; after a restart the partitions publish again from their state.
+//! [`engine::ready_tasks`](engine::ready_tasks) and
+//! [`engine::in_progress_tasks`](engine::in_progress_tasks), which replace whatever the queue held
+//! for that workflow. Nothing here is stored; after a restart the partitions publish again from their state.
 //! Taking a task out of the queue is only a claim: the poller then asks the workflow actor to lease it,
-//! and the lease is the committed decision (a stale claim is refused there).
+//! and the lease is the committed decision (a stale claim is refused there). A claim not leased
+//! goes back ([`TaskQueues::restore`]) unless its workflow published since.
 //!
 //! A poll that found nothing *parks* here while it waits ([`TaskQueues::park`]). A workflow actor
 //! whose decision makes tasks ready takes parked polls that want them ([`TaskQueues::hand_off`])
@@ -29,12 +32,25 @@ struct TypeQueue {
     by_domain: BTreeMap<Option<String>, BTreeSet<Slot>>,
 }
 
+/// What a workflow's last publication put here, so the next one can replace it.
+#[derive(Default)]
+struct Published {
+    /// Which publication this is (they are numbered in the node), so a claim can tell whether
+    /// its workflow published since.
+    generation: u64,
+    ready: Vec<(String, Option<String>, Slot)>,
+    in_progress: Vec<(String, TaskId)>,
+}
+
 #[derive(Default)]
 struct State {
     types: BTreeMap<String, TypeQueue>,
-    /// What each workflow has in the queue, so a publication can replace it.
-    by_workflow: BTreeMap<WorkflowId, Vec<(String, Option<String>, Slot)>>,
+    by_workflow: BTreeMap<WorkflowId, Published>,
     owner: BTreeMap<TaskId, WorkflowId>,
+    /// Per task type, the tasks IN_PROGRESS with their start times (what a concurrency limit
+    /// counts).
+    in_progress: BTreeMap<String, BTreeMap<TaskId, NowMs>>,
+    publications: u64,
 }
 
 /// A claimed task: the poller must now lease it from its workflow.
@@ -42,6 +58,16 @@ struct State {
 pub struct Claim {
     pub task_id: TaskId,
     pub workflow_id: WorkflowId,
+    /// Where it was queued, to put it back ([`TaskQueues::restore`]).
+    queued: Queued,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Queued {
+    generation: u64,
+    task_type: String,
+    domain: Option<String>,
+    slot: Slot,
 }
 
 #[derive(Default)]
@@ -192,29 +218,38 @@ impl TaskQueues {
         Some(handoff)
     }
 
-    /// Replaces the ready tasks of `workflow` with `ready`.
-    pub fn publish(&self, workflow: &WorkflowId, ready: Vec<Ready>) {
+    /// Replaces the ready tasks of `workflow` with `ready`, and its tasks IN_PROGRESS with
+    /// `in_progress` (type, id, start time).
+    pub fn publish(
+        &self,
+        workflow: &WorkflowId,
+        ready: Vec<Ready>,
+        in_progress: Vec<(String, TaskId, NowMs)>,
+    ) {
         let mut s = self.lock();
         Self::remove_locked(&mut s, workflow);
-        if ready.is_empty() {
+        if ready.is_empty() && in_progress.is_empty() {
             return;
         }
-        let mut mine = Vec::with_capacity(ready.len());
+        s.publications += 1;
+        let mut mine = Published {
+            generation: s.publications,
+            ..Published::default()
+        };
         let mut types: Vec<String> = Vec::new();
         for r in ready {
             if !types.contains(&r.task_type) {
                 types.push(r.task_type.clone());
             }
             let slot = (r.visible_at_ms, -r.priority, r.task_id.clone());
-            s.types
-                .entry(r.task_type.clone())
-                .or_default()
-                .by_domain
-                .entry(r.domain.clone())
-                .or_default()
-                .insert(slot.clone());
+            Self::queue_locked(&mut s, &r.task_type, r.domain.clone(), slot.clone());
             s.owner.insert(r.task_id, workflow.clone());
-            mine.push((r.task_type, r.domain, slot));
+            mine.ready.push((r.task_type, r.domain, slot));
+        }
+        for (task_type, id, started) in in_progress {
+            let held = s.in_progress.entry(task_type.clone()).or_default();
+            held.insert(id.clone(), started);
+            mine.in_progress.push((task_type, id));
         }
         s.by_workflow.insert(workflow.clone(), mine);
         drop(s);
@@ -226,20 +261,39 @@ impl TaskQueues {
         }
     }
 
+    fn queue_locked(s: &mut State, task_type: &str, domain: Option<String>, slot: Slot) {
+        s.types
+            .entry(task_type.to_owned())
+            .or_default()
+            .by_domain
+            .entry(domain)
+            .or_default()
+            .insert(slot);
+    }
+
     fn remove_locked(s: &mut State, workflow: &WorkflowId) {
-        if let Some(entries) = s.by_workflow.remove(workflow) {
-            for (ty, domain, slot) in entries {
-                s.owner.remove(&slot.2);
-                if let Some(q) = s.types.get_mut(&ty) {
-                    if let Some(set) = q.by_domain.get_mut(&domain) {
-                        set.remove(&slot);
-                        if set.is_empty() {
-                            q.by_domain.remove(&domain);
-                        }
+        let Some(published) = s.by_workflow.remove(workflow) else {
+            return;
+        };
+        for (ty, id) in published.in_progress {
+            if let Some(held) = s.in_progress.get_mut(&ty) {
+                held.remove(&id);
+                if held.is_empty() {
+                    s.in_progress.remove(&ty);
+                }
+            }
+        }
+        for (ty, domain, slot) in published.ready {
+            s.owner.remove(&slot.2);
+            if let Some(q) = s.types.get_mut(&ty) {
+                if let Some(set) = q.by_domain.get_mut(&domain) {
+                    set.remove(&slot);
+                    if set.is_empty() {
+                        q.by_domain.remove(&domain);
                     }
-                    if q.by_domain.is_empty() {
-                        s.types.remove(&ty);
-                    }
+                }
+                if q.by_domain.is_empty() {
+                    s.types.remove(&ty);
                 }
             }
         }
@@ -288,8 +342,10 @@ impl TaskQueues {
             };
             // Claimed tasks leave the queue; the workflow's next publication restores any whose
             // lease did not happen.
-            if let Some(entries) = s.by_workflow.get_mut(&wf) {
-                entries.retain(|e| e.2 != slot);
+            let mut generation = 0;
+            if let Some(published) = s.by_workflow.get_mut(&wf) {
+                published.ready.retain(|e| e.2 != slot);
+                generation = published.generation;
             }
             s.owner.remove(&slot.2);
             if let Some(q) = s.types.get_mut(task_type) {
@@ -298,11 +354,55 @@ impl TaskQueues {
                 }
             }
             out.push(Claim {
-                task_id: slot.2,
+                task_id: slot.2.clone(),
                 workflow_id: wf,
+                queued: Queued {
+                    generation,
+                    task_type: task_type.to_owned(),
+                    domain: d.clone(),
+                    slot,
+                },
             });
         }
         out
+    }
+
+    /// Puts claimed tasks that were not leased back where they were, unless their workflow
+    /// published since (its publication says what is ready now).
+    pub fn restore(&self, claims: Vec<Claim>) {
+        let mut s = self.lock();
+        for c in claims {
+            let q = c.queued;
+            let current = s
+                .by_workflow
+                .get_mut(&c.workflow_id)
+                .filter(|p| p.generation == q.generation);
+            let Some(published) = current else {
+                continue;
+            };
+            published
+                .ready
+                .push((q.task_type.clone(), q.domain.clone(), q.slot.clone()));
+            s.owner.insert(c.task_id, c.workflow_id);
+            Self::queue_locked(&mut s, &q.task_type, q.domain, q.slot);
+        }
+    }
+
+    /// The tasks of `task_type` IN_PROGRESS that `counted` accepts (those of some partitions),
+    /// with their start times.
+    pub fn in_progress(
+        &self,
+        task_type: &str,
+        counted: impl Fn(&TaskId) -> bool,
+    ) -> Vec<(TaskId, NowMs)> {
+        let s = self.lock();
+        let Some(held) = s.in_progress.get(task_type) else {
+            return Vec::new();
+        };
+        held.iter()
+            .filter(|(id, _)| counted(id))
+            .map(|(id, at)| (id.clone(), *at))
+            .collect()
     }
 
     /// The earliest time a task of this type and exactly this domain becomes visible, if any is
@@ -376,15 +476,19 @@ mod tests {
         let q = TaskQueues::default();
         let w1 = WorkflowId::new(PartitionId(0), 1 << 16);
         let w2 = WorkflowId::new(PartitionId(0), 2 << 16);
-        q.publish(&w1, vec![ready(1, "a", 10, 0), ready(2, "a", 50, 0)]);
-        q.publish(&w2, vec![ready(3, "a", 10, 5), ready(4, "b", 0, 0)]);
+        q.publish(
+            &w1,
+            vec![ready(1, "a", 10, 0), ready(2, "a", 50, 0)],
+            vec![],
+        );
+        q.publish(&w2, vec![ready(3, "a", 10, 5), ready(4, "b", 0, 0)], vec![]);
         let got = q.claim("a", None, 10, 20);
         assert_eq!(
             got.iter().map(|c| c.task_id.clone()).collect::<Vec<_>>(),
             vec![ready(3, "a", 0, 0).task_id, ready(1, "a", 0, 0).task_id]
         );
         assert_eq!(q.next_visible("a", None), Some(50));
-        q.publish(&w1, vec![]);
+        q.publish(&w1, vec![], vec![]);
         assert_eq!(q.next_visible("a", None), None);
         assert_eq!(q.sizes().get("b"), Some(&1));
     }
@@ -397,6 +501,34 @@ mod tests {
     }
 
     #[test]
+    fn an_unleased_claim_goes_back_unless_its_workflow_published_since() {
+        let q = TaskQueues::default();
+        let w = WorkflowId::new(PartitionId(0), 1 << 16);
+        q.publish(&w, vec![ready(1, "a", 0, 0), ready(2, "a", 0, 0)], vec![]);
+        let claims = q.claim("a", None, 2, 0);
+        assert_eq!(q.sizes().get("a"), None);
+        q.restore(claims);
+        assert_eq!(q.sizes().get("a"), Some(&2), "both back");
+        let claims = q.claim("a", None, 1, 0);
+        q.publish(&w, vec![ready(2, "a", 0, 0)], vec![]);
+        q.restore(claims);
+        assert_eq!(q.sizes().get("a"), Some(&1), "the newer publication stands");
+    }
+
+    #[test]
+    fn tasks_in_progress_are_counted_per_type_and_replaced_by_publication() {
+        let q = TaskQueues::default();
+        let w = WorkflowId::new(PartitionId(0), 1 << 16);
+        let id = ready(1, "a", 0, 0).task_id;
+        q.publish(&w, vec![], vec![("a".into(), id.clone(), 42)]);
+        assert_eq!(q.in_progress("a", |_| true), vec![(id.clone(), 42)]);
+        assert!(q.in_progress("a", |_| false).is_empty());
+        assert!(q.in_progress("b", |_| true).is_empty());
+        q.publish(&w, vec![], vec![]);
+        assert!(q.in_progress("a", |_| true).is_empty());
+    }
+
+    #[test]
     fn a_poll_claims_only_tasks_of_its_own_domain() {
         let q = TaskQueues::default();
         let w = WorkflowId::new(PartitionId(0), 1 << 16);
@@ -405,7 +537,7 @@ mod tests {
             in_domain(2, Some("d")),
             in_domain(3, Some("e")),
         ];
-        q.publish(&w, ready);
+        q.publish(&w, ready, vec![]);
         assert_eq!(q.next_visible("a", Some("x")), None, "nothing in domain x");
         assert!(
             q.claim("a", Some("x"), 10, 0).is_empty(),

@@ -90,6 +90,10 @@ pub enum Input {
     LeaseAll {
         task_ids: Vec<TaskId>,
         worker_id: Option<String>,
+        /// For a task type with a concurrency or rate limit: the time (the deciding leader's
+        /// clock, ms) until which the permits the poll was granted hold. Past it, nothing is
+        /// leased: the keeper that granted them no longer counts them.
+        permit_until: Option<crate::model::EpochMs>,
     },
     /// `update-v2`: a worker's update, and if the workflow now has a task of the same type and
     /// domain ready, that task leased to the same worker in the same decision (one

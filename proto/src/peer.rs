@@ -145,6 +145,29 @@ pub enum Request {
         domain: QueueDomain,
         partitions: Vec<PartitionId>,
     },
+    /// Permits to lease these claimed tasks of a type with a concurrency or rate limit, from the
+    /// type's keeper: the leader of the partition the type's name hashes to.
+    Permits {
+        task_type: String,
+        task_ids: Vec<TaskId>,
+    },
+    /// The tasks of `task_type` IN_PROGRESS on these partitions, with their start times; the
+    /// receiver answers only for partitions it leads (confirmed), else fails.
+    InProgress {
+        task_type: String,
+        partitions: Vec<PartitionId>,
+    },
+}
+
+/// A keeper's answer to [`Request::Permits`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct PermitGrant {
+    /// The tasks that may be leased, in the order asked.
+    pub granted: Vec<TaskId>,
+    /// How long, from the ask, the permits hold: a lease decided later is refused.
+    pub valid_ms: u64,
+    /// When some were refused: how long until asking again may be worth it.
+    pub retry_in_ms: u64,
 }
 
 /// Which tasks a queue count covers, by domain.
@@ -197,6 +220,9 @@ pub enum Reply {
     DeadLetters(#[serde(with = "json")] Vec<DeadLetter>),
     /// Ready tasks per task type (the answer to [`Request::QueueSizes`]).
     Sizes(std::collections::BTreeMap<String, u64>),
+    Permits(PermitGrant),
+    /// Tasks IN_PROGRESS with their start times (the answer to [`Request::InProgress`]).
+    InProgress(Vec<(TaskId, crate::model::EpochMs)>),
 }
 
 /// Why a request failed: its stable code and a message for people.

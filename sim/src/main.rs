@@ -40,6 +40,9 @@ struct Args {
     /// Bound of the liveness phase in simulated seconds.
     #[arg(long, default_value_t = 60)]
     liveness_secs: u64,
+    /// `concurrentExecLimit` of the workload's `sim_work` tasks; the run then checks that it held.
+    #[arg(long)]
+    concurrency_limit: Option<u32>,
     /// Run each seed twice and require equal trace hashes.
     #[arg(long)]
     check_determinism: bool,
@@ -83,8 +86,12 @@ fn replay_command(args: &Args, seed: u64) -> String {
         .as_deref()
         .map(|m| format!(" --mutation {m}"))
         .unwrap_or_default();
+    let limit = args
+        .concurrency_limit
+        .map(|n| format!(" --concurrency-limit {n}"))
+        .unwrap_or_default();
     format!(
-        "sim/run --seed {seed} --nodes {} --partitions {} --workflows {} --faults {} --safety-secs {} --liveness-secs {}{mutation}",
+        "sim/run --seed {seed} --nodes {} --partitions {} --workflows {} --faults {} --safety-secs {} --liveness-secs {}{mutation}{limit}",
         args.nodes, args.partitions, args.workflows, args.faults, args.safety_secs, args.liveness_secs
     )
 }
@@ -176,6 +183,11 @@ fn run_child(args: &Args, seed: u64) -> Result<Outcome, String> {
                 .iter()
                 .flat_map(|m| ["--mutation", m.as_str()]),
         )
+        .args(
+            args.concurrency_limit
+                .iter()
+                .flat_map(|n| ["--concurrency-limit".to_owned(), n.to_string()]),
+        )
         .output()
         .map_err(|e| format!("seed {seed}: cannot run: {e}"))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -252,6 +264,7 @@ fn run_one(args: &Args, seed: u64, faults: bool) -> ExitCode {
         faults,
         safety_ms: args.safety_secs * 1_000,
         liveness_ms: args.liveness_secs * 1_000,
+        concurrency_limit: args.concurrency_limit,
     };
     let report = sim::run(&config);
     if args.report_json {

@@ -55,6 +55,8 @@ pub struct Config {
     pub safety_ms: u64,
     /// Most the liveness phase may take before unfinished work is a violation.
     pub liveness_ms: u64,
+    /// `concurrentExecLimit` of the workload's `sim_work` tasks (none by default).
+    pub concurrency_limit: Option<u32>,
 }
 
 impl Default for Config {
@@ -67,6 +69,7 @@ impl Default for Config {
             faults: true,
             safety_ms: 30_000,
             liveness_ms: 60_000,
+            concurrency_limit: None,
         }
     }
 }
@@ -157,6 +160,7 @@ pub fn run(config: &Config) -> Report {
         rng: Arc::new(Mutex::new(ChaCha8Rng::seed_from_u64(rng.gen()))),
         stop: stop.clone(),
         chaos: chaos.clone(),
+        concurrency_limit: config.concurrency_limit,
     };
     sim.client("clients", workload.run());
     let run = Run::new(config, rng, plan, net, slots, counters, oracle);
@@ -760,6 +764,7 @@ impl Run {
             records,
             facts: &facts,
             skew_ms: MAX_SKEW_MS.unsigned_abs(),
+            concurrency_limit: self.config.concurrency_limit,
             now_ms: now,
             settled_wall_ms: self.settled_wall_ms(),
             now_wall_ms: crate::EPOCH_MS + now,

@@ -47,6 +47,9 @@ pub fn task_defs() -> Vec<TaskDef> {
     ]
 }
 
+/// The task type a run's `--concurrency-limit` applies to.
+pub const LIMITED_TYPE: &str = "sim_work";
+
 /// The workflow definitions.
 pub fn workflow_defs() -> Vec<WorkflowDef> {
     let def = |v: serde_json::Value| -> WorkflowDef {
@@ -175,6 +178,8 @@ pub struct Workload {
     pub stop: Arc<AtomicBool>,
     /// Worker misbehaviour rates (zero in the liveness phase).
     pub chaos: Arc<AtomicBool>,
+    /// `concurrentExecLimit` of [`LIMITED_TYPE`], if the run sets one.
+    pub concurrency_limit: Option<u32>,
 }
 
 impl Workload {
@@ -197,7 +202,7 @@ impl Workload {
         loop {
             let reply = self
                 .call(Request::Define {
-                    tasks: task_defs(),
+                    tasks: self.task_defs(),
                     workflows: workflow_defs(),
                 })
                 .await;
@@ -217,6 +222,15 @@ impl Workload {
                 _ => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         }
+    }
+
+    /// [`task_defs`], with the run's limit on [`LIMITED_TYPE`].
+    fn task_defs(&self) -> Vec<TaskDef> {
+        let mut defs = task_defs();
+        for def in defs.iter_mut().filter(|d| d.name == LIMITED_TYPE) {
+            def.concurrent_exec_limit = self.concurrency_limit;
+        }
+        defs
     }
 
     /// The client runtime: definitions, workers, then the starts.

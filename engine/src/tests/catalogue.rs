@@ -459,6 +459,43 @@ impl Catalog for Registered {
     }
 }
 
+struct Limited;
+
+impl Catalog for Limited {
+    fn task_def(&self, name: &str) -> Option<TaskDef> {
+        Some(TaskDef {
+            concurrent_exec_limit: Some(2),
+            ..TaskDef::named(name)
+        })
+    }
+}
+
+#[test]
+fn a_result_then_lease_leaves_a_limited_types_next_task_to_its_permits() {
+    let same_type = |r: &str| WorkflowTask {
+        name: "task_x".into(),
+        ..simple(r)
+    };
+    let mut h = H::start(def_of(vec![same_type("a"), same_type("b")]), json!({}));
+    h.poll("a");
+    let report = TaskResult {
+        workflow_instance_id: h.wf().workflow_id.as_str().into(),
+        task_id: h.task("a").task_id.as_str().into(),
+        status: TaskResultStatus::Completed,
+        ..Default::default()
+    };
+    let inputs = vec![Input::TaskResultThenLease(report)];
+    let mut rng = |_| -> Box<dyn rand::RngCore> { Box::new(ChaCha8Rng::seed_from_u64(3)) };
+    let (next, answers) = crate::decide_all_with(&h.rec, inputs, h.now, &mut rng, &Limited);
+    assert!(answers[0].as_ref().is_ok_and(Vec::is_empty), "{answers:?}");
+    let wf = next.expect("the result is recorded").workflow;
+    let status = |r: &str| wf.task_by_ref(r).map(|t| t.status);
+    assert_eq!(
+        (status("a"), status("b")),
+        (Some(TaskStatus::Completed), Some(TaskStatus::Scheduled))
+    );
+}
+
 #[test]
 fn a_dynamic_task_runs_under_its_names_registered_definition() {
     let mut dynamic = task("d", "DYNAMIC", json!({"which": "resize"}));

@@ -612,6 +612,7 @@ fn lease_all_leases_every_ready_task_in_one_decision_and_skips_the_rest() {
     assert!(h.ok(Input::LeaseAll {
         task_ids: vec![a.clone(), b.clone()],
         worker_id: Some("w".into()),
+        permit_until: None,
     }));
     assert_eq!(h.rec.version, version + 1, "one decision, one version");
     assert_eq!(
@@ -633,6 +634,7 @@ fn lease_all_leases_every_ready_task_in_one_decision_and_skips_the_rest() {
         h.apply(Input::LeaseAll {
             task_ids: vec![a.clone(), b.clone()],
             worker_id: None,
+            permit_until: None,
         }),
         Err(Error::Conflict(_))
     ));
@@ -642,12 +644,34 @@ fn lease_all_leases_every_ready_task_in_one_decision_and_skips_the_rest() {
     assert!(h.ok(Input::LeaseAll {
         task_ids: vec![b, retry.clone()],
         worker_id: None,
+        permit_until: None,
     }));
     assert_eq!(
         h.effects,
         vec![Effect::Deliver(Box::new(h.task("a").clone()))]
     );
     assert_eq!(h.task("a").task_id, retry);
+}
+
+#[test]
+fn a_lease_under_a_lapsed_permit_is_refused_and_changes_nothing() {
+    let mut h = H::start(def_of(vec![simple("a")]), json!({}));
+    let a = h.task("a").task_id.clone();
+    let version = h.rec.version;
+    let lapsed = Input::LeaseAll {
+        task_ids: vec![a.clone()],
+        worker_id: None,
+        permit_until: Some(h.now - 1),
+    };
+    assert!(matches!(h.apply(lapsed), Err(Error::Conflict(_))));
+    assert_eq!((h.rec.version, h.st("a")), (version, TaskStatus::Scheduled));
+    assert!(h.ok(Input::LeaseAll {
+        task_ids: vec![a],
+        worker_id: None,
+        permit_until: Some(h.now),
+    }));
+    assert_eq!(h.st("a"), TaskStatus::InProgress);
+    assert_eq!(crate::in_progress_tasks(h.wf()).len(), 1);
 }
 
 #[test]

@@ -88,6 +88,26 @@ async fn propose(
     }
 }
 
+/// Confirms with a quorum that this node still leads partition `id` (a read index round).
+async fn confirm_leadership(id: PartitionId, group: &cluster::Group) -> Result<()> {
+    match tokio::time::timeout(
+        std::time::Duration::from_millis(CONFIRM_TIMEOUT_MS),
+        group.raft().ensure_linearizable(),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(Error::Unavailable(format!(
+            "partition {} is not led here any more ({e}); retry",
+            id
+        ))),
+        Err(_) => Err(Error::Unavailable(format!(
+            "partition {}: leadership could not be confirmed; retry",
+            id
+        ))),
+    }
+}
+
 impl PartitionCtx {
     /// Proposes a [`PartitionCommand`].
     pub async fn propose(&self, cmd: &PartitionCommand) -> Result<PartitionOutcome> {
@@ -115,22 +135,7 @@ impl PartitionCtx {
 
     /// Confirms with a quorum that this node still leads the partition (a read index round).
     pub async fn confirm_leadership(&self) -> Result<()> {
-        match tokio::time::timeout(
-            std::time::Duration::from_millis(CONFIRM_TIMEOUT_MS),
-            self.group.raft().ensure_linearizable(),
-        )
-        .await
-        {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(Error::Unavailable(format!(
-                "partition {} is not led here any more ({e}); retry",
-                self.id
-            ))),
-            Err(_) => Err(Error::Unavailable(format!(
-                "partition {}: leadership could not be confirmed; retry",
-                self.id
-            ))),
-        }
+        confirm_leadership(self.id, &self.group).await
     }
 
     /// Sets a workflow whose row does not decode aside (see [`keys::quarantined`]), with the
@@ -167,7 +172,8 @@ impl PartitionCtx {
         }
     }
 
-    /// Publishes a workflow's derived ready tasks and timers (nothing when finished or removed).
+    /// Publishes a workflow's derived ready tasks, tasks in progress and timers (nothing when
+    /// finished or removed).
     pub fn publish(&self, id: &WorkflowId, record: Option<&WorkflowRecord>) {
         let (ready, timers) = match record {
             Some(r) if !r.workflow.status.is_terminal() => (
@@ -176,7 +182,8 @@ impl PartitionCtx {
             ),
             _ => (Vec::new(), Vec::new()),
         };
-        self.queues.publish(id, ready);
+        let in_progress = record.map_or_else(Vec::new, |r| engine::in_progress_tasks(&r.workflow));
+        self.queues.publish(id, ready, in_progress);
         if let Some(t) = self.timers.get() {
             let _ = t.send_message(TimerMsg::Arm {
                 workflow: id.clone(),
@@ -415,6 +422,11 @@ impl Partition {
     /// that this node leads; a deposed leader's proposal fails in Raft.
     pub async fn propose(&self, cmd: &PartitionCommand) -> Result<PartitionOutcome> {
         propose(self.id, &self.group, record::encode(cmd)).await
+    }
+
+    /// Confirms with a quorum that this node still leads the partition (a read index round).
+    pub async fn confirm_leadership(&self) -> Result<()> {
+        confirm_leadership(self.id, &self.group).await
     }
 
     /// Whether this node leads the partition and runs its actors.

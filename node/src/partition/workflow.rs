@@ -243,6 +243,11 @@ impl WorkflowState {
         }
     }
 
+    fn is_limited(&self, task_type: &str) -> bool {
+        let def = self.ctx.catalog.task_def(task_type);
+        def.and_then(|d| d.limits()).is_some()
+    }
+
     /// Leases the tasks `next` makes ready to polls parked on this node, in `next` itself, so
     /// they cost no write of their own (see [`crate::queue`]): the same lease decision a poll's
     /// claim would ask for, decided on the record about to be written. Answers each handoff with
@@ -260,6 +265,9 @@ impl WorkflowState {
             });
             let at = match open {
                 Some(at) => at,
+                // A type with a concurrency or rate limit is leased only under its permits
+                // (`service::permits`), which a poll asks for.
+                None if self.is_limited(&ready.task_type) => continue,
                 None => match self.ctx.queues.hand_off(&ready.task_type, domain) {
                     Some(handoff) => {
                         taken.push((ready.task_type, handoff, Vec::new()));
@@ -275,6 +283,7 @@ impl WorkflowState {
             let input = Input::LeaseAll {
                 task_ids,
                 worker_id: handoff.worker_id.clone(),
+                permit_until: None,
             };
             let mut rng = rng_for(&self.id, next.version);
             match engine::decide(next, input, now, &mut rng) {

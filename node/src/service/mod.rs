@@ -19,6 +19,7 @@ mod events;
 mod follow;
 mod membership;
 mod peer;
+mod permits;
 mod tasks;
 pub mod triggers;
 pub mod wait;

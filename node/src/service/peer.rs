@@ -95,7 +95,7 @@ async fn answer(node: &Serving, hops: u8, request: Request) -> Result<Reply> {
     }
 }
 
-/// Answers a scan of partitions hosted here, or a membership request.
+/// Answers a scan of partitions hosted here, a keeper's question, or a membership request.
 async fn answer_scan(node: &Serving, request: Request) -> Result<Reply> {
     let host = &node.host;
     match request {
@@ -129,6 +129,24 @@ async fn answer_scan(node: &Serving, request: Request) -> Result<Reply> {
                 &partitions,
             )))
         }
+        Request::Permits {
+            task_type,
+            task_ids,
+        } => node
+            .tasks
+            .permits
+            .answer(&task_type, &task_ids)
+            .await
+            .map(Reply::Permits),
+        Request::InProgress {
+            task_type,
+            partitions,
+        } => node
+            .tasks
+            .permits
+            .in_progress_in(&task_type, &partitions)
+            .await
+            .map(Reply::InProgress),
         request => node.membership.answer(request).await,
     }
 }

@@ -2,13 +2,14 @@
 //! results, and task reads.
 
 use super::backlog::{self, Backlogs};
+use super::permits::{self, Permits, LIMITED_POLL_RECHECK_MS};
 use super::workflows::parse_workflow_id;
 use super::Loops;
 use crate::error::{Error, Result};
 use crate::host::{through_failover, Host};
 use crate::partition::WorkflowOp;
-use crate::queue::TaskQueues;
-use engine::Input;
+use crate::queue::{Claim, TaskQueues};
+use engine::{Input, NowMs};
 use proto::limits::{PARKED_POLLS_MAX, POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
 use proto::model::{Json, Task, TaskExecLog, TaskResult, TaskResultStatus, TaskStatus};
 use proto::peer::{QueueDomain, Reply, Request, Wanted, POLL_PEER_TIMEOUT_MS};
@@ -44,6 +45,8 @@ pub struct Tasks {
     pub(crate) backlogs: Backlogs,
     /// Rotates which peers a poll asks first (see `poll_peers`).
     poll_turn: AtomicUsize,
+    /// Leases of task types with a concurrency or rate limit take permits.
+    pub(crate) permits: Permits,
     pub(crate) loops: Loops,
 }
 
@@ -52,6 +55,7 @@ impl Tasks {
     /// watching the peers' backlogs.
     pub(crate) fn start(host: Arc<Host>, queues: Arc<TaskQueues>) -> Arc<Self> {
         let tasks = Arc::new(Self {
+            permits: Permits::new(host.clone(), queues.clone()),
             host,
             queues,
             backlogs: Backlogs::default(),
@@ -158,24 +162,34 @@ impl Tasks {
             task_type: request.task_type.clone(),
             domain: domain.map(str::to_owned),
         };
+        let limited = self.permits.limits_of(&request.task_type).is_some();
         loop {
             // Registered before looking, so a publication in between wakes us.
             let published = notifier.notified();
             tokio::pin!(published);
             published.as_mut().enable();
-            let mut out = self
-                .lease_local(&request.task_type, request.worker_id.clone(), domain, count)
+            let (mut out, retry_in_ms) = self
+                .lease_here(&request.task_type, request.worker_id.clone(), domain, count)
                 .await?;
             // In a cluster, tasks of partitions led elsewhere are leased there.
             if out.len() < count {
                 let missing = count - out.len();
-                out.extend(self.poll_peers(&request, domain, &want, missing).await);
+                let got = self
+                    .poll_peers(&request, domain, &want, missing, limited)
+                    .await;
+                out.extend(got);
             }
             let now_i = tokio::time::Instant::now();
             if !out.is_empty() || now_i >= deadline {
                 return Ok(out);
             }
             let mut until = deadline;
+            // A limited type's tasks may be held back by its permits, which no publication
+            // announces: look again when the keeper said, or soon.
+            if limited {
+                let recheck = retry_in_ms.unwrap_or(LIMITED_POLL_RECHECK_MS).max(1);
+                until = until.min(now_i + Duration::from_millis(recheck));
+            }
             if let Some(next) = self.queues.next_visible(&request.task_type, domain) {
                 let in_ms =
                     u64::try_from(next.saturating_sub(self.host.clock.now_ms())).unwrap_or(0);
@@ -212,20 +226,25 @@ impl Tasks {
     /// Asks every live peer that may have tasks waiting (see `backlog`) at once for a share of
     /// the `missing` tasks (the shares add up to it, so a poll never hands out more than its
     /// count); a frozen or dead peer costs at most the poll timeout and is then skipped for a
-    /// moment.
+    /// moment. A `limited` type's tasks may wait on its permits, not for workers, so backlog
+    /// hints say nothing of them: every live peer is asked.
     async fn poll_peers(
         &self,
         request: &PollRequest,
         domain: Option<&str>,
         want: &Wanted,
         missing: usize,
+        limited: bool,
     ) -> Vec<Task> {
         let now_ms = self.host.clock.now_ms();
         let live: Vec<NodeId> = self
             .host
             .peers()
             .into_iter()
-            .filter(|p| !self.host.peer_is_down(*p) && self.backlogs.worth_asking(*p, want, now_ms))
+            .filter(|p| {
+                !self.host.peer_is_down(*p)
+                    && (limited || self.backlogs.worth_asking(*p, want, now_ms))
+            })
             .collect();
         if live.is_empty() {
             return Vec::new();
@@ -259,7 +278,7 @@ impl Tasks {
         for (peer, share, answer) in futures::future::join_all(asks).await {
             match answer {
                 Ok(Reply::Tasks(tasks)) => {
-                    if tasks.len() < share {
+                    if tasks.len() < share && !limited {
                         self.backlogs.drained(peer, want);
                     }
                     out.extend(tasks)
@@ -279,23 +298,82 @@ impl Tasks {
         domain: Option<&str>,
         count: usize,
     ) -> Result<Vec<Task>> {
-        let claims = self.queues.claim(
-            task_type,
-            domain,
-            count.min(POLL_BATCH_MAX),
-            self.host.clock.now_ms(),
-        );
-        // One lease decision per workflow: a fork's branches claimed together cost one Raft
-        // round, not one each (the workflow's actor decides its inputs one after another).
-        let mut by_workflow: Vec<(WorkflowId, Vec<TaskId>)> = Vec::new();
-        for c in claims {
-            match by_workflow.iter_mut().find(|(w, _)| *w == c.workflow_id) {
-                Some((_, ids)) => ids.push(c.task_id),
-                None => by_workflow.push((c.workflow_id, vec![c.task_id])),
+        Ok(self
+            .lease_here(task_type, worker_id, domain, count)
+            .await?
+            .0)
+    }
+
+    /// [`Tasks::lease_local`], and when a limit held tasks back, how long until asking again may
+    /// be worth it.
+    async fn lease_here(
+        &self,
+        task_type: &str,
+        worker_id: Option<String>,
+        domain: Option<&str>,
+        count: usize,
+    ) -> Result<(Vec<Task>, Option<u64>)> {
+        let now = self.host.clock.now_ms();
+        let claims = self
+            .queues
+            .claim(task_type, domain, count.min(POLL_BATCH_MAX), now);
+        if claims.is_empty() {
+            return Ok((Vec::new(), None));
+        }
+        let (claims, permit_until, retry_in_ms) = match self.permits.limits_of(task_type) {
+            Some(_) => self.permitted(task_type, claims).await,
+            None => (claims, None, None),
+        };
+        let leased = self.lease_claims(claims, worker_id, permit_until).await;
+        Ok((leased, retry_in_ms))
+    }
+
+    /// The claims of a limited type its keeper grants permits for, with the permits' deadline;
+    /// the rest go back to the queue, with how long until asking again may be worth it.
+    async fn permitted(
+        &self,
+        task_type: &str,
+        claims: Vec<Claim>,
+    ) -> (Vec<Claim>, Option<NowMs>, Option<u64>) {
+        let asked_at = self.host.clock.now_ms();
+        let ids = claims.iter().map(|c| c.task_id.clone()).collect();
+        match self.permits.ask(task_type, ids).await {
+            Ok(grant) => {
+                let (granted, refused): (Vec<Claim>, Vec<Claim>) = claims
+                    .into_iter()
+                    .partition(|c| grant.granted.contains(&c.task_id));
+                self.queues.restore(refused);
+                let retry_in_ms = (grant.retry_in_ms > 0).then_some(grant.retry_in_ms);
+                let until = permits::permit_until(asked_at, &grant);
+                (granted, Some(until), retry_in_ms)
+            }
+            Err(e) => {
+                tracing::debug!(task_type, error = %e, "no permits now");
+                self.queues.restore(claims);
+                (Vec::new(), None, Some(LIMITED_POLL_RECHECK_MS))
             }
         }
-        let leases = by_workflow.into_iter().map(|(workflow_id, mut task_ids)| {
-            let input = if task_ids.len() == 1 {
+    }
+
+    /// Leases claimed tasks, one decision per workflow: a fork's branches claimed together cost
+    /// one Raft round, not one each (the workflow's actor decides its inputs one after another).
+    /// A claim whose lease failed goes back to the queue unless its workflow published since.
+    async fn lease_claims(
+        &self,
+        claims: Vec<Claim>,
+        worker_id: Option<String>,
+        permit_until: Option<NowMs>,
+    ) -> Vec<Task> {
+        let mut by_workflow: Vec<(WorkflowId, Vec<Claim>)> = Vec::new();
+        for c in claims {
+            match by_workflow.iter_mut().find(|(w, _)| *w == c.workflow_id) {
+                Some((_, mine)) => mine.push(c),
+                None => by_workflow.push((c.workflow_id.clone(), vec![c])),
+            }
+        }
+        let leases = by_workflow.into_iter().map(|(workflow_id, mine)| {
+            let mut task_ids: Vec<TaskId> = mine.iter().map(|c| c.task_id.clone()).collect();
+            let input = if task_ids.len() == 1 && permit_until.is_none() {
                 Input::Lease {
                     task_id: task_ids.remove(0),
                     worker_id: worker_id.clone(),
@@ -304,24 +382,27 @@ impl Tasks {
                 Input::LeaseAll {
                     task_ids,
                     worker_id: worker_id.clone(),
+                    permit_until,
                 }
             };
             async move {
-                self.host
-                    .route_op(&workflow_id, WorkflowOp::Input(Box::new(input)))
-                    .await
+                let op = WorkflowOp::Input(Box::new(input));
+                (mine, self.host.route_op(&workflow_id, op).await)
             }
         });
         let mut out = Vec::new();
-        for result in futures::future::join_all(leases).await {
+        for (mine, result) in futures::future::join_all(leases).await {
             match result {
                 Ok(delivered) => out.extend(delivered),
                 // A stale claim (already leased, or no longer ready): not an error for the poller.
-                Err(Error::Conflict(_) | Error::NotFound(_)) => {}
-                Err(e) => tracing::warn!(error = %e, "lease failed"),
+                Err(Error::Conflict(_) | Error::NotFound(_)) => self.queues.restore(mine),
+                Err(e) => {
+                    tracing::warn!(error = %e, "lease failed");
+                    self.queues.restore(mine);
+                }
             }
         }
-        Ok(out)
+        out
     }
 
     /// Where a result goes: its workflow id, or (when a client leaves it out) the task's index row.

@@ -91,7 +91,38 @@ impl Default for TaskDef {
     }
 }
 
+/// How many tasks of a type may be IN_PROGRESS at once and how many may start per window, across
+/// the whole cluster (`concurrentExecLimit`, `rateLimitPerFrequency` per
+/// `rateLimitFrequencyInSeconds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskLimits {
+    pub concurrent: Option<u32>,
+    pub rate: Option<Rate>,
+}
+
+/// At most `count` tasks handed out per `window_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub count: u32,
+    pub window_ms: u64,
+}
+
 impl TaskDef {
+    /// The limits this definition sets, `None` when it sets none (0 means none, as in
+    /// Conductor; a rate without a window is per second, Conductor's default).
+    pub fn limits(&self) -> Option<TaskLimits> {
+        let concurrent = self.concurrent_exec_limit.filter(|n| *n > 0);
+        let rate = self
+            .rate_limit_per_frequency
+            .filter(|n| *n > 0)
+            .map(|count| Rate {
+                count,
+                window_ms: u64::from(self.rate_limit_frequency_in_seconds.unwrap_or(1).max(1))
+                    * 1_000,
+            });
+        (concurrent.is_some() || rate.is_some()).then_some(TaskLimits { concurrent, rate })
+    }
+
     /// A definition with Conductor's defaults, used for tasks whose definition is not registered.
     pub fn named(name: &str) -> Self {
         Self {

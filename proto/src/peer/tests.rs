@@ -187,6 +187,14 @@ fn requests() -> Vec<Request> {
             domain: QueueDomain::Every,
             partitions: vec![p],
         },
+        Request::Permits {
+            task_type: "t".into(),
+            task_ids: vec![workflow().tasks[0].task_id.clone()],
+        },
+        Request::InProgress {
+            task_type: "t".into(),
+            partitions: vec![p],
+        },
     ]
 }
 
@@ -237,6 +245,12 @@ fn replies() -> Vec<Result<Reply, Failure>> {
         Reply::Executions(vec![]),
         Reply::DeadLetters(vec![]),
         Reply::Sizes([("t".to_owned(), 3)].into()),
+        Reply::Permits(PermitGrant {
+            granted: vec![workflow().tasks[0].task_id.clone()],
+            valid_ms: 1_000,
+            retry_in_ms: 200,
+        }),
+        Reply::InProgress(vec![(workflow().tasks[0].task_id.clone(), 42)]),
     ];
     let failures = ErrorCode::ALL.map(|code| {
         Err(Failure {

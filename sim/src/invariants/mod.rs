@@ -14,12 +14,13 @@ mod loop_order;
 mod no_lost_workflow;
 mod replica_digests;
 mod sub_workflows;
+mod task_limits;
 mod terminal_absorbs;
 mod timers_not_early;
 pub mod timers_on_time;
 
 use crate::ms;
-use crate::workload::Facts;
+use crate::workload::{Facts, LIMITED_TYPE};
 use proto::record::WorkflowRecord;
 use proto::NodeId;
 use std::collections::BTreeMap;
@@ -59,6 +60,8 @@ pub struct Ending<'a> {
     pub facts: &'a Facts,
     /// Largest clock skew any node had, milliseconds.
     pub skew_ms: u64,
+    /// The workload's `concurrentExecLimit` of `sim_work`, if it set one.
+    pub concurrency_limit: Option<u32>,
     pub now_ms: u64,
     /// Wall-clock milliseconds (the nodes' clocks, all unskewed again) from which the healed
     /// cluster has settled; and at the end.
@@ -138,6 +141,14 @@ impl Checker {
         found.extend(acked_results::check(end));
         found.extend(event_once::check(end));
         found.extend(sub_workflows::check(end.records));
+        if let Some(limit) = end.concurrency_limit {
+            found.extend(task_limits::check(
+                end.records,
+                LIMITED_TYPE,
+                limit,
+                end.skew_ms,
+            ));
+        }
         for record in end.records.values() {
             found.extend(attempts::check_final(record, end.skew_ms));
             found.extend(join_complete::check(record, end.skew_ms));
