@@ -5,9 +5,9 @@
 use super::{child, duration, expr, refs, Walk};
 use serde_json::Value;
 
-impl Walk<'_> {
+impl<'a> Walk<'a> {
     /// A field that is an expression by definition (`if`, `when`, `for.in`, ...).
-    pub(super) fn expression(&mut self, value: &Value, at: &str) {
+    pub(super) fn expression(&mut self, value: &'a Value, at: &str) {
         match value.as_str() {
             Some(text) => {
                 let message = expr::check(text, &self.vars);
@@ -18,7 +18,7 @@ impl Walk<'_> {
     }
 
     /// A free-form value: every `${ }` string in it is an expression.
-    pub(super) fn scan(&mut self, value: &Value, at: &str) {
+    pub(super) fn scan(&mut self, value: &'a Value, at: &str) {
         match value {
             Value::String(text) if expr::enclosed(text).is_some() => {
                 let message = expr::check(text, &self.vars);
@@ -40,7 +40,7 @@ impl Walk<'_> {
 
     /// `input` (`from`), `output` and `export` (`as`): an expression, or a value searched for
     /// expressions; the `schema` is a document, not searched.
-    pub(super) fn data_flow(&mut self, value: &Value, at: &str) {
+    pub(super) fn data_flow(&mut self, value: &'a Value, at: &str) {
         for (key, field) in value.as_object().into_iter().flatten() {
             match key.as_str() {
                 "from" | "as" => self.expression(field, &child(at, key)),
@@ -50,14 +50,14 @@ impl Walk<'_> {
     }
 
     /// A duration: an object is checked by [`duration::check`], a `${ }` string compiled.
-    pub(super) fn duration(&mut self, value: &Value, at: &str) {
+    pub(super) fn duration(&mut self, value: &'a Value, at: &str) {
         let message = duration::check(value);
         self.problem(at, message);
         self.scan(value, at);
     }
 
     /// A timeout: a name of `use.timeouts`, or one with its duration (`after`).
-    pub(super) fn timeout(&mut self, value: &Value, at: &str) {
+    pub(super) fn timeout(&mut self, value: &'a Value, at: &str) {
         match value {
             Value::String(name) => {
                 let message = refs::named("timeouts", &self.uses.timeouts, name);
@@ -71,7 +71,7 @@ impl Walk<'_> {
     }
 
     /// A retry policy: its conditions and durations.
-    pub(super) fn retry(&mut self, policy: &Value, at: &str) {
+    pub(super) fn retry(&mut self, policy: &'a Value, at: &str) {
         for key in ["when", "exceptWhen"] {
             if let Some(condition) = policy.get(key) {
                 self.expression(condition, &child(at, key));
@@ -92,7 +92,7 @@ impl Walk<'_> {
 
     /// `try.catch`: `when`, `exceptWhen` and `do` see the caught error under its name (`as`,
     /// `error` by default); `retry` is a policy or a name of `use.retries`.
-    pub(super) fn catch(&mut self, catch: &Value, at: &str) {
+    pub(super) fn catch(&mut self, catch: &'a Value, at: &str) {
         let name = catch.get("as").and_then(Value::as_str).unwrap_or("error");
         for (key, value) in catch.as_object().into_iter().flatten() {
             let field_at = child(at, key);
@@ -114,7 +114,7 @@ impl Walk<'_> {
     }
 
     /// `raise.error`: an error, or a name of `use.errors`.
-    pub(super) fn raise(&mut self, raise: &Value, at: &str) {
+    pub(super) fn raise(&mut self, raise: &'a Value, at: &str) {
         let at = child(at, "error");
         match raise.get("error") {
             Some(Value::String(name)) => {
@@ -127,7 +127,7 @@ impl Walk<'_> {
     }
 
     /// A switch's cases: each `when` is an expression (their `then` is checked with the scope).
-    pub(super) fn switch(&mut self, cases: &Value, at: &str) {
+    pub(super) fn switch(&mut self, cases: &'a Value, at: &str) {
         for (i, case) in cases.as_array().into_iter().flatten().enumerate() {
             for (name, body) in case.as_object().into_iter().flatten() {
                 if let Some(when) = body.get("when") {
@@ -139,7 +139,7 @@ impl Walk<'_> {
     }
 
     /// An event consumption strategy (`listen.to`, `schedule.on`): filters, and `until`.
-    pub(super) fn events(&mut self, strategy: &Value, at: &str) {
+    pub(super) fn events(&mut self, strategy: &'a Value, at: &str) {
         for (key, value) in strategy.as_object().into_iter().flatten() {
             let field_at = child(at, key);
             match (key.as_str(), value) {
@@ -158,7 +158,7 @@ impl Walk<'_> {
 
     /// An event filter: `with` attributes (searched for expressions) and `correlate` keys,
     /// whose `from` is an expression.
-    fn event_filter(&mut self, filter: &Value, at: &str) {
+    fn event_filter(&mut self, filter: &'a Value, at: &str) {
         if let Some(with) = filter.get("with") {
             self.scan(with, &child(at, "with"));
         }
@@ -176,7 +176,7 @@ impl Walk<'_> {
 
     /// `foreach` of a listen or a subscription: `do`, `output` and `export` see the item and
     /// its index under their names (`item` and `index` by default).
-    pub(super) fn iterator(&mut self, iterator: &Value, at: &str) {
+    pub(super) fn iterator(&mut self, iterator: &'a Value, at: &str) {
         let name = |key, default| iterator.get(key).and_then(Value::as_str).unwrap_or(default);
         let vars = vec![
             name("item", "item").to_owned(),
@@ -195,7 +195,7 @@ impl Walk<'_> {
     }
 
     /// The workflow's `schedule`: its durations and its events.
-    pub(super) fn schedule(&mut self, schedule: &Value, at: &str) {
+    pub(super) fn schedule(&mut self, schedule: &'a Value, at: &str) {
         for (key, value) in schedule.as_object().into_iter().flatten() {
             let field_at = child(at, key);
             match key.as_str() {
@@ -208,7 +208,7 @@ impl Walk<'_> {
 
     /// `use`: functions are tasks, retry policies and timeouts have durations, extensions
     /// have a condition and task lists; the rest is searched for expressions.
-    pub(super) fn uses(&mut self, uses: &Value, at: &str) {
+    pub(super) fn uses(&mut self, uses: &'a Value, at: &str) {
         for (kind, declared) in uses.as_object().into_iter().flatten() {
             let kind_at = child(at, kind);
             if kind == "extensions" {
@@ -228,7 +228,7 @@ impl Walk<'_> {
     }
 
     /// `use.extensions`: a list of single-key maps, each with `when`, `before` and `after`.
-    fn extensions(&mut self, list: &Value, at: &str) {
+    fn extensions(&mut self, list: &'a Value, at: &str) {
         for (i, item) in list.as_array().into_iter().flatten().enumerate() {
             for (name, extension) in item.as_object().into_iter().flatten() {
                 let ext_at = child(&child(at, &i.to_string()), name);

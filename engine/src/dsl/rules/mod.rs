@@ -22,15 +22,17 @@ use std::collections::BTreeSet;
 
 /// Checks the rules on a document that follows the schema.
 pub fn check(doc: &Value) -> Result<(), Error> {
-    let mut everywhere = BTreeSet::new();
-    task_names(doc, &mut everywhere);
     let mut walk = Walk {
         uses: refs::Uses::of(doc),
-        everywhere,
+        names: BTreeSet::new(),
+        scopes: Vec::new(),
         vars: Vec::new(),
         problems: Vec::new(),
     };
     walk.document(doc);
+    for scope in &walk.scopes {
+        walk.problems.extend(flow::scope(scope, &walk.names));
+    }
     if walk.problems.is_empty() {
         Ok(())
     } else {
@@ -41,23 +43,6 @@ pub fn check(doc: &Value) -> Result<(), Error> {
 /// The JSON pointer of `key` in the node at `at` (RFC 6901 escapes).
 fn child(at: &str, key: &str) -> String {
     format!("{at}/{}", key.replace('~', "~0").replace('/', "~1"))
-}
-
-/// The names of every task list item anywhere in the document (an approximation: every
-/// single-key object in a list), for messages about a `then` that leaves its scope.
-fn task_names<'a>(value: &'a Value, out: &mut BTreeSet<&'a str>) {
-    match value {
-        Value::Array(items) => {
-            for item in items {
-                if let Some(m) = item.as_object().filter(|m| m.len() == 1) {
-                    out.extend(m.keys().map(String::as_str));
-                }
-                task_names(item, out);
-            }
-        }
-        Value::Object(m) => m.values().for_each(|v| task_names(v, out)),
-        _ => {}
-    }
 }
 
 /// The items of a task list with their pointers.
@@ -73,15 +58,18 @@ fn entries<'a>(list: &'a Value, at: &str) -> Vec<Entry<'a>> {
     out
 }
 
-/// The walk: what `use` declares, the variables the enclosing tasks bind, the problems found.
+/// The walk: what `use` declares, the task lists met (checked by [`flow`] once every task name
+/// is known, so a `then` naming a task of another list is told so), the variables the enclosing
+/// tasks bind, the problems found.
 struct Walk<'a> {
     uses: refs::Uses,
-    everywhere: BTreeSet<&'a str>,
+    names: BTreeSet<&'a str>,
+    scopes: Vec<Vec<Entry<'a>>>,
     vars: Vec<String>,
     problems: Vec<Problem>,
 }
 
-impl Walk<'_> {
+impl<'a> Walk<'a> {
     fn problem(&mut self, at: &str, message: Option<String>) {
         if let Some(message) = message {
             self.problems.push(Problem::new(at, message));
@@ -96,7 +84,7 @@ impl Walk<'_> {
         self.vars.truncate(before);
     }
 
-    fn document(&mut self, doc: &Value) {
+    fn document(&mut self, doc: &'a Value) {
         for (key, value) in doc.as_object().into_iter().flatten() {
             let at = child("", key);
             match key.as_str() {
@@ -110,18 +98,18 @@ impl Walk<'_> {
         }
     }
 
-    fn task_list(&mut self, list: &Value, at: &str) {
+    fn task_list(&mut self, list: &'a Value, at: &str) {
         let entries = entries(list, at);
-        let problems = flow::scope(&entries, &self.everywhere);
-        self.problems.extend(problems);
         for entry in &entries {
+            self.names.insert(entry.name);
             self.task(entry.task, &entry.at);
         }
+        self.scopes.push(entries);
     }
 
     /// A task's fields: those of every task, a `for` loop's (`for.in` sees the enclosing
     /// variables, `while` and `do` the loop's too), then those of its kind.
-    fn task(&mut self, task: &Value, at: &str) {
+    fn task(&mut self, task: &'a Value, at: &str) {
         let Some(fields) = task.as_object() else {
             return;
         };
@@ -151,7 +139,7 @@ impl Walk<'_> {
     }
 
     /// The fields of a task's kind.
-    fn kind(&mut self, task: &Map<String, Value>, key: &str, value: &Value, at: &str) {
+    fn kind(&mut self, task: &'a Map<String, Value>, key: &str, value: &'a Value, at: &str) {
         match key {
             "call" => {
                 let message = value.as_str().and_then(|name| self.uses.call(name));
@@ -179,7 +167,7 @@ impl Walk<'_> {
 
     /// A call's `with`: searched for expressions; an MCP call's timeout and an AsyncAPI
     /// subscription's duration and iterator are known fields.
-    fn call_arguments(&mut self, task: &Map<String, Value>, with: &Value, at: &str) {
+    fn call_arguments(&mut self, task: &'a Map<String, Value>, with: &'a Value, at: &str) {
         let call = task.get("call").and_then(Value::as_str);
         let Some(subscription) = with
             .get("subscription")
