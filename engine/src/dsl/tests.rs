@@ -2,6 +2,7 @@
 //! case for each rule.
 
 use super::*;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 fn data(folder: &str) -> Vec<(String, String)> {
@@ -76,8 +77,6 @@ fn the_invalid_documents_are_refused_where_they_are_wrong() {
     assert!(matches!(err, Error::Schema(_)), "{err}");
     assert_eq!(pointers(&err), ["/do/0/callDoctor/listen/to/until/until"]);
 }
-
-use std::collections::BTreeMap;
 
 #[test]
 fn a_then_may_not_leave_its_list() {
@@ -238,4 +237,43 @@ fn refusals_render_as_problem_details() {
     assert_eq!(details.kind, CONFIGURATION_TYPE);
     assert_eq!(details.instance.as_deref(), Some("/document/dsl"));
     assert!(details.detail.contains("0.8"), "{}", details.detail);
+}
+
+#[test]
+fn catch_and_foreach_bind_their_variables_inside_only() {
+    let tasks = "  - guarded:
+      try:
+        - step:
+            call: http
+            with: {method: get, endpoint: 'https://example.test'}
+      catch:
+        as: failure
+        when: ${ $failure.status == 503 }
+        do:
+          - note:
+              set:
+                status: ${ $failure.status }
+  - collect:
+      listen:
+        to:
+          any:
+            - with: {type: com.example.reading}
+          until: ( . | length ) > $limit
+      foreach:
+        item: reading
+        do:
+          - keep:
+              set:
+                value: ${ $reading.data }
+                outside: ${ $failure }
+";
+    let err = refused("", tasks);
+    assert_eq!(
+        pointers(&err),
+        [
+            "/do/1/collect/foreach/do/0/keep/set/outside",
+            "/do/1/collect/listen/to/until"
+        ]
+    );
+    assert!(err.to_string().contains("undefined variable"), "{err}");
 }
