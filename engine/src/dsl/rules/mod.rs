@@ -200,3 +200,19 @@ impl<'a> Walk<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pointers_escape_slashes_and_tildes_in_names() {
+        assert_eq!(child("/do/0", "a/b~c"), "/do/0/a~1b~0c");
+        let doc = json!({"do": [{"get/pet": {"set": {}, "then": "x"}}]});
+        let Err(Error::Rules(problems)) = check(&doc) else {
+            panic!("an unknown then target is refused");
+        };
+        assert_eq!(problems.listed[0].pointer, "/do/0/get~1pet/then");
+    }
+}
