@@ -13,6 +13,13 @@ pub type Filter = jaq_core::compile::Filter<jaq_core::Native<data::JustLut<Val>>
 
 /// Parses and compiles `query` with jq's standard library; the error says where it fails.
 pub fn compile(query: &str) -> Result<Filter, String> {
+    compile_with_vars(query, &[])
+}
+
+/// [`compile`], with the global variables `vars` (named with their `$`) declared: a query that
+/// uses any other variable it does not bind itself does not compile. Running such a filter needs
+/// a value for each of them, in that order.
+pub fn compile_with_vars(query: &str, vars: &[&str]) -> Result<Filter, String> {
     let defs = jaq_core::defs()
         .chain(jaq_std::defs())
         .chain(jaq_json::defs());
@@ -29,6 +36,7 @@ pub fn compile(query: &str) -> Result<Filter, String> {
         .map_err(|errors| parse_error(query, errors))?;
     Compiler::default()
         .with_funs(funs)
+        .with_global_vars(vars.iter().copied())
         .compile(modules)
         .map_err(|errors| {
             let undefined: Vec<String> = errors

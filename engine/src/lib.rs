@@ -131,6 +131,7 @@ mod child;
 mod decide;
 mod derive;
 mod derived;
+pub mod dsl;
 mod expr;
 pub mod jq;
 mod jsonpath;

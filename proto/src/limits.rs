@@ -49,6 +49,11 @@ pub const RETRY_COUNT_MAX: u32 = 1_000_000;
 /// Largest workflow definition, as JSON. Every workflow record carries its definition, so a
 /// definition must leave room for the workflow's own data within [`WORKFLOW_BYTES_MAX`].
 pub const DEF_BYTES_MAX: usize = 512 * 1024;
+/// Largest Serverless Workflow document, as the YAML or JSON text submitted; measured before it
+/// is parsed.
+pub const DSL_DOCUMENT_BYTES_MAX: usize = 1024 * 1024;
+/// Most problems a refused Serverless Workflow document reports (the rest are counted).
+pub const DSL_PROBLEMS_MAX: usize = 20;
 /// Largest a workflow's record may grow, as JSON (its definition, inputs, outputs, variables and
 /// task logs together). A step that would pass it fails the workflow with that reason instead; a
 /// start that would, is refused. It stays a quarter below the largest replicated command (4 MiB),

@@ -1,0 +1,33 @@
+//! Serverless Workflow DSL 1.0 documents (CNCF, versions 1.0.0 to 1.0.3), read and checked:
+//! the text (YAML or JSON, size-limited) is parsed ([`parse`]), its DSL version checked, then
+//! validated against the DSL's JSON Schema ([`schema`]) and against the rules the schema cannot
+//! say ([`rules`]: scopes and `then`, declared names, jq expressions, durations). A refusal is an
+//! [`Error`] listing each problem with the JSON pointer of the offending node, and renders as
+//! the RFC 7807 problem details the DSL uses.
+//!
+//! Not here yet: running a document. Nothing stores, schedules or executes one, and no API
+//! accepts one; this is the check every later step will stand on.
+
+mod document;
+mod error;
+mod parse;
+mod rules;
+mod schema;
+
+pub use document::{Document, Header};
+pub use error::{
+    Error, Location, Problem, ProblemDetails, Problems, CONFIGURATION_TYPE, VALIDATION_TYPE,
+};
+
+/// Parses and checks a document: size, syntax, DSL version, schema, then rules. The first step
+/// that fails answers.
+pub fn load(text: &str) -> Result<Document, Error> {
+    let json = parse::parse(text)?;
+    schema::check_version(&json)?;
+    schema::check(&json)?;
+    rules::check(&json)?;
+    Document::new(json)
+}
+
+#[cfg(test)]
+mod tests;
