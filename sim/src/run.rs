@@ -254,7 +254,7 @@ impl Run {
             slots,
             counters,
             oracle,
-            checker: Checker::default(),
+            checker: Checker::new(config.concurrency_limit),
             trace: proto::hash::FNV_OFFSET,
             faults: BTreeMap::new(),
             undo: Vec::new(),

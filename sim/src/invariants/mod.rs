@@ -76,9 +76,19 @@ pub struct Checker {
     terms: durable_votes::Terms,
     digests: replica_digests::Digests,
     absorb: terminal_absorbs::Seen,
+    /// The workload's `concurrentExecLimit` of [`LIMITED_TYPE`], if it set one.
+    concurrency_limit: Option<u32>,
 }
 
 impl Checker {
+    /// A checker for a run whose workload sets `concurrency_limit` on [`LIMITED_TYPE`] (or none).
+    pub fn new(concurrency_limit: Option<u32>) -> Self {
+        Self {
+            concurrency_limit,
+            ..Self::default()
+        }
+    }
+
     fn report(&mut self, invariant: &'static str, at_ms: u64, detail: String) {
         // One report per (invariant, detail) is enough.
         if !self
@@ -115,6 +125,11 @@ impl Checker {
         }
         for record in records.values() {
             for (inv, detail) in attempts::check_live(record) {
+                self.report(inv, at_ms, detail);
+            }
+        }
+        if let Some(limit) = self.concurrency_limit {
+            for (inv, detail) in task_limits::check_live(records, LIMITED_TYPE, limit) {
                 self.report(inv, at_ms, detail);
             }
         }
