@@ -127,6 +127,13 @@ pub enum Input {
         iteration: u32,
         outcome: Result<serde_json::Value, String>,
     },
+    /// The end of a terminal workflow (`end_time`: its `endTime`, naming which end) was
+    /// published to its `workflowStatusListenerSink`: the publication is recorded done. A
+    /// report for another end, or for a workflow that owes none, changes nothing. A failed
+    /// publication is not reported: the workflow's `StatusPublish` timer has it tried again.
+    StatusPublished {
+        end_time: i64,
+    },
 }
 
 /// The kinds of timer a workflow may have armed.
@@ -153,6 +160,10 @@ pub enum TimerKind {
     /// A task's work (a script, a workflow to start) was not reported performed by its due
     /// time: the decision records another attempt, whose commit performs it again.
     Perform,
+    /// A terminal workflow's end was not reported published to its status listener sink by
+    /// its due time: the decision records another attempt (or gives up after the last one),
+    /// whose commit publishes it again.
+    StatusPublish,
 }
 
 /// Identifies a timer within its workflow.
