@@ -73,6 +73,10 @@ pub enum Input {
     },
     /// Retry the last failed task of a FAILED / TIMED_OUT / TERMINATED workflow.
     Retry,
+    /// `Retry` with `resumeSubworkflowTasks`: a failed SUB_WORKFLOW task goes back IN_PROGRESS
+    /// waiting for the same child, which is retried in its turn (the same way), instead of a new
+    /// attempt starting a new child.
+    RetryResumingSubworkflows,
     /// Start the workflow over from the beginning; `def` replaces the definition when given.
     Restart {
         def: Option<WorkflowDef>,

@@ -446,8 +446,16 @@ impl Workflows {
         self.command(id, Input::Terminate { reason }).await
     }
 
-    pub async fn retry(&self, id: &str) -> Result<()> {
-        self.command(id, Input::Retry).await
+    /// Retries a FAILED, TIMED_OUT or TERMINATED workflow; with `resume_subworkflow_tasks`,
+    /// its failed SUB_WORKFLOW tasks wait for their children retried in place instead of
+    /// starting new ones.
+    pub async fn retry(&self, id: &str, resume_subworkflow_tasks: bool) -> Result<()> {
+        let input = if resume_subworkflow_tasks {
+            Input::RetryResumingSubworkflows
+        } else {
+            Input::Retry
+        };
+        self.command(id, input).await
     }
 
     /// Reruns in place; answers the workflow id.
