@@ -28,7 +28,9 @@ pub const RUNNING_PREFIX: &[u8] = b"r/";
 
 /// `sn/{workflowId}` -> empty — present while a terminal workflow owes its status listener sink
 /// the publication of its end (`WorkflowRecord::owes_status_notice`), so that the partition's
-/// next leader finds it at recovery as it finds running workflows by their rows.
+/// next leader finds it at recovery as it finds running workflows by their rows. Only terminal
+/// writes set or clear it: one retried while it owed keeps it, pointing at a running workflow,
+/// until its next end.
 pub fn status_notice(id: &WorkflowId) -> Vec<u8> {
     [STATUS_NOTICE_PREFIX, id.as_str().as_bytes()].concat()
 }

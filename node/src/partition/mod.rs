@@ -252,7 +252,10 @@ impl Actors {
         let mut owing = 0usize;
         for kv in state.scan_prefix(keys::STATUS_NOTICE_PREFIX) {
             let (key, _) = kv.map_err(|e| self.scan_error(e))?;
-            if let Some(id) = keys::id_after_status_notice(&key) {
+            // A workflow retried while it owed one keeps the row until its next end: it was
+            // recovered as a running workflow already.
+            let id = keys::id_after_status_notice(&key).filter(|id| !found.seen.contains(id));
+            if let Some(id) = id {
                 self.recover_one(&mut found, id, None)?;
                 owing += 1;
             }
@@ -265,6 +268,7 @@ impl Actors {
             count,
             effects,
             undecodable,
+            ..
         } = found;
         tokio::spawn(async move {
             for effect in effects {
@@ -284,6 +288,7 @@ impl Actors {
 
     /// Re-publishes one workflow found at recovery and gathers its outbound effects.
     fn recover_one(&self, found: &mut Found, id: WorkflowId, name: Option<String>) -> Result<()> {
+        found.seen.insert(id.clone());
         let record = match stored::read_row(self.ctx.group.state(), &id)? {
             stored::Row::Found(s) => Some(s.record),
             stored::Row::Missing => None,
@@ -314,11 +319,12 @@ impl Actors {
     }
 }
 
-/// What a recovery found: how many workflows, their outbound effects, and the rows that did not
-/// decode (id, workflow name when known, reason).
+/// What a recovery found: how many workflows (which ones), their outbound effects, and the rows
+/// that did not decode (id, workflow name when known, reason).
 #[derive(Default)]
 struct Found {
     count: usize,
+    seen: std::collections::BTreeSet<WorkflowId>,
     effects: Vec<Effect>,
     undecodable: Vec<(WorkflowId, Option<String>, String)>,
 }
