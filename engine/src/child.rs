@@ -10,9 +10,14 @@
 //! for the child's state on a timer that backs off from 15 s to a minute ([`CHECK_FIRST_MS`]).
 //! A parent that ends terminates its running children; pausing and resuming it does the same
 //! to them ([`to_children`]).
+//!
+//! A retry with `resumeSubworkflowTasks` (`ops::retry`) puts a failed task back IN_PROGRESS with
+//! `subworkflowChanged`: its work is then to retry the same child ([`Work::RetryChild`], on the
+//! child's partition, the same way: a grandchild that failed is resumed in its turn), and once
+//! that is reported the task waits for the child's next end as after its start.
 
 use super::derived::spread_id;
-use super::{Effect, Input, NowMs, StartRequest};
+use super::{Effect, Input, NowMs, StartRequest, Work};
 use proto::model::{task_type, Json, Task, TaskStatus, Workflow, WorkflowStatus};
 use proto::{TaskId, WorkflowId};
 use serde_json::Value;
@@ -90,9 +95,10 @@ pub(crate) fn expected_child(wf: &Workflow, t: &Task) -> Option<WorkflowId> {
     }
 }
 
-/// When a waiting SUB_WORKFLOW task asks for its child's state next.
+/// When a waiting SUB_WORKFLOW task asks for its child's state next (not while the child's
+/// retry is pending: the child still shows the end that is being retried).
 pub(crate) fn check_due(t: &Task) -> Option<NowMs> {
-    watched_child(t)?;
+    watched_child(t).filter(|_| !t.subworkflow_changed)?;
     let wait = CHECK_FIRST_MS.saturating_mul(1 << t.poll_count.min(16));
     Some(t.update_time.saturating_add(wait.min(CHECK_MAX_MS)))
 }
@@ -141,4 +147,13 @@ pub(crate) fn outcome_of(
         _ => TaskStatus::Failed,
     };
     (status, out)
+}
+
+/// The work of a SUB_WORKFLOW task resumed by a retry: retry its child.
+pub(crate) fn retry_work(t: &Task) -> Option<Work> {
+    let resumed = t.workflow_task.task_type == task_type::SUB_WORKFLOW
+        && t.status == TaskStatus::InProgress
+        && t.subworkflow_changed;
+    let child = t.sub_workflow_id.as_deref().filter(|_| resumed)?;
+    WorkflowId::parse(child).ok().map(Work::RetryChild)
 }

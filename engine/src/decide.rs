@@ -61,6 +61,7 @@ pub fn start_with(
         workflow: wf,
         task_logs: BTreeMap::new(),
         applied: Vec::new(),
+        status_notice: None,
     };
     let mut ctx = Ctx::owning(record, now, rng).with_catalog(catalog);
     ctx.changed = true;
@@ -137,7 +138,8 @@ fn decide_in(
         Input::Pause => ops::pause(&mut ctx)?,
         Input::Resume => ops::resume(&mut ctx)?,
         Input::Terminate { reason } => ops::terminate(&mut ctx, reason)?,
-        Input::Retry => ops::retry(&mut ctx)?,
+        Input::Retry => ops::retry(&mut ctx, false)?,
+        Input::RetryResumingSubworkflows => ops::retry(&mut ctx, true)?,
         Input::Restart { def } => ops::restart(&mut ctx, def)?,
         Input::Rerun(req) => ops::rerun(&mut ctx, req)?,
         Input::SkipTask { reference, request } => ops::skip(&mut ctx, &reference, request)?,
@@ -172,6 +174,7 @@ fn decide_in(
             let i = find_task(&ctx, task_id.as_str())?;
             super::work::performed(&mut ctx, i, iteration, outcome);
         }
+        Input::StatusPublished { end_time } => super::listener::published(&mut ctx, end_time),
     }
     Ok(ctx.finish(record.version))
 }
@@ -470,6 +473,9 @@ fn lease(ctx: &mut Ctx<'_>, task_id: &TaskId, worker_id: Option<String>) -> Resu
 
 /// A derived timer fired: re-check it against the state and `now`; stale or early timers do nothing.
 fn timer(ctx: &mut Ctx<'_>, key: &TimerKey) {
+    if key.kind == TimerKind::StatusPublish {
+        return super::listener::attempt_again(ctx);
+    }
     let Some(due) = derive::due(&ctx.wf, key) else {
         return;
     };
@@ -555,7 +561,8 @@ fn task_timed_out(ctx: &mut Ctx<'_>, kind: TimerKind, i: usize) {
         TimerKind::WorkflowTimeout
         | TimerKind::Wait
         | TimerKind::EventPublish
-        | TimerKind::Perform => return,
+        | TimerKind::Perform
+        | TimerKind::StatusPublish => return,
     };
     if policy == TimeoutPolicy::AlertOnly {
         return;

@@ -84,7 +84,8 @@ pub(crate) fn due(wf: &Workflow, key: &TimerKey) -> Option<NowMs> {
         TimerKind::WorkflowTimeout
         | TimerKind::Wait
         | TimerKind::EventPublish
-        | TimerKind::Perform => None,
+        | TimerKind::Perform
+        | TimerKind::StatusPublish => None,
     }
 }
 
@@ -243,9 +244,11 @@ pub fn pending_events(workflow: &Workflow) -> Vec<PendingEvent> {
 }
 
 /// What a committed state asks its leader to do outside the workflow: publish every EVENT
-/// task's message not reported published, and perform every task's pending work. Derived
+/// task's message not reported published, perform every task's pending work, and publish a
+/// terminal workflow's end to its status listener sink until that is reported done. Derived
 /// after every commit and at recovery, so nothing of it is lost with a leader.
-pub fn outbound(workflow: &Workflow) -> Vec<Effect> {
+pub fn outbound(record: &WorkflowRecord) -> Vec<Effect> {
+    let workflow = &record.workflow;
     let workflow_id = &workflow.workflow_id;
     let events = pending_events(workflow)
         .into_iter()
@@ -259,7 +262,12 @@ pub fn outbound(workflow: &Workflow) -> Vec<Effect> {
             workflow_id: workflow_id.clone(),
             work,
         });
-    events.chain(work).collect()
+    let status =
+        super::listener::status_publication(record).map(|publication| Effect::PublishStatus {
+            workflow_id: workflow_id.clone(),
+            publication,
+        });
+    events.chain(work).chain(status).collect()
 }
 
 /// The worker tasks of `workflow` a worker holds now (IN_PROGRESS), as (task type, id, start

@@ -58,6 +58,13 @@ pub enum Effect {
         workflow_id: WorkflowId,
         input: Box<Input>,
     },
+    /// A terminal workflow's end, to publish to its `workflowStatusListenerSink` and then
+    /// report with [`Input::StatusPublished`]; derived by [`outbound`] after every commit and at
+    /// recovery like `PublishEvent`, until the publication is recorded done.
+    PublishStatus {
+        workflow_id: WorkflowId,
+        publication: StatusPublication,
+    },
 }
 
 /// The registered task definitions, as the decider may look them up: a dynamic task (DYNAMIC,
@@ -135,6 +142,7 @@ pub mod dsl;
 mod expr;
 pub mod jq;
 mod jsonpath;
+mod listener;
 pub mod mutation;
 pub use expr::resolve_in;
 mod nav;
@@ -153,5 +161,6 @@ mod tests;
 
 pub use decide::{decide, decide_all, decide_all_with, fail_oversized, start, start_with};
 pub use derive::{in_progress_tasks, outbound, pending_events, ready_tasks, timers, PendingEvent};
+pub use listener::{status_publication, status_timer, StatusPublication};
 pub use validate::validate_workflow_def;
 pub use work::{pending_work, HttpRequest, PendingWork, StartRequest, Work};

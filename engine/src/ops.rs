@@ -117,8 +117,11 @@ fn reopen(ctx: &mut Ctx<'_>) {
     ctx.changed = true;
 }
 
-/// Retries the failed, timed-out or canceled latest attempts of a FAILED/TIMED_OUT/TERMINATED workflow.
-pub(crate) fn retry(ctx: &mut Ctx<'_>) -> Result<(), Error> {
+/// Retries the failed, timed-out or canceled latest attempts of a FAILED/TIMED_OUT/TERMINATED
+/// workflow. With `resume` (`resumeSubworkflowTasks`), such a SUB_WORKFLOW task whose child
+/// started goes back IN_PROGRESS waiting for that child, which is retried in its turn
+/// ([`resume_child`]), instead of a new attempt with a new child.
+pub(crate) fn retry(ctx: &mut Ctx<'_>, resume: bool) -> Result<(), Error> {
     require_ended(ctx)?;
     if ctx.wf.status == WorkflowStatus::Completed {
         return Err(Error::Conflict(format!(
@@ -146,44 +149,56 @@ pub(crate) fn retry(ctx: &mut Ctx<'_>) -> Result<(), Error> {
     }
     reopen(ctx);
     ctx.wf.last_retried_time = ctx.now;
-    let now = ctx.now;
     for i in failed {
+        if resume && resume_child(ctx, i) {
+            continue;
+        }
         let ty = &ctx.wf.tasks[i].workflow_task.task_type;
         // A SUB_WORKFLOW's retry is a new attempt with a new child.
         if nav::is_worker_type(ty) || ty == task_type::SUB_WORKFLOW {
-            let old = ctx.wf.tasks[i].clone();
-            let mut t = new_task(
-                ctx,
-                &old.workflow_task,
-                old.retry_count.saturating_add(1),
-                Some(old.input_data),
-            );
-            schedule::own_id_in_input(&mut t, &old.task_id);
-            t.retried_task_id = Some(old.task_id);
-            t.reference_task_name = old.reference_task_name;
-            t.iteration = old.iteration;
-            t.first_scheduled_time = now;
-            ctx.wf.tasks[i].retried = true;
-            ctx.wf.tasks[i].executed = true;
-            schedule::push(ctx, t);
+            retry_attempt(ctx, i);
         } else {
-            // JOIN, WAIT, HUMAN: re-open in place; a task whose work failed waits for it again.
-            let work = super::work::is_work_type(&ctx.wf.tasks[i].workflow_task);
-            let t = &mut ctx.wf.tasks[i];
-            t.status = if work {
-                TaskStatus::Scheduled
-            } else {
-                TaskStatus::InProgress
-            };
-            t.poll_count = 0;
-            t.end_time = 0;
-            t.update_time = now;
-            t.executed = false;
-            t.reason_for_incompletion = None;
+            reopen_task(ctx, i);
         }
     }
     advance(ctx);
     Ok(())
+}
+
+/// A new attempt of failed task `i`.
+fn retry_attempt(ctx: &mut Ctx<'_>, i: usize) {
+    let old = ctx.wf.tasks[i].clone();
+    let mut t = new_task(
+        ctx,
+        &old.workflow_task,
+        old.retry_count.saturating_add(1),
+        Some(old.input_data),
+    );
+    schedule::own_id_in_input(&mut t, &old.task_id);
+    t.retried_task_id = Some(old.task_id);
+    t.reference_task_name = old.reference_task_name;
+    t.iteration = old.iteration;
+    t.first_scheduled_time = ctx.now;
+    ctx.wf.tasks[i].retried = true;
+    ctx.wf.tasks[i].executed = true;
+    schedule::push(ctx, t);
+}
+
+/// JOIN, WAIT, HUMAN: re-opened in place; a task whose work failed waits for it again.
+fn reopen_task(ctx: &mut Ctx<'_>, i: usize) {
+    let now = ctx.now;
+    let work = super::work::is_work_type(&ctx.wf.tasks[i].workflow_task);
+    let t = &mut ctx.wf.tasks[i];
+    t.status = if work {
+        TaskStatus::Scheduled
+    } else {
+        TaskStatus::InProgress
+    };
+    t.poll_count = 0;
+    t.end_time = 0;
+    t.update_time = now;
+    t.executed = false;
+    t.reason_for_incompletion = None;
 }
 
 /// Starts over from the first task, optionally with a new definition.
@@ -363,4 +378,26 @@ pub(crate) fn skip(ctx: &mut Ctx<'_>, reference: &str, req: SkipTaskRequest) -> 
     ctx.changed = true;
     advance(ctx);
     Ok(())
+}
+
+/// A retry with `resumeSubworkflowTasks` on task `i`: a SUB_WORKFLOW task whose child started
+/// goes back IN_PROGRESS, waiting for that child once it is retried. `false` when the task is
+/// not one (it is then retried as without the flag).
+fn resume_child(ctx: &mut Ctx<'_>, i: usize) -> bool {
+    let t = &ctx.wf.tasks[i];
+    let child = t.sub_workflow_id.as_deref().map(WorkflowId::parse);
+    if t.workflow_task.task_type != task_type::SUB_WORKFLOW || !matches!(child, Some(Ok(_))) {
+        return false;
+    }
+    let now = ctx.now;
+    let t = &mut ctx.wf.tasks[i];
+    t.status = TaskStatus::InProgress;
+    t.subworkflow_changed = true;
+    t.poll_count = 0;
+    t.end_time = 0;
+    t.update_time = now;
+    t.executed = false;
+    t.reason_for_incompletion = None;
+    ctx.changed = true;
+    true
 }

@@ -16,6 +16,8 @@ pub(crate) struct Ctx<'r> {
     pub logs: BTreeMap<String, Vec<TaskExecLog>>,
     /// See [`WorkflowRecord::applied`].
     pub applied: Vec<String>,
+    /// See [`WorkflowRecord::status_notice`]; the workflow's end starts it afresh.
+    pub notice: Option<proto::record::StatusNotice>,
     pub effects: Vec<Effect>,
     pub now: NowMs,
     pub rng: &'r mut dyn rand::RngCore,
@@ -43,6 +45,7 @@ impl<'r> Ctx<'r> {
             wf: record.workflow,
             logs: record.task_logs,
             applied: record.applied,
+            notice: record.status_notice,
             effects: Vec::new(),
             now,
             rng,
@@ -128,6 +131,7 @@ impl<'r> Ctx<'r> {
         }
         self.wf.status = status;
         self.wf.end_time = now;
+        self.notice = None;
         self.wf.output = output.unwrap_or_else(|| self.computed_output());
         if status != WorkflowStatus::Completed {
             self.wf.reason_for_incompletion = reason.clone();
@@ -206,12 +210,16 @@ impl<'r> Ctx<'r> {
             };
         }
         self.wf.update_time = self.now;
+        // Only a terminal workflow publishes its end: a retried or restarted one owes nothing
+        // until it ends again.
+        let status_notice = self.notice.filter(|_| self.wf.status.is_terminal());
         Decision {
             record: Some(WorkflowRecord {
                 version: version + 1,
                 workflow: self.wf,
                 task_logs: self.logs,
                 applied: self.applied,
+                status_notice,
             }),
             effects: self.effects,
         }

@@ -35,6 +35,10 @@ pub enum Work {
     /// Read the child workflow a SUB_WORKFLOW task waits for and, if it ended, tell the
     /// parent (`Input::ChildEnded`); asked by the task's timer, not after every commit.
     CheckChild(WorkflowId),
+    /// Retry the child workflow of a SUB_WORKFLOW task that a retry with
+    /// `resumeSubworkflowTasks` put back IN_PROGRESS (`Input::RetryResumingSubworkflows` to
+    /// the child); report `{"subWorkflowId": …}`, or why it cannot be retried.
+    RetryChild(WorkflowId),
 }
 
 /// An HTTP task's call: Conductor's `http_request` input, or the same fields directly in the
@@ -111,6 +115,9 @@ pub(crate) fn work_of(wf: &Workflow, t: &Task) -> Option<Work> {
             script: wt.loop_condition.clone().unwrap_or_default(),
             root: schedule::condition_scope(wf, t),
         });
+    }
+    if t.subworkflow_changed {
+        return super::child::retry_work(t);
     }
     if t.status != TaskStatus::Scheduled && !forgets_its_child(t) {
         return None;
@@ -278,6 +285,9 @@ pub(crate) fn performed(
         super::advance::advance(ctx);
         return;
     }
+    if t.subworkflow_changed {
+        return child_retried(ctx, i, outcome);
+    }
     if t.workflow_task.task_type == task_type::SUB_WORKFLOW {
         if let Ok(value) = &outcome {
             return child_started(ctx, i, value);
@@ -383,8 +393,15 @@ pub(crate) fn child_ended(
     output: Json,
     reason: Option<String>,
 ) {
-    let waits = super::child::expected_child(&ctx.wf, &ctx.wf.tasks[i]);
-    if waits.as_ref() != Some(child) || !status.is_terminal() || ctx.wf.status.is_terminal() {
+    let t = &ctx.wf.tasks[i];
+    let waits = super::child::expected_child(&ctx.wf, t);
+    // While the child's retry is pending, an end is the one being retried.
+    let retrying = t.subworkflow_changed;
+    if waits.as_ref() != Some(child)
+        || !status.is_terminal()
+        || ctx.wf.status.is_terminal()
+        || retrying
+    {
         return;
     }
     let (status, output) = super::child::outcome_of(status, child, output);
@@ -403,7 +420,8 @@ pub(crate) fn child_ended(
 
 /// The check a waiting SUB_WORKFLOW task's timer asks for.
 pub(crate) fn check_child(wf: &Workflow, t: &Task) -> Option<Effect> {
-    let child = super::child::watched_child(t)?;
+    // While the child's retry is pending, the timer repeats the retry instead.
+    let child = super::child::watched_child(t).filter(|_| !t.subworkflow_changed)?;
     Some(Effect::Perform {
         workflow_id: wf.workflow_id.clone(),
         work: PendingWork {
@@ -413,4 +431,21 @@ pub(crate) fn check_child(wf: &Workflow, t: &Task) -> Option<Effect> {
             work: Work::CheckChild(child),
         },
     })
+}
+
+/// The child of a resumed task was retried (`Ok`): the task waits for its next end; or it
+/// could not be (`Err`, e.g. it was removed): the task fails with the reason.
+fn child_retried(ctx: &mut Ctx<'_>, i: usize, outcome: Result<Value, String>) {
+    let now = ctx.now;
+    let t = &mut ctx.wf.tasks[i];
+    t.subworkflow_changed = false;
+    t.poll_count = 0;
+    t.update_time = now;
+    ctx.changed = true;
+    if let Err(reason) = outcome {
+        t.status = TaskStatus::Failed;
+        t.end_time = now;
+        t.reason_for_incompletion = Some(reason);
+        super::advance::advance(ctx);
+    }
 }

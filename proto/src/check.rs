@@ -264,6 +264,9 @@ pub fn workflow_def(def: &WorkflowDef) -> Checked {
     if let Some(f) = def.failure_workflow.as_deref().filter(|f| !f.is_empty()) {
         name("failureWorkflow", f)?;
     }
+    if let Some(sink) = def.workflow_status_listener_sink.as_deref() {
+        text("workflowStatusListenerSink", sink, NAME_LEN_MAX)?;
+    }
     for param in &def.input_parameters {
         text("inputParameters entry", param, NAME_LEN_MAX)?;
     }

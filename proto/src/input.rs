@@ -73,6 +73,10 @@ pub enum Input {
     },
     /// Retry the last failed task of a FAILED / TIMED_OUT / TERMINATED workflow.
     Retry,
+    /// `Retry` with `resumeSubworkflowTasks`: a failed SUB_WORKFLOW task goes back IN_PROGRESS
+    /// waiting for the same child, which is retried in its turn (the same way), instead of a new
+    /// attempt starting a new child.
+    RetryResumingSubworkflows,
     /// Start the workflow over from the beginning; `def` replaces the definition when given.
     Restart {
         def: Option<WorkflowDef>,
@@ -131,6 +135,13 @@ pub enum Input {
         iteration: u32,
         outcome: Result<serde_json::Value, String>,
     },
+    /// The end of a terminal workflow (`end_time`: its `endTime`, naming which end) was
+    /// published to its `workflowStatusListenerSink`: the publication is recorded done. A
+    /// report for another end, or for a workflow that owes none, changes nothing. A failed
+    /// publication is not reported: the workflow's `StatusPublish` timer has it tried again.
+    StatusPublished {
+        end_time: i64,
+    },
 }
 
 /// The kinds of timer a workflow may have armed.
@@ -157,6 +168,10 @@ pub enum TimerKind {
     /// A task's work (a script, a workflow to start) was not reported performed by its due
     /// time: the decision records another attempt, whose commit performs it again.
     Perform,
+    /// A terminal workflow's end was not reported published to its status listener sink by
+    /// its due time: the decision records another attempt (or gives up after the last one),
+    /// whose commit publishes it again.
+    StatusPublish,
 }
 
 /// Identifies a timer within its workflow.

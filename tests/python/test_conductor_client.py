@@ -26,6 +26,7 @@ from conductor.client.http.api_client import ApiClient
 from conductor.client.configuration.configuration import Configuration
 from conductor.client.http.models.start_workflow_request import StartWorkflowRequest
 from conductor.client.http.models.task_def import TaskDef
+from conductor.client.http.models.task_result import TaskResult
 from conductor.client.http.models.workflow_def import WorkflowDef
 from conductor.client.http.models.workflow_task import WorkflowTask
 from conductor.client.orkes_clients import OrkesClients
@@ -397,3 +398,59 @@ def test_a_workflow_built_with_the_clients_classes_runs_unchanged(clients, worke
         assert expected in refs, f"{expected} not in {refs}"
     assert "b_stop" not in refs
     assert run.variables["seen"] == 21
+
+
+def work_py_kid(task_client, status):
+    """Polls the one py_kid task (no worker runs it) and reports `status`; answers its workflow."""
+    task = wait_for("a py_kid task", lambda: task_client.poll_task("py_kid", worker_id="py-test"))
+    result = TaskResult(
+        workflow_instance_id=task.workflow_instance_id,
+        task_id=task.task_id,
+        status=status,
+        output_data={"kid": status},
+        reason_for_incompletion=None if status == "COMPLETED" else "kid said no",
+    )
+    task_client.update_task(result)
+    return task.workflow_instance_id
+
+
+def test_retry_with_resume_subworkflow_tasks_retries_the_same_child(clients, registered):
+    """WorkflowClient.retry_workflow(id, resume_subworkflow_tasks=True): the failed child is
+    retried in place and the parent completes with it; without the flag, a new child."""
+    metadata = clients.get_metadata_client()
+    metadata.register_task_def(
+        TaskDef(name="py_kid", retry_count=0, response_timeout_seconds=30, owner_email="test@harness.com")
+    )
+    for name, tasks in (
+        ("py_kid_wf", [WorkflowTask(name="py_kid", task_reference_name="kid_ref", type="SIMPLE")]),
+        ("py_parent_wf", [
+            WorkflowTask(
+                name="py_kid_wf",
+                task_reference_name="sub_ref",
+                type="SUB_WORKFLOW",
+                sub_workflow_param={"name": "py_kid_wf", "version": 1},
+            )
+        ]),
+    ):
+        metadata.register_workflow_def(
+            WorkflowDef(name=name, version=1, schema_version=2, owner_email="test@harness.com", tasks=tasks),
+            overwrite=True,
+        )
+    executor = clients.get_workflow_executor()
+    workflow_client = clients.get_workflow_client()
+    task_client = clients.get_task_client()
+    for resume in (True, False):
+        parent = executor.start_workflow(StartWorkflowRequest(name="py_parent_wf", version=1, input={}))
+        child = work_py_kid(task_client, "FAILED")
+        assert wait_terminal(workflow_client, parent).status == "FAILED"
+        workflow_client.retry_workflow(parent, resume_subworkflow_tasks=resume)
+        second = work_py_kid(task_client, "COMPLETED")
+        wf = wait_terminal(workflow_client, parent)
+        assert wf.status == "COMPLETED", wf.reason_for_incompletion
+        subs = [t for t in wf.tasks if t.reference_task_name == "sub_ref"]
+        if resume:
+            assert second == child
+            assert [t.sub_workflow_id for t in subs] == [child]
+        else:
+            assert second != child
+            assert [t.sub_workflow_id for t in subs] == [child, second]

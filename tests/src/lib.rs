@@ -506,8 +506,12 @@ impl Api {
             .unwrap_or_else(|e| panic!("PUT {path}: {e:#}"))
     }
 
-    pub fn delete(&self, path: &str) -> Reply {
+    pub fn try_delete(&self, path: &str) -> anyhow::Result<Reply> {
         self.send(self.http.delete(self.url(path)))
+    }
+
+    pub fn delete(&self, path: &str) -> Reply {
+        self.try_delete(path)
             .unwrap_or_else(|e| panic!("DELETE {path}: {e:#}"))
     }
 

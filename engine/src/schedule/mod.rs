@@ -109,6 +109,7 @@ pub(crate) fn new_task(
         workflow_priority: ctx.wf.priority,
         iteration: 0,
         sub_workflow_id: None,
+        subworkflow_changed: false,
         first_scheduled_time: scheduled,
         wait_timeout: 0,
     }

@@ -5,6 +5,7 @@ mod catalogue;
 mod do_while;
 mod fork;
 mod input_template;
+mod listener;
 mod ops;
 mod simple;
 mod stored;

@@ -204,3 +204,82 @@ fn a_child_that_ends_before_its_start_is_reported_still_counts() {
         "the late start report"
     );
 }
+
+/// The parent's `sub` task, and the child it waits for, after a retry with
+/// `resumeSubworkflowTasks` of the parent whose child failed.
+fn resumed() -> (H, WorkflowId) {
+    let (mut h, child) = started();
+    ended(&mut h, &child, WorkflowStatus::Failed, json!({}));
+    assert_eq!(h.status(), WorkflowStatus::Failed);
+    h.advance_ms(1_000);
+    assert!(h.ok(Input::RetryResumingSubworkflows));
+    (h, child)
+}
+
+#[test]
+fn a_retry_resuming_sub_workflows_waits_for_the_same_child_retried() {
+    let (mut h, child) = resumed();
+    assert_eq!(h.status(), WorkflowStatus::Running);
+    assert_eq!(h.wf().last_retried_time, h.now);
+    assert_eq!(h.wf().reason_for_incompletion, None);
+    assert_eq!(h.attempts("sub").len(), 1, "no new attempt");
+    let t = h.task("sub").clone();
+    assert_eq!((t.status, t.subworkflow_changed), (InProgress, true));
+    assert_eq!(t.sub_workflow_id.as_deref(), Some(child.as_str()));
+    assert_eq!(h.work("sub"), Some(Work::RetryChild(child.clone())));
+    // Its old end, arriving late, is the one being retried: ignored.
+    assert!(!ended(&mut h, &child, WorkflowStatus::Failed, json!({})));
+    // Until the retry is reported, the timer repeats it rather than reading the child.
+    let key = TimerKey {
+        kind: TimerKind::Perform,
+        task_id: Some(t.task_id.clone()),
+    };
+    let due = timers(h.wf()).into_iter().find(|x| x.key == key);
+    assert_eq!(due.map(|x| x.due_ms), Some(h.now + 5_000));
+    h.advance_ms(5_000);
+    assert!(h.ok(Input::Timer(key)));
+    assert_eq!(h.work("sub"), Some(Work::RetryChild(child.clone())));
+    assert!(h.perform("sub", Ok(json!({ "subWorkflowId": child.as_str() }))));
+    let t = h.task("sub").clone();
+    assert_eq!((t.status, t.subworkflow_changed), (InProgress, false));
+    assert_eq!(h.work("sub"), None, "it waits for the child's end");
+    assert!(ended(
+        &mut h,
+        &child,
+        WorkflowStatus::Completed,
+        json!({"r": 2})
+    ));
+    assert_eq!(h.st("sub"), Completed);
+    assert_eq!(h.task("sub").output_data["r"], json!(2));
+    assert_eq!(h.st("after"), Scheduled);
+}
+
+#[test]
+fn a_child_that_cannot_be_retried_fails_the_task_again() {
+    let (mut h, _) = resumed();
+    assert!(h.perform("sub", Err("no such workflow".into())));
+    assert_eq!(h.st("sub"), Failed);
+    assert_eq!(h.status(), WorkflowStatus::Failed);
+    let reason = h.wf().reason_for_incompletion.clone().unwrap_or_default();
+    assert!(reason.contains("no such workflow"), "{reason}");
+}
+
+#[test]
+fn resuming_retries_other_tasks_as_a_plain_retry_does() {
+    let (mut h, child) = started();
+    ended(&mut h, &child, WorkflowStatus::Completed, json!({}));
+    h.poll("after");
+    h.fail("after");
+    assert_eq!(h.status(), WorkflowStatus::Failed);
+    h.ok(Input::RetryResumingSubworkflows);
+    assert_eq!(
+        h.attempts("after").len(),
+        2,
+        "a new attempt of the worker task"
+    );
+    assert_eq!(h.st("after"), Scheduled);
+    assert_eq!(h.st("sub"), Completed);
+    // A running workflow is refused, as by a plain retry.
+    let refused = h.apply(Input::RetryResumingSubworkflows);
+    assert!(matches!(refused, Err(Error::Conflict(_))), "{refused:?}");
+}

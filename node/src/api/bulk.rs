@@ -66,7 +66,7 @@ impl Command {
             Command::Pause => workflows.pause(id).await,
             Command::Resume => workflows.resume(id).await,
             Command::Restart { use_latest } => workflows.restart(id, *use_latest).await,
-            Command::Retry => workflows.retry(id).await,
+            Command::Retry => workflows.retry(id, false).await,
             Command::Terminate { reason } => workflows.terminate(id, reason.clone()).await,
         }
     }

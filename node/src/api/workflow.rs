@@ -291,10 +291,10 @@ pub async fn retry(
     params: Params,
 ) -> ApiResult<StatusCode> {
     let id = workflow_id(&id)?;
-    // Checked for shape; Baton's retry always resumes a failed sub-workflow in place.
-    params.bool("resumeSubworkflowTasks", false)?;
+    let resume = params.bool("resumeSubworkflowTasks", false)?;
+    // Checked for shape: a child is retried through its parent only with the flag above.
     params.bool("retryIfRetriedByParent", true)?;
-    node.workflows.retry(id.as_str()).await?;
+    node.workflows.retry(id.as_str(), resume).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

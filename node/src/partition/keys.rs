@@ -26,6 +26,22 @@ pub fn running_prefix(name: &str) -> Vec<u8> {
 }
 pub const RUNNING_PREFIX: &[u8] = b"r/";
 
+/// `sn/{workflowId}` -> empty — present while a terminal workflow owes its status listener sink
+/// the publication of its end (`WorkflowRecord::owes_status_notice`), so that the partition's
+/// next leader finds it at recovery as it finds running workflows by their rows. Only terminal
+/// writes set or clear it: one retried while it owed keeps it, pointing at a running workflow,
+/// until its next end.
+pub fn status_notice(id: &WorkflowId) -> Vec<u8> {
+    [STATUS_NOTICE_PREFIX, id.as_str().as_bytes()].concat()
+}
+pub const STATUS_NOTICE_PREFIX: &[u8] = b"sn/";
+
+/// The workflow id of a [`status_notice`] key.
+pub fn id_after_status_notice(key: &[u8]) -> Option<WorkflowId> {
+    let s = std::str::from_utf8(key.strip_prefix(STATUS_NOTICE_PREFIX)?).ok()?;
+    WorkflowId::parse(s).ok()
+}
+
 /// `c/{correlationId}\0{workflowId}` -> empty.
 pub fn correlated(correlation_id: &str, id: &WorkflowId) -> Vec<u8> {
     [

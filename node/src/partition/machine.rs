@@ -72,6 +72,14 @@ impl WorkflowMachine {
         let running_key = keys::running(wf.workflow_name, id);
         if wf.terminal {
             batch.remove(running_key);
+            // Only terminal writes touch this row (few: the end, and the publication's
+            // attempts), so a running workflow's steps cost nothing for it.
+            let notice_key = keys::status_notice(id);
+            if wf.owes_status_notice {
+                batch.insert(notice_key, Vec::new());
+            } else {
+                batch.remove(notice_key);
+            }
         } else if new {
             // A workflow that ends before the next checkpoint then leaves no trace of this row
             // for sled to look up (see `Batch::insert_fresh`).
@@ -92,6 +100,7 @@ impl WorkflowMachine {
         if let Ok(Some(stored)) = super::stored::read(state, id) {
             let wf = stored.record.workflow;
             batch.remove(keys::running(&wf.workflow_name, id));
+            batch.remove(keys::status_notice(id));
             if let Some(c) = &wf.correlation_id {
                 batch.remove(keys::correlated(c, id));
             }
@@ -122,6 +131,7 @@ impl WorkflowMachine {
         };
         batch.insert(keys::quarantined(id), record::quarantine::encode(&entry));
         batch.remove(keys::workflow(id));
+        batch.remove(keys::status_notice(id));
         if let Some(name) = name {
             batch.remove(keys::running(name, id));
         }
@@ -527,6 +537,66 @@ mod tests {
         let out = WorkflowMachine.apply(&by_write, &mut batch, damaged);
         assert_eq!(outcome(&out), PartitionOutcome::Undecodable);
         assert!(batch.is_empty());
+    }
+
+    #[test]
+    fn a_terminal_workflow_owing_its_status_publication_keeps_a_row_until_it_is_done() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("sled opens");
+        let state = db.open_tree("state").expect("a tree");
+        let mut def = def_of(vec![simple("a")]);
+        def.workflow_status_listener_enabled = true;
+        def.workflow_status_listener_sink = Some("conductor:ends".into());
+        let mut h = H::start(def, json!({}));
+        let id = h.rec.workflow.workflow_id.clone();
+        let owing = keys::status_notice(&id);
+        assert_eq!(
+            apply_bytes(&state, &write_of(None, &h.rec, 0)),
+            PartitionOutcome::Applied
+        );
+        assert!(
+            !state.contains_key(&owing).expect("reads"),
+            "a running one owes nothing"
+        );
+        h.ok(engine::Input::Terminate { reason: None });
+        assert!(h.rec.owes_status_notice());
+        assert_eq!(
+            apply_bytes(&state, &write_of(None, &h.rec, 1)),
+            PartitionOutcome::Applied
+        );
+        assert!(
+            state.contains_key(&owing).expect("reads"),
+            "recovery finds it"
+        );
+        let found: Vec<_> = state
+            .scan_prefix(keys::STATUS_NOTICE_PREFIX)
+            .map(|kv| keys::id_after_status_notice(&kv.expect("reads").0))
+            .collect();
+        assert_eq!(found, vec![Some(id.clone())]);
+        let end_time = h.rec.workflow.end_time;
+        h.ok(engine::Input::StatusPublished { end_time });
+        assert_eq!(
+            apply_bytes(&state, &write_of(None, &h.rec, 2)),
+            PartitionOutcome::Applied
+        );
+        assert!(
+            !state.contains_key(&owing).expect("reads"),
+            "done: the row goes"
+        );
+        // A removal takes the row with it.
+        h.ok(engine::Input::Retry);
+        h.ok(engine::Input::Terminate { reason: None });
+        assert_eq!(
+            apply_bytes(&state, &write_of(None, &h.rec, 3)),
+            PartitionOutcome::Applied
+        );
+        assert!(
+            state.contains_key(&owing).expect("reads"),
+            "the next end is owed"
+        );
+        let remove = PartitionCommand::RemoveWorkflow { workflow_id: id };
+        assert_eq!(apply(&state, &remove), PartitionOutcome::Applied);
+        assert!(!state.contains_key(&owing).expect("reads"));
     }
 
     #[test]

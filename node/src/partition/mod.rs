@@ -173,14 +173,16 @@ impl PartitionCtx {
     }
 
     /// Publishes a workflow's derived ready tasks, tasks in progress and timers (nothing when
-    /// finished or removed).
+    /// removed). A terminal workflow has no ready task, and a timer only while it owes its
+    /// status listener the publication of its end.
     pub fn publish(&self, id: &WorkflowId, record: Option<&WorkflowRecord>) {
         let (ready, timers) = match record {
             Some(r) if !r.workflow.status.is_terminal() => (
                 engine::ready_tasks(&r.workflow),
                 engine::timers(&r.workflow),
             ),
-            _ => (Vec::new(), Vec::new()),
+            Some(r) => (Vec::new(), engine::status_timer(r).into_iter().collect()),
+            None => (Vec::new(), Vec::new()),
         };
         let in_progress = record.map_or_else(Vec::new, |r| engine::in_progress_tasks(&r.workflow));
         self.queues.publish(id, ready, in_progress);
@@ -240,45 +242,72 @@ impl Actors {
         Ok(actors)
     }
 
-    /// Re-publishes every running workflow's ready tasks and timers from committed state. A
-    /// workflow whose row does not decode is set aside (quarantined) rather than stopping the
-    /// partition: every other workflow runs on.
+    /// Re-publishes every running workflow's ready tasks and timers from committed state, and
+    /// the outbound effects of those and of the terminal workflows that still owe their status
+    /// listener a publication. A workflow whose row does not decode is set aside (quarantined)
+    /// rather than stopping the partition: every other workflow runs on.
     fn recover(&self) -> Result<()> {
-        let mut count = 0usize;
-        let mut events = Vec::new();
-        let mut undecodable = Vec::new();
-        for kv in self.ctx.group.state().scan_prefix(keys::RUNNING_PREFIX) {
-            let (key, _) =
-                kv.map_err(|e| Error::Internal(format!("partition {}: scan: {e}", self.ctx.id)))?;
-            let Some(id) = keys::id_after_nul(&key) else {
-                continue;
-            };
-            let record = match stored::read_row(self.ctx.group.state(), &id)? {
-                stored::Row::Found(s) => Some(s.record),
-                stored::Row::Missing => None,
-                stored::Row::Undecodable(reason) => {
-                    undecodable.push((id, keys::running_name(&key), reason));
-                    continue;
-                }
-            };
-            self.ctx.publish(&id, record.as_ref());
-            if let Some(r) = &record {
-                events.extend(engine::outbound(&r.workflow));
+        let mut found = Found::default();
+        let state = self.ctx.group.state();
+        for kv in state.scan_prefix(keys::RUNNING_PREFIX) {
+            let (key, _) = kv.map_err(|e| self.scan_error(e))?;
+            if let Some(id) = keys::id_after_nul(&key) {
+                self.recover_one(&mut found, id, keys::running_name(&key))?;
             }
-            count += 1;
+        }
+        let mut owing = 0usize;
+        for kv in state.scan_prefix(keys::STATUS_NOTICE_PREFIX) {
+            let (key, _) = kv.map_err(|e| self.scan_error(e))?;
+            // A workflow retried while it owed one keeps the row until its next end: it was
+            // recovered as a running workflow already.
+            let id = keys::id_after_status_notice(&key).filter(|id| !found.seen.contains(id));
+            if let Some(id) = id {
+                self.recover_one(&mut found, id, None)?;
+                owing += 1;
+            }
         }
         // EVENT tasks whose message was not reported published: publish again (deduplicated
-        // downstream by the task id); work not reported performed: perform it again.
+        // downstream by the task id); work not reported performed: perform it again; a
+        // workflow's end not reported published to its status listener: publish it again.
         let ctx = self.ctx.clone();
+        let Found {
+            count,
+            effects,
+            undecodable,
+            ..
+        } = found;
         tokio::spawn(async move {
-            for effect in events {
+            for effect in effects {
                 ctx.outbox(effect).await;
             }
             for (id, name, reason) in undecodable {
                 ctx.quarantine(&id, name, reason).await;
             }
         });
-        tracing::info!(partition = %self.ctx.id, running = count, "partition led here: actors started");
+        tracing::info!(partition = %self.ctx.id, running = count - owing, owing_status_notice = owing, "partition led here: actors started");
+        Ok(())
+    }
+
+    fn scan_error(&self, e: impl std::fmt::Display) -> Error {
+        Error::Internal(format!("partition {}: scan: {e}", self.ctx.id))
+    }
+
+    /// Re-publishes one workflow found at recovery and gathers its outbound effects.
+    fn recover_one(&self, found: &mut Found, id: WorkflowId, name: Option<String>) -> Result<()> {
+        found.seen.insert(id.clone());
+        let record = match stored::read_row(self.ctx.group.state(), &id)? {
+            stored::Row::Found(s) => Some(s.record),
+            stored::Row::Missing => None,
+            stored::Row::Undecodable(reason) => {
+                found.undecodable.push((id, name, reason));
+                return Ok(());
+            }
+        };
+        self.ctx.publish(&id, record.as_ref());
+        if let Some(r) = &record {
+            found.effects.extend(engine::outbound(r));
+        }
+        found.count += 1;
         Ok(())
     }
 
@@ -294,6 +323,16 @@ impl Actors {
             .forget_partition(self.ctx.id, self.ctx.partitions);
         tracing::info!(partition = %self.ctx.id, "partition no longer led here: actors stopped");
     }
+}
+
+/// What a recovery found: how many workflows (which ones), their outbound effects, and the rows
+/// that did not decode (id, workflow name when known, reason).
+#[derive(Default)]
+struct Found {
+    count: usize,
+    seen: std::collections::BTreeSet<WorkflowId>,
+    effects: Vec<Effect>,
+    undecodable: Vec<(WorkflowId, Option<String>, String)>,
 }
 
 /// What every leadership term of a partition is started with.

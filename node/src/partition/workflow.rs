@@ -200,7 +200,7 @@ impl WorkflowState {
         }
         self.send_out(effects.iter().flatten()).await;
         if let Some(r) = self.record.as_ref().filter(|_| committed) {
-            for effect in engine::outbound(&r.workflow) {
+            for effect in engine::outbound(r) {
                 self.ctx.outbox(effect).await;
             }
         }

@@ -52,6 +52,23 @@ fn check_sinks(providers: &Providers, def: &WorkflowDef, within: &str) -> Result
     Ok(())
 }
 
+/// Checks `workflowStatusListenerSink`: `provider:queue` into a provider this node has enabled,
+/// as an EVENT task's sink. Without a sink an enabled listener publishes nothing (Orkes
+/// publishes status events "to sink if configured").
+fn check_listener_sink(providers: &Providers, def: &WorkflowDef) -> Result<()> {
+    let sink = def.workflow_status_listener_sink.as_deref().map(str::trim);
+    let Some(sink) = sink.filter(|s| !s.is_empty()) else {
+        return Ok(());
+    };
+    let what = format!("workflow '{}': workflowStatusListenerSink", def.name);
+    let Some((provider, queue)) = split_event(sink) else {
+        return Err(Error::Invalid(format!(
+            "{what} '{sink}' is not provider:queue (e.g. conductor:my_queue, nats:subject)"
+        )));
+    };
+    super::events::check_event_target(providers, &what, provider, queue)
+}
+
 /// The workflow definition a SUB_WORKFLOW or START_WORKFLOW task holds inline, if it holds
 /// one as an object that parses (an expression is resolved, and checked, when the task runs).
 fn inline_child(task: &WorkflowTask) -> Option<WorkflowDef> {
@@ -89,6 +106,7 @@ impl Definitions {
     pub(crate) fn check_workflow_def(&self, def: &WorkflowDef) -> Result<()> {
         proto::check::workflow_def(def)?;
         engine::validate_workflow_def(def)?;
+        check_listener_sink(&self.providers, def)?;
         check_sinks(&self.providers, def, "")
     }
 

@@ -446,8 +446,16 @@ impl Workflows {
         self.command(id, Input::Terminate { reason }).await
     }
 
-    pub async fn retry(&self, id: &str) -> Result<()> {
-        self.command(id, Input::Retry).await
+    /// Retries a FAILED, TIMED_OUT or TERMINATED workflow; with `resume_subworkflow_tasks`,
+    /// its failed SUB_WORKFLOW tasks wait for their children retried in place instead of
+    /// starting new ones.
+    pub async fn retry(&self, id: &str, resume_subworkflow_tasks: bool) -> Result<()> {
+        let input = if resume_subworkflow_tasks {
+            Input::RetryResumingSubworkflows
+        } else {
+            Input::Retry
+        };
+        self.command(id, input).await
     }
 
     /// Reruns in place; answers the workflow id.
@@ -614,7 +622,7 @@ impl Workflows {
         query: &SearchQuery,
     ) -> Result<Option<WorkflowSummary>> {
         match self.workflow(id, false).await {
-            Ok(wf) => Ok(matches(query, &wf).then(|| summary(&wf))),
+            Ok(wf) => Ok(matches(query, &wf).then(|| WorkflowSummary::of(&wf))),
             Err(Error::NotFound(_)) => Ok(None),
             Err(e) => Err(e),
         }
@@ -737,7 +745,7 @@ pub(crate) fn search_in(
             records
                 .map(|r| r.workflow)
                 .filter(|wf| matches(query, wf))
-                .map(|wf| (wf.create_time, summary(&wf))),
+                .map(|wf| (wf.create_time, WorkflowSummary::of(&wf))),
         );
     }
     sort_hits(&mut hits);
@@ -860,10 +868,10 @@ impl TaskSummary {
             workflow_id: t.workflow_instance_id.to_string(),
             workflow_type: t.workflow_type.clone(),
             correlation_id: t.correlation_id.clone(),
-            scheduled_time: iso8601(t.scheduled_time),
-            start_time: iso8601(t.start_time),
-            update_time: iso8601(t.update_time),
-            end_time: iso8601(t.end_time),
+            scheduled_time: proto::model::iso8601(t.scheduled_time),
+            start_time: proto::model::iso8601(t.start_time),
+            update_time: proto::model::iso8601(t.update_time),
+            end_time: proto::model::iso8601(t.end_time),
             status: t.status,
             reason_for_incompletion: t.reason_for_incompletion.clone(),
             execution_time: since(t.start_time, t.end_time),
@@ -879,66 +887,19 @@ impl TaskSummary {
     }
 }
 
-/// Formats epoch milliseconds as ISO-8601 UTC, as Conductor's summaries show times.
-fn iso8601(ms: i64) -> String {
-    if ms <= 0 {
-        return String::new();
-    }
-    let secs = ms.div_euclid(1000);
-    let millis = ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-fn summary(wf: &Workflow) -> WorkflowSummary {
-    WorkflowSummary {
-        workflow_type: wf.workflow_name.clone(),
-        version: wf.workflow_version,
-        workflow_id: wf.workflow_id.to_string(),
-        correlation_id: wf.correlation_id.clone(),
-        start_time: iso8601(wf.start_time),
-        update_time: iso8601(wf.update_time),
-        end_time: iso8601(wf.end_time),
-        status: wf.status,
-        input: serde_json::to_string(&wf.input).unwrap_or_default(),
-        output: serde_json::to_string(&wf.output).unwrap_or_default(),
-        reason_for_incompletion: wf.reason_for_incompletion.clone(),
-        execution_time: if wf.end_time > 0 {
-            wf.end_time - wf.start_time
-        } else {
-            0
-        },
-        failed_reference_task_names: wf.failed_reference_task_names.join(","),
-        priority: wf.priority,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
     fn iso8601_formats_utc() {
-        assert_eq!(super::iso8601(0), "");
+        assert_eq!(proto::model::iso8601(0), "");
         assert_eq!(
-            super::iso8601(1_700_000_000_123),
+            proto::model::iso8601(1_700_000_000_123),
             "2023-11-14T22:13:20.123Z"
         );
-        assert_eq!(super::iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(
+            proto::model::iso8601(951_782_400_000),
+            "2000-02-29T00:00:00.000Z"
+        );
     }
 
     #[test]

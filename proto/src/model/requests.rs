@@ -105,3 +105,56 @@ pub struct WorkflowSummary {
     pub failed_reference_task_names: String,
     pub priority: i32,
 }
+
+/// Formats epoch milliseconds as ISO-8601 UTC, as Conductor's summaries show times.
+pub fn iso8601(ms: i64) -> String {
+    if ms <= 0 {
+        return String::new();
+    }
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+impl WorkflowSummary {
+    /// The summary of `wf`, as a search answers it and a status listener publishes it.
+    pub fn of(wf: &super::Workflow) -> Self {
+        WorkflowSummary {
+            workflow_type: wf.workflow_name.clone(),
+            version: wf.workflow_version,
+            workflow_id: wf.workflow_id.to_string(),
+            correlation_id: wf.correlation_id.clone(),
+            start_time: iso8601(wf.start_time),
+            update_time: iso8601(wf.update_time),
+            end_time: iso8601(wf.end_time),
+            status: wf.status,
+            input: serde_json::to_string(&wf.input).unwrap_or_default(),
+            output: serde_json::to_string(&wf.output).unwrap_or_default(),
+            reason_for_incompletion: wf.reason_for_incompletion.clone(),
+            execution_time: if wf.end_time > 0 {
+                wf.end_time - wf.start_time
+            } else {
+                0
+            },
+            failed_reference_task_names: wf.failed_reference_task_names.join(","),
+            priority: wf.priority,
+        }
+    }
+}

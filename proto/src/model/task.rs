@@ -58,6 +58,10 @@ pub struct Task {
     pub iteration: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sub_workflow_id: Option<String>,
+    /// A SUB_WORKFLOW task put back IN_PROGRESS by a retry with `resumeSubworkflowTasks`: true
+    /// until its child, the same workflow, is reported retried (Conductor's field).
+    #[serde(default)]
+    pub subworkflow_changed: bool,
     /// Baton: scheduled time of the first attempt, carried across retries for totalTimeoutSeconds.
     pub first_scheduled_time: EpochMs,
     /// WAIT with `duration` or `until`: when it completes by itself (epoch ms; 0 = waits for an

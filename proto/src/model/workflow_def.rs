@@ -37,6 +37,10 @@ pub struct WorkflowDef {
     pub schema_version: u32,
     pub restartable: bool,
     pub workflow_status_listener_enabled: bool,
+    /// Orkes: where a workflow with `workflowStatusListenerEnabled` publishes its end,
+    /// `provider:queue` as an EVENT task's sink.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow_status_listener_sink: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner_email: Option<String>,
     pub timeout_policy: WorkflowTimeoutPolicy,
@@ -62,6 +66,7 @@ impl Default for WorkflowDef {
             schema_version: 2,
             restartable: true,
             workflow_status_listener_enabled: false,
+            workflow_status_listener_sink: None,
             owner_email: None,
             timeout_policy: WorkflowTimeoutPolicy::TimeOutWf,
             timeout_seconds: 0,

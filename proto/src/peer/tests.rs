@@ -40,6 +40,7 @@ fn record() -> WorkflowRecord {
         workflow: workflow(),
         task_logs: Default::default(),
         applied: vec!["k1".into()],
+        status_notice: None,
     }
 }
 

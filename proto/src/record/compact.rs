@@ -73,6 +73,8 @@ struct Fields<'a> {
     task_logs: &'a BTreeMap<String, Vec<TaskExecLog>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     applied: &'a Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_notice: &'a Option<super::StatusNotice>,
 }
 
 impl Serialize for WorkflowRecord {
@@ -83,6 +85,7 @@ impl Serialize for WorkflowRecord {
             workflow: &self.workflow,
             task_logs: &self.task_logs,
             applied: &self.applied,
+            status_notice: &self.status_notice,
         }
         .serialize(serializer)
     }
@@ -97,6 +100,8 @@ pub(super) struct Stored {
     task_logs: BTreeMap<String, Vec<TaskExecLog>>,
     #[serde(default)]
     applied: Vec<String>,
+    #[serde(default)]
+    status_notice: Option<super::StatusNotice>,
 }
 
 impl From<Stored> for WorkflowRecord {
@@ -108,6 +113,7 @@ impl From<Stored> for WorkflowRecord {
             workflow,
             task_logs: stored.task_logs,
             applied: stored.applied,
+            status_notice: stored.status_notice,
         }
     }
 }

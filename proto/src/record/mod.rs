@@ -70,6 +70,48 @@ pub struct WorkflowRecord {
     /// Keys of the latest outside changes applied (event actions), so a repeat of one is a
     /// no-op; at most [`APPLIED_KEYS_MAX`], oldest first.
     pub applied: Vec<String>,
+    /// The publication of the workflow's end to its definition's status listener sink, once
+    /// begun (see [`WorkflowRecord::owes_status_notice`]); `None` while the workflow runs.
+    pub status_notice: Option<StatusNotice>,
+}
+
+/// How a terminal workflow's publication of its end to `workflowStatusListenerSink` went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusNotice {
+    /// Publications begun again after the first (by the workflow's `StatusPublish` timer).
+    pub attempts: u32,
+    /// When the last of them was begun (0: none yet; the first begins at the workflow's end).
+    pub last_attempt_ms: i64,
+    /// Why the last publication failed, if one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Published, or given up after [`STATUS_NOTICE_ATTEMPTS_MAX`] attempts (then `error` says
+    /// why): nothing more is owed for this end.
+    pub done: bool,
+}
+
+/// How many times a workflow's end is published to its status listener sink before Baton
+/// gives up on it.
+pub const STATUS_NOTICE_ATTEMPTS_MAX: u32 = 10;
+
+impl WorkflowRecord {
+    /// Whether the workflow owes its status listener sink the publication of its end: it is
+    /// terminal, its definition enables the listener and names a sink, and the publication is
+    /// not done. Such a workflow still has work for its partition's leader.
+    pub fn owes_status_notice(&self) -> bool {
+        owes_status_notice(&self.workflow, self.status_notice.as_ref())
+    }
+}
+
+/// [`WorkflowRecord::owes_status_notice`] for a workflow and its publication so far.
+pub fn owes_status_notice(wf: &Workflow, notice: Option<&StatusNotice>) -> bool {
+    let def = &wf.workflow_definition;
+    let sink = def.workflow_status_listener_sink.as_deref().map(str::trim);
+    wf.status.is_terminal()
+        && def.workflow_status_listener_enabled
+        && sink.is_some_and(|s| !s.is_empty())
+        && !notice.is_some_and(|n| n.done)
 }
 
 /// How many applied keys a workflow record remembers.
@@ -150,7 +192,7 @@ pub enum EventSource {
     /// `POST /api/event/publish/{queue}`, or a broker.
     #[default]
     Queue,
-    /// An EVENT task.
+    /// An EVENT task, or a workflow's status listener publishing its end.
     Task,
     /// A cron schedule.
     Schedule,

@@ -6,7 +6,8 @@
 //! A patch holds the record's version, the workflow's own fields (its *head*: everything but the
 //! task list and the definition), the tasks that changed or were added, the task log lists that
 //! changed, and the applied keys when they changed. [`diff`] answers `None` when a patch cannot
-//! say what changed (tasks removed or reordered, a new definition, task logs dropped); the writer
+//! say what changed (tasks removed or reordered, a new definition, task logs dropped, the status
+//! listener's publication changed: only a terminal workflow has one, and it is written whole); the writer
 //! then writes the full record. Applying a patch to the record it was taken from gives back the
 //! newer record exactly (the engine tests check this for every step they take).
 //!
@@ -76,6 +77,7 @@ pub fn diff<'a>(prev: &WorkflowRecord, next: &'a WorkflowRecord) -> Option<Patch
         || new.workflow_id != old.workflow_id
         || new.tasks.len() < old.tasks.len()
         || new.workflow_definition != old.workflow_definition
+        || next.status_notice != prev.status_notice
     {
         return None;
     }

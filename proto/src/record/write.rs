@@ -1,12 +1,13 @@
 //! A workflow's write as a partition's Raft log carries it: a small binary head with everything
 //! applying it needs (the versions, the workflow's id, name and definition version, whether it
-//! ended, its correlation id), then the record's or the patch's JSON exactly as the proposer
+//! ended and still owes its status listener a publication, its correlation id), then the record's or the patch's JSON exactly as the proposer
 //! encoded it. Every replica applies every write, so applying one decodes no JSON: the head
 //! says what to check and which index rows to write, and the JSON goes into the row as it is.
 //!
 //! Every other command of a partition's log is a [`super::PartitionCommand`] record.
 //!
-//! Layout: the two-byte tag [`WRITE_TAG`] (little-endian, like a record's format version), the
+//! Layout: the two-byte tag [`WRITE_TAG`], or [`WRITE_OWING_TAG`] for a terminal workflow that
+//! still owes its status listener a publication (little-endian, like a record's format version), the
 //! [`WriteHead`] in bincode's standard encoding, then the JSON body to the end.
 
 use super::{CodecError, WorkflowRecord};
@@ -14,6 +15,11 @@ use serde::{Deserialize, Serialize};
 
 /// The first two bytes of a write: read as a record's format version, one no record uses.
 pub const WRITE_TAG: u16 = 0x5701;
+
+/// The first two bytes of a write of a terminal workflow that still owes its status listener
+/// the publication of its end ([`WriteHead::owes_status_notice`]): the tag carries the flag, so
+/// the head's encoding, and every write made before the flag existed, stay as they were.
+pub const WRITE_OWING_TAG: u16 = 0x5703;
 
 /// What a write replaces or extends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,6 +47,11 @@ pub struct WriteHead<'a> {
     pub terminal: bool,
     #[serde(borrow)]
     pub correlation_id: Option<&'a str>,
+    /// Whether the terminal workflow still owes its status listener sink the publication of
+    /// its end ([`WorkflowRecord::owes_status_notice`]): the partition then keeps a row that
+    /// its next leader's recovery finds it by. Carried by the tag ([`WRITE_OWING_TAG`]).
+    #[serde(skip)]
+    pub owes_status_notice: bool,
 }
 
 impl<'a> WriteHead<'a> {
@@ -56,6 +67,7 @@ impl<'a> WriteHead<'a> {
             workflow_version: wf.workflow_version,
             terminal: wf.status.is_terminal(),
             correlation_id: wf.correlation_id.as_deref(),
+            owes_status_notice: record.owes_status_notice(),
         }
     }
 }
@@ -129,7 +141,12 @@ impl serde_json::ser::Formatter for Nesting<'_> {
 
 fn encode_head(head: &WriteHead<'_>, body_len: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + head.workflow_name.len() + body_len);
-    out.extend_from_slice(&WRITE_TAG.to_le_bytes());
+    let tag = if head.owes_status_notice {
+        WRITE_OWING_TAG
+    } else {
+        WRITE_TAG
+    };
+    out.extend_from_slice(&tag.to_le_bytes());
     bincode::serde::encode_into_std_write(head, &mut out, config())
         .expect("a write head encodes into a Vec");
     out
@@ -137,14 +154,19 @@ fn encode_head(head: &WriteHead<'_>, body_len: usize) -> Vec<u8> {
 
 /// The head and body of a write; `Ok(None)` when `bytes` is not a write (another command).
 pub fn decode(bytes: &[u8]) -> Result<Option<(WriteHead<'_>, &[u8])>, CodecError> {
-    match bytes {
-        [a, b, rest @ ..] if u16::from_le_bytes([*a, *b]) == WRITE_TAG => {
-            let (head, used) = bincode::serde::borrow_decode_from_slice(rest, config())
-                .map_err(|e| CodecError::Head(e.to_string()))?;
-            Ok(Some((head, &rest[used..])))
-        }
-        _ => Ok(None),
-    }
+    let [a, b, rest @ ..] = bytes else {
+        return Ok(None);
+    };
+    let owes = match u16::from_le_bytes([*a, *b]) {
+        WRITE_TAG => false,
+        WRITE_OWING_TAG => true,
+        _ => return Ok(None),
+    };
+    let (mut head, used): (WriteHead<'_>, usize) =
+        bincode::serde::borrow_decode_from_slice(rest, config())
+            .map_err(|e| CodecError::Head(e.to_string()))?;
+    head.owes_status_notice = owes;
+    Ok(Some((head, &rest[used..])))
 }
 
 #[cfg(test)]
@@ -161,6 +183,7 @@ mod tests {
             workflow_version: 1,
             terminal: false,
             correlation_id: Some("order-7"),
+            owes_status_notice: false,
         }
     }
 
@@ -173,6 +196,25 @@ mod tests {
         assert_eq!(rest, body);
         let value: serde_json::Value = serde_json::from_slice(body).expect("JSON");
         assert_eq!(encode_json(&head(), &value), bytes);
+    }
+
+    #[test]
+    fn a_write_that_owes_a_status_notice_says_so_in_its_tag_alone() {
+        let owing = WriteHead {
+            terminal: true,
+            owes_status_notice: true,
+            ..head()
+        };
+        let settled = WriteHead {
+            owes_status_notice: false,
+            ..owing.clone()
+        };
+        let (a, b) = (encode(&owing, b"{}"), encode(&settled, b"{}"));
+        assert_eq!(a[..2], WRITE_OWING_TAG.to_le_bytes());
+        assert_eq!(b[..2], WRITE_TAG.to_le_bytes());
+        assert_eq!(a[2..], b[2..], "the head's encoding is the same");
+        assert_eq!(decode(&a).expect("decodes").expect("a write").0, owing);
+        assert_eq!(decode(&b).expect("decodes").expect("a write").0, settled);
     }
 
     #[test]

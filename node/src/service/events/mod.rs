@@ -5,6 +5,7 @@ mod dead_letters;
 pub(crate) use dead_letters::dead_letters_in;
 mod outbox;
 mod perform;
+mod status;
 
 use super::follow::follow;
 use super::{Loops, Tasks, Workflows};
@@ -845,19 +846,32 @@ impl Events {
     }
 
     async fn publish_to_sink(&self, event: &PendingEvent) -> Result<()> {
-        let (provider, queue) = split_event(&event.sink).ok_or_else(|| {
-            Error::Invalid(format!("sink '{}' is not provider:queue", event.sink))
-        })?;
-        let payload = Value::Object(event.payload.clone());
+        let workflow_id = event
+            .payload
+            .get("workflowInstanceId")
+            .and_then(Value::as_str);
         let id = event.task_id.to_string();
+        self.publish_message(&event.sink, id, &event.payload, workflow_id)
+            .await
+    }
+
+    /// Publishes `payload` under the message id `id` to `sink` (`provider:queue`): Baton's own
+    /// queues through the event gate, a broker with a confirmed publish. `workflow_id` is the
+    /// workflow it comes from, whose id is the message's trace id.
+    async fn publish_message(
+        &self,
+        sink: &str,
+        id: String,
+        payload: &Json,
+        workflow_id: Option<&str>,
+    ) -> Result<()> {
+        let (provider, queue) = split_event(sink)
+            .ok_or_else(|| Error::Invalid(format!("sink '{sink}' is not provider:queue")))?;
+        let payload = Value::Object(payload.clone());
         match self.providers.check(provider).map_err(Error::Invalid)? {
             None => {
                 // The workflow's id, without its dashes, is a W3C-shaped trace id.
-                let trace_id = event
-                    .payload
-                    .get("workflowInstanceId")
-                    .and_then(Value::as_str)
-                    .map(|w| w.replace('-', ""));
+                let trace_id = workflow_id.map(|w| w.replace('-', ""));
                 let gated = GateEvent {
                     source: EventSource::Task,
                     event: format!("{provider}:{queue}"),

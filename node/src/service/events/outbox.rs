@@ -4,23 +4,26 @@
 //! task's work performed, once at a time per task (a message's id is the task id, so a repeat is
 //! deduplicated downstream; work is pure or keyed by the task, except an HTTP task's call,
 //! which is made again when its report is lost: a new leader, a report that did not commit);
-//! an input for another workflow (a child's end, a parent's terminate) is delivered, best effort.
+//! an input for another workflow (a child's end, a parent's terminate) is delivered, best effort;
+//! a terminal workflow's end is published to its status listener sink, once at a time per
+//! workflow.
 
 use super::Events;
 use crate::error::Error;
 use engine::{Effect, StartRequest};
-use proto::TaskId;
+use proto::{TaskId, WorkflowId};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::mpsc;
 
-/// The tasks whose message or work is being handled now.
-type InFlight = Arc<Mutex<BTreeSet<TaskId>>>;
+/// The tasks (or workflows, for their ends) whose message or work is being handled now.
+type InFlight<K> = Arc<Mutex<BTreeSet<K>>>;
 
 /// Performs the partitions' outbound effects until the service is gone.
 pub(super) async fn run(events: Weak<Events>, mut rx: mpsc::Receiver<Effect>) {
-    let in_flight: InFlight = Arc::default();
+    let in_flight: InFlight<TaskId> = Arc::default();
+    let ends_in_flight: InFlight<WorkflowId> = Arc::default();
     while let Some(effect) = rx.recv().await {
         let Some(events) = events.upgrade() else {
             return;
@@ -52,14 +55,22 @@ pub(super) async fn run(events: Weak<Events>, mut rx: mpsc::Receiver<Effect>) {
             }
             Effect::PublishEvent { workflow_id, event } => {
                 let task = event.task_id.clone();
-                once_per_task(&in_flight, task, async move {
+                once_per(&in_flight, task, async move {
                     events.publish_task_event(&workflow_id, event).await;
                 });
             }
             Effect::Perform { workflow_id, work } => {
                 let task = work.task_id.clone();
-                once_per_task(&in_flight, task, async move {
+                once_per(&in_flight, task, async move {
                     events.perform(&workflow_id, work).await;
+                });
+            }
+            Effect::PublishStatus {
+                workflow_id,
+                publication,
+            } => {
+                once_per(&ends_in_flight, workflow_id.clone(), async move {
+                    events.publish_status(&workflow_id, publication).await;
                 });
             }
             Effect::Notify { workflow_id, input } => {
@@ -70,19 +81,19 @@ pub(super) async fn run(events: Weak<Events>, mut rx: mpsc::Receiver<Effect>) {
     }
 }
 
-/// Runs `job` in its own task unless one for `task` is running already.
-fn once_per_task(
-    in_flight: &InFlight,
-    task: TaskId,
+/// Runs `job` in its own task unless one for `key` is running already.
+fn once_per<K: Ord + Clone + Send + 'static>(
+    in_flight: &InFlight<K>,
+    key: K,
     job: impl Future<Output = ()> + Send + 'static,
 ) {
-    if !lock(in_flight).insert(task.clone()) {
+    if !lock(in_flight).insert(key.clone()) {
         return;
     }
     let in_flight = in_flight.clone();
     tokio::spawn(async move {
         job.await;
-        lock(&in_flight).remove(&task);
+        lock(&in_flight).remove(&key);
     });
 }
 

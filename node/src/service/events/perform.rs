@@ -9,6 +9,11 @@
 //! again by the next leader. Work waits for its time first (`PendingWork::not_before`: a
 //! retry's backoff).
 //!
+//! A SUB_WORKFLOW task resumed by a retry with `resumeSubworkflowTasks` has its child retried
+//! the same way on the child's partition (`Work::RetryChild`), the cross-partition step of that
+//! retry: derived from the parent's committed state, so a leader that dies before it has the next
+//! leader do it.
+//!
 //! An outcome that says something about the work (a value, a script error, an unknown
 //! workflow) is reported; a failure of the node's own means (no script host, no leader for the
 //! new workflow's partition) is not: the task's `Perform` timer has the work done again.
@@ -44,6 +49,7 @@ impl Events {
         let outcome = match pending.work {
             Work::CheckChild(child) => return self.check_child(workflow_id, task_id, &child).await,
             Work::Start(request) => self.start_for_task(request).await,
+            Work::RetryChild(child) => self.retry_child(&child).await,
             Work::Script { script, root } => {
                 script_outcome(self.scripts.evaluate(&script, &root, &Limits::task()).await)
             }
@@ -108,6 +114,20 @@ impl Events {
             reason: wf.reason_for_incompletion,
         };
         self.notify(parent, input).await;
+    }
+
+    /// Retries a resumed SUB_WORKFLOW task's child on its partition's leader, resuming its own
+    /// failed SUB_WORKFLOW tasks in turn. A child that refuses (`Conflict`: it runs, retried
+    /// by an earlier attempt of this work whose report was lost, or it did not fail) counts as
+    /// retried: the task waits for its end, and its timer asks after it.
+    async fn retry_child(&self, child: &WorkflowId) -> Outcome {
+        let retried = serde_json::json!({ "subWorkflowId": child.as_str() });
+        let op = WorkflowOp::Input(Box::new(Input::RetryResumingSubworkflows));
+        match self.host.route_op(child, op).await {
+            Ok(_) | Err(Error::Conflict(_)) => Some(Ok(retried)),
+            Err(e @ (Error::NotFound(_) | Error::Invalid(_))) => Some(Err(e.to_string())),
+            Err(_) => None,
+        }
     }
 
     /// Waits until `time` unless that is more than [`WAIT_MS_MAX`] away (then `false`).
