@@ -6,6 +6,7 @@ mod do_while;
 mod fork;
 mod input_template;
 mod ops;
+mod schema;
 mod simple;
 mod stored;
 mod sub_workflow;
