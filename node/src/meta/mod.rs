@@ -383,3 +383,87 @@ impl MetaState {
         walk(self, &mut def.tasks);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::Catalog;
+    use serde_json::json;
+
+    fn schema(name: &str, version: u32, data: serde_json::Value) -> SchemaDef {
+        SchemaDef {
+            name: name.into(),
+            version,
+            data: data.as_object().cloned().unwrap_or_default(),
+            ..Default::default()
+        }
+    }
+
+    fn apply_one(state: &Tree, command: MetaCommand) -> MetaOutcome {
+        let mut batch = Batch::default();
+        let outcome = apply(state, &mut batch, command);
+        state.apply_batch(batch).expect("applies");
+        outcome
+    }
+
+    #[test]
+    fn schemas_are_stored_by_version_compiled_once_and_bounded() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("db");
+        let state = db.open_tree("meta").expect("tree");
+        let meta = MetaState::new(state.clone());
+        let object = json!({"type": "object"});
+        let put = |defs| apply_one(&state, MetaCommand::PutSchemas(defs));
+        assert_eq!(
+            put(vec![schema("s", 1, object), schema("s", 2, json!({}))]),
+            MetaOutcome::Applied
+        );
+        assert_eq!(meta.schema("s", None).map(|s| s.version), Some(2));
+
+        let first = meta
+            .schema("s", Some(1))
+            .and_then(|_| Catalog::schema(&meta, "s", Some(1)));
+        let again = Catalog::schema(&meta, "s", Some(1));
+        assert!(
+            matches!((&first, &again), (Some(a), Some(b)) if Arc::ptr_eq(a, b)),
+            "compiled once"
+        );
+        let value: proto::model::Json = [("v".to_owned(), json!("x"))].into_iter().collect();
+        let nested = json!({"type": "object", "properties": {"v": {"type": "integer"}}});
+        assert!(again.is_some_and(|c| c.errors(&value).is_empty()));
+        put(vec![schema("s", 1, nested)]);
+        let replaced = Catalog::schema(&meta, "s", Some(1)).expect("registered");
+        assert_eq!(
+            replaced.errors(&value).len(),
+            1,
+            "a replaced schema is compiled again"
+        );
+
+        let many: Vec<SchemaDef> = (3..=SCHEMAS_MAX as u32)
+            .map(|v| schema("s", v, json!({})))
+            .collect();
+        assert_eq!(put(many), MetaOutcome::Applied);
+        assert_eq!(put(vec![schema("t", 1, json!({}))]), MetaOutcome::Full);
+        assert_eq!(
+            put(vec![schema("s", 7, json!({}))]),
+            MetaOutcome::Applied,
+            "a replacement fits"
+        );
+        assert!(meta.schema("t", None).is_none());
+
+        let delete = |version| {
+            apply_one(
+                &state,
+                MetaCommand::DeleteSchema {
+                    name: "s".into(),
+                    version,
+                },
+            )
+        };
+        assert_eq!(delete(Some(2)), MetaOutcome::Applied);
+        assert_eq!(delete(Some(2)), MetaOutcome::NotFound);
+        assert_eq!(delete(None), MetaOutcome::Applied);
+        assert!(meta.schemas().is_empty());
+        assert_eq!(delete(None), MetaOutcome::NotFound);
+    }
+}
