@@ -29,6 +29,12 @@ pub fn start_with(
     // The definition's inputTemplate fills what the start's input leaves out.
     let mut input = start.def.input_template.clone();
     input.extend(start.input);
+    let side = super::schema::Side::Input;
+    if let Some(reason) =
+        super::schema::violation(catalog, &start.def, side, "workflow input", &input)
+    {
+        return Err(Error::Invalid(reason));
+    }
     let wf = Workflow {
         workflow_id: start.workflow_id,
         workflow_name: start.def.name.clone(),
@@ -117,6 +123,17 @@ pub fn decide(
     rng: Rng,
 ) -> Result<Decision, Error> {
     decide_in(record, input, now, rng, &NoCatalog)
+}
+
+/// [`decide`] with the registered task definitions and schemas at hand.
+pub fn decide_with(
+    record: &WorkflowRecord,
+    input: Input,
+    now: NowMs,
+    rng: Rng,
+    catalog: &dyn Catalog,
+) -> Result<Decision, Error> {
+    decide_in(record, input, now, rng, catalog)
 }
 
 fn decide_in(
@@ -292,14 +309,18 @@ fn task_result(ctx: &mut Ctx<'_>, result: TaskResult) -> Result<(), Error> {
             logs.drain(..excess);
         }
     }
+    let (status, reason) = match output_violation(ctx, i, result.status, &result.output_data) {
+        Some(violation) => (TaskResultStatus::Failed, Some(violation)),
+        None => (result.status, result.reason_for_incompletion),
+    };
     let t = &mut ctx.wf.tasks[i];
     t.output_data = result.output_data;
     t.update_time = now;
     if result.worker_id.is_some() {
         t.worker_id = result.worker_id;
     }
-    if result.reason_for_incompletion.is_some() {
-        t.reason_for_incompletion = result.reason_for_incompletion;
+    if reason.is_some() {
+        t.reason_for_incompletion = reason;
     }
     if result.sub_workflow_id.is_some() {
         t.sub_workflow_id = result.sub_workflow_id;
@@ -308,7 +329,7 @@ fn task_result(ctx: &mut Ctx<'_>, result: TaskResult) -> Result<(), Error> {
         t.start_time = now;
     }
     ctx.changed = true;
-    match result.status {
+    match status {
         TaskResultStatus::InProgress => {
             t.status = TaskStatus::InProgress;
             t.callback_after_seconds = result.callback_after_seconds;
@@ -321,6 +342,24 @@ fn task_result(ctx: &mut Ctx<'_>, result: TaskResult) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Why a COMPLETED result's output fails its task: the output does not match the schema its
+/// task definition enforces (Orkes fails the task; its retries apply).
+fn output_violation(
+    ctx: &Ctx<'_>,
+    i: usize,
+    status: TaskResultStatus,
+    output: &Json,
+) -> Option<String> {
+    if status != TaskResultStatus::Completed {
+        return None;
+    }
+    let t = &ctx.wf.tasks[i];
+    let def = t.workflow_task.task_definition.as_ref()?;
+    let what = format!("output of task '{}'", t.reference_task_name);
+    let side = super::schema::Side::Output;
+    super::schema::violation(ctx.catalog, def, side, &what, output)
 }
 
 /// A fenced result's lease must still hold: same task, the type the lease names, IN_PROGRESS, and

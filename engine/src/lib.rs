@@ -70,9 +70,19 @@ pub enum Effect {
 /// The registered task definitions, as the decider may look them up: a dynamic task (DYNAMIC,
 /// a dynamic fork's branch) runs under its name's registered definition, which its workflow's
 /// definition could not carry. The runtime reads them from replicated state, so a decision is
-/// still a function of state, input, time and randomness.
+/// still a function of state, input, time and randomness. Registered schemas are looked up the
+/// same way, compiled (see [`schema`]).
 pub trait Catalog {
     fn task_def(&self, name: &str) -> Option<proto::model::TaskDef>;
+
+    /// A registered schema, compiled: `version`, or the latest when `None`.
+    fn schema(
+        &self,
+        _name: &str,
+        _version: Option<u32>,
+    ) -> Option<std::sync::Arc<schema::Compiled>> {
+        None
+    }
 }
 
 /// No registered definitions (the decisions that create no dynamic task, and tests).
@@ -149,6 +159,7 @@ mod nav;
 mod ops;
 mod params;
 mod schedule;
+pub mod schema;
 mod state;
 mod validate;
 mod wait;
@@ -159,7 +170,9 @@ pub mod testing;
 #[cfg(test)]
 mod tests;
 
-pub use decide::{decide, decide_all, decide_all_with, fail_oversized, start, start_with};
+pub use decide::{
+    decide, decide_all, decide_all_with, decide_with, fail_oversized, start, start_with,
+};
 pub use derive::{in_progress_tasks, outbound, pending_events, ready_tasks, timers, PendingEvent};
 pub use listener::{status_publication, status_timer, StatusPublication};
 pub use validate::validate_workflow_def;

@@ -129,10 +129,15 @@ impl<'r> Ctx<'r> {
             t.update_time = now;
             t.executed = true;
         }
+        let output = output.unwrap_or_else(|| self.computed_output());
+        let (status, reason) = match self.output_violation(status, &output) {
+            Some(violation) => (WorkflowStatus::Failed, Some(violation)),
+            None => (status, reason),
+        };
         self.wf.status = status;
         self.wf.end_time = now;
         self.notice = None;
-        self.wf.output = output.unwrap_or_else(|| self.computed_output());
+        self.wf.output = output;
         if status != WorkflowStatus::Completed {
             self.wf.reason_for_incompletion = reason.clone();
             self.wf.failed_task_id = failed.map(|id| id.as_str().to_owned());
@@ -158,6 +163,17 @@ impl<'r> Ctx<'r> {
         }
         self.effects.extend(super::child::parent_notice(&self.wf));
         self.effects.push(Effect::Finished);
+    }
+
+    /// Why a workflow about to complete with `output` fails instead: the output does not match
+    /// the schema its definition enforces.
+    fn output_violation(&self, status: WorkflowStatus, output: &Json) -> Option<String> {
+        if status != WorkflowStatus::Completed {
+            return None;
+        }
+        let def = &*self.wf.workflow_definition;
+        let side = super::schema::Side::Output;
+        super::schema::violation(self.catalog, def, side, "workflow output", output)
     }
 
     /// `failureWorkflow`, resolving Conductor's `$workflow.input.name` form.

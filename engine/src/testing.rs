@@ -124,6 +124,8 @@ pub struct H {
     pub rng: ChaCha8Rng,
     /// Effects of the last accepted input.
     pub effects: Vec<Effect>,
+    /// The registered definitions and schemas decisions look up (none unless started with some).
+    pub catalog: std::sync::Arc<dyn Catalog + Send + Sync>,
 }
 
 impl H {
@@ -133,12 +135,21 @@ impl H {
 
     /// Starts a workflow, or answers why the engine refuses to.
     pub fn try_start(def: WorkflowDef, input: Value) -> Result<H, Error> {
+        Self::try_start_with(def, input, std::sync::Arc::new(crate::NoCatalog))
+    }
+
+    /// [`H::try_start`] with registered definitions and schemas for every decision.
+    pub fn try_start_with(
+        def: WorkflowDef,
+        input: Value,
+        catalog: std::sync::Arc<dyn Catalog + Send + Sync>,
+    ) -> Result<H, Error> {
         let mut rng = ChaCha8Rng::seed_from_u64(7);
         let s = StartInput {
             correlation_id: Some("corr".into()),
             ..StartInput::new(wf_id(), def, obj(input))
         };
-        let d = start(s, T0, &mut rng)?;
+        let d = crate::start_with(s, T0, &mut rng, &*catalog)?;
         let rec = stored(d.record.expect("start writes a record"));
         assert_eq!(rec.version, 1);
         Ok(H {
@@ -146,6 +157,7 @@ impl H {
             now: T0,
             rng,
             effects: d.effects,
+            catalog,
         })
     }
 
@@ -160,7 +172,7 @@ impl H {
     /// Applies an input; on success checks the version rule and keeps the new record.
     pub fn apply(&mut self, input: Input) -> Result<bool, Error> {
         let before = self.rec.clone();
-        let d = decide(&self.rec, input, self.now, &mut self.rng)?;
+        let d = crate::decide_with(&self.rec, input, self.now, &mut self.rng, &*self.catalog)?;
         self.effects = d.effects;
         match d.record {
             Some(r) => {

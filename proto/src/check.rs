@@ -9,9 +9,12 @@
 
 use crate::limits::{
     CORRELATION_ID_LEN_MAX, DEF_BYTES_MAX, DESCRIPTION_LEN_MAX, DURATION_SECONDS_MAX, NAME_LEN_MAX,
-    PAYLOAD_BYTES_MAX, PAYLOAD_DEPTH_MAX, REASON_LEN_MAX, RETRY_COUNT_MAX,
+    PAYLOAD_BYTES_MAX, PAYLOAD_DEPTH_MAX, REASON_LEN_MAX, RETRY_COUNT_MAX, SCHEMA_BYTES_MAX,
 };
-use crate::model::{Json, StartWorkflowRequest, TaskDef, TaskResult, WorkflowDef, WorkflowTask};
+use crate::model::{
+    Json, SchemaDef, SchemaRef, StartWorkflowRequest, TaskDef, TaskResult, WorkflowDef,
+    WorkflowTask,
+};
 use serde_json::Value;
 
 /// Why a request was refused at the door.
@@ -240,6 +243,11 @@ pub fn task_def(def: &TaskDef) -> Checked {
     ] {
         seconds(&what(field), value)?;
     }
+    schema_refs(
+        &what(""),
+        def.input_schema.as_ref(),
+        def.output_schema.as_ref(),
+    )?;
     if def.backoff_scale_factor > RETRY_COUNT_MAX {
         return invalid(format!(
             "{} is {}, over the limit of {RETRY_COUNT_MAX}",
@@ -273,6 +281,8 @@ pub fn workflow_def(def: &WorkflowDef) -> Checked {
     payload("workflow outputParameters", &def.output_parameters)?;
     payload("workflow variables", &def.variables)?;
     payload("workflow inputTemplate", &def.input_template)?;
+    let what = format!("workflow {} ", def.name);
+    schema_refs(&what, def.input_schema.as_ref(), def.output_schema.as_ref())?;
     for task in def.all_tasks() {
         workflow_task(task)?;
     }
@@ -301,6 +311,48 @@ fn workflow_task(t: &WorkflowTask) -> Checked {
     }
     if let Some(d) = &t.task_definition {
         task_def(d)?;
+    }
+    Ok(())
+}
+
+/// A definition's `inputSchema` and `outputSchema`: names and versions (whether they exist is
+/// the registry's question, asked where definitions are stored).
+fn schema_refs(what: &str, input: Option<&SchemaRef>, output: Option<&SchemaRef>) -> Checked {
+    for (field, r) in [("inputSchema", input), ("outputSchema", output)] {
+        if let Some(r) = r {
+            name(&format!("{what}{field} name"), &r.name)?;
+            if r.version == Some(0) {
+                return invalid(format!("{what}{field} version must be at least 1"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A schema of the registry: its name, a version from 1, its `externalRef`, and its `data` at
+/// most [`PAYLOAD_DEPTH_MAX`] levels deep and [`SCHEMA_BYTES_MAX`] bytes. (Whether a JSON
+/// schema's data is a valid JSON Schema is the engine's question.)
+pub fn schema_def(def: &SchemaDef) -> Checked {
+    name("schema name", &def.name)?;
+    if def.version == 0 {
+        return invalid(format!("schema {} version must be at least 1", def.name));
+    }
+    let what = format!("schema {} data", def.name);
+    optional_text(
+        &format!("schema {} externalRef", def.name),
+        def.external_ref.as_deref(),
+        DESCRIPTION_LEN_MAX,
+    )?;
+    let (depth, bytes) = (map_depth(&def.data), json_len(&def.data));
+    if depth > PAYLOAD_DEPTH_MAX {
+        return invalid(format!(
+            "{what} nests {depth} levels deep, over the limit of {PAYLOAD_DEPTH_MAX}"
+        ));
+    }
+    if bytes > SCHEMA_BYTES_MAX {
+        return Err(Violation::TooLarge(format!(
+            "{what} is {bytes} bytes, over the limit of {SCHEMA_BYTES_MAX}"
+        )));
     }
     Ok(())
 }
@@ -465,5 +517,39 @@ mod tests {
             ..ok
         };
         assert!(start_request(&nul).is_err());
+    }
+
+    #[test]
+    fn schemas_are_checked_for_name_version_and_size() {
+        let ok = SchemaDef {
+            name: "item".into(),
+            ..Default::default()
+        };
+        assert_eq!(schema_def(&ok), Ok(()));
+        let zero = SchemaDef {
+            version: 0,
+            ..ok.clone()
+        };
+        assert!(schema_def(&zero).is_err());
+        let mut big = ok.clone();
+        big.data
+            .insert("x".into(), "a".repeat(SCHEMA_BYTES_MAX).into());
+        assert!(matches!(schema_def(&big), Err(Violation::TooLarge(_))));
+        let slash = SchemaDef {
+            name: "a/b".into(),
+            ..ok
+        };
+        assert!(schema_def(&slash).is_err());
+        let def = TaskDef {
+            input_schema: Some(SchemaRef {
+                name: String::new(),
+                ..Default::default()
+            }),
+            ..TaskDef::named("t")
+        };
+        let Err(Violation::Invalid(m)) = task_def(&def) else {
+            panic!("empty schema name")
+        };
+        assert!(m.contains("inputSchema name"), "{m}");
     }
 }

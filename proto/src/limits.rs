@@ -91,3 +91,12 @@ pub const PARKED_POLLS_MAX: usize = 4_096;
 pub const PARTITION_CALLS_MAX: usize = 2_048;
 /// Seconds a client is told to wait (`Retry-After`) when one of these bounds is full.
 pub const RETRY_AFTER_SECS: u64 = 1;
+/// Largest schema's `data` (`POST /api/schema`), as JSON. Schemas are read from the meta group's
+/// replica and compiled on the partitions' leaders, so they stay small beside a definition.
+pub const SCHEMA_BYTES_MAX: usize = 64 * 1024;
+/// Most schema versions the registry holds, over all names; a registration past it is refused.
+pub const SCHEMAS_MAX: usize = 1_000;
+/// Most schemas one `POST /api/schema` may register.
+pub const SCHEMAS_PER_REQUEST_MAX: usize = 100;
+/// Most validation errors a refusal or a failure reason lists (the rest are counted).
+pub const SCHEMA_ERRORS_MAX: usize = 10;

@@ -454,3 +454,44 @@ def test_retry_with_resume_subworkflow_tasks_retries_the_same_child(clients, reg
         else:
             assert second != child
             assert [t.sub_workflow_id for t in subs] == [child, second]
+
+
+def test_schema_client_and_enforced_schemas(clients):
+    from conductor.client.http.models.schema_def import SchemaDef, SchemaType
+    from conductor.client.http.rest import ApiException
+
+    schemas = clients.get_schema_client()
+    order = {"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}}}
+    schemas.register_schema(SchemaDef(name="py_order", version=1, type=SchemaType.JSON, data=order))
+    got = schemas.get_schema("py_order", 1)
+    assert (got.name, got.version, got.data) == ("py_order", 1, order)
+    assert "py_order" in [s.name for s in schemas.get_all_schemas()]
+
+    metadata = clients.get_metadata_client()
+    wf = WorkflowDef(
+        name="py_schema_wf",
+        version=1,
+        schema_version=2,
+        owner_email="test@harness.com",
+        input_schema=SchemaDef(name="py_order", version=1, type=SchemaType.JSON),
+        enforce_schema=True,
+        tasks=[WorkflowTask(name="py_greet", task_reference_name="g", type="SIMPLE")],
+    )
+    metadata.register_workflow_def(wf, overwrite=True)
+    back = metadata.get_workflow_def("py_schema_wf", version=1)
+    assert back.enforce_schema is True
+    assert back.input_schema.name == "py_order"
+
+    workflow_client = clients.get_workflow_client()
+    with pytest.raises(ApiException) as refused:
+        workflow_client.start_workflow(StartWorkflowRequest(name="py_schema_wf", version=1, input={"id": "x"}))
+    assert refused.value.status == 400
+    assert "py_order" in str(refused.value.body)
+    workflow_id = workflow_client.start_workflow(StartWorkflowRequest(name="py_schema_wf", version=1, input={"id": 5}))
+    workflow_client.terminate_workflow(workflow_id, reason="done")
+
+    metadata.unregister_workflow_def("py_schema_wf", 1)
+    schemas.delete_schema("py_order", 1)
+    with pytest.raises(ApiException) as gone:
+        schemas.get_schema("py_order", 1)
+    assert gone.value.status == 404

@@ -17,7 +17,7 @@ const CRATES: [&str; 8] = [
 
 /// The node's services in the order `node::service` lists them, with the files of each.
 const SERVICES: [(&str, &[&str]); 7] = [
-    ("Definitions", &["definitions.rs"]),
+    ("Definitions", &["definitions.rs", "schemas.rs"]),
     ("Workflows", &["workflows.rs", "wait.rs"]),
     ("Tasks", &["tasks.rs", "backlog.rs"]),
     ("Events", &["events"]),

@@ -191,6 +191,10 @@ pub(crate) fn schedule_with(ctx: &mut Ctx<'_>, wt: &WorkflowTask, extra: Option<
     task.reference_task_name = reference;
     task.iteration = iteration;
     task.input_data.extend(extra.unwrap_or_default());
+    if let Some(reason) = input_violation(ctx, wt, &task) {
+        fail_at_once(ctx, task, reason);
+        return;
+    }
     match wt.task_type.as_str() {
         task_type::DO_WHILE => do_while::schedule_loop(ctx, task),
         task_type::SUB_WORKFLOW => schedule_sub_workflow(ctx, wt, task),
@@ -211,6 +215,25 @@ pub(crate) fn schedule_with(ctx: &mut Ctx<'_>, wt: &WorkflowTask, extra: Option<
             push(ctx, task);
         }
     }
+}
+
+/// Why a task fails as it is scheduled: its input does not match the schema its task definition
+/// enforces.
+fn input_violation(ctx: &Ctx<'_>, wt: &WorkflowTask, task: &Task) -> Option<String> {
+    let def = wt.task_definition.as_ref()?;
+    let what = format!("input of task '{}'", task.reference_task_name);
+    let side = crate::schema::Side::Input;
+    crate::schema::violation(ctx.catalog, def, side, &what, &task.input_data)
+}
+
+/// Adds `task` FAILED_WITH_TERMINAL_ERROR with `reason`: the advance loop then fails the
+/// workflow, unless the task is optional.
+pub(crate) fn fail_at_once(ctx: &mut Ctx<'_>, mut task: Task, reason: String) {
+    task.status = TaskStatus::FailedWithTerminalError;
+    task.start_time = ctx.now;
+    task.end_time = ctx.now;
+    task.reason_for_incompletion = Some(reason);
+    push(ctx, task);
 }
 
 /// The iteration of the loop `wt` runs in (0 outside loops).

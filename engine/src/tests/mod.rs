@@ -7,6 +7,7 @@ mod fork;
 mod input_template;
 mod listener;
 mod ops;
+mod schema;
 mod simple;
 mod stored;
 mod sub_workflow;

@@ -23,6 +23,7 @@ pub mod extract;
 pub mod health;
 pub mod listener;
 pub mod metadata;
+pub mod schema;
 pub mod search;
 pub mod server;
 pub mod task;
@@ -139,6 +140,16 @@ fn routes() -> axum::Router<Node> {
         .route(
             "/api/metadata/workflow/{name}/{version}",
             delete(metadata::delete_workflow_def),
+        )
+        // ---- schemas (Orkes) ----
+        .route("/api/schema", post(schema::save).get(schema::all))
+        .route(
+            "/api/schema/{name}",
+            get(schema::latest).delete(schema::delete_all),
+        )
+        .route(
+            "/api/schema/{name}/{version}",
+            get(schema::version).delete(schema::delete_version),
         )
         // ---- workflows ----
         // Conductor uses the segment after /api/workflow both as a workflow id and as a workflow
@@ -400,7 +411,6 @@ mod tests {
         ("PUT", "/api/secrets/key"),
         ("GET", "/api/integrations/provider"),
         ("GET", "/api/prompts"),
-        ("GET", "/api/schema"),
         ("GET", "/api/applications"),
         ("GET", "/api/groups"),
         ("GET", "/api/users"),

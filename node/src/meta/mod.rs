@@ -1,11 +1,15 @@
-//! The meta group: task definitions, workflow definitions and the cluster's members, replicated
+//! The meta group: task definitions, workflow definitions, schemas and the cluster's members, replicated
 //! through their own Raft group and read locally by every node. `MetaMachine` applies
 //! [`MetaCommand`]s; `MetaState` reads them.
 
 use cluster::storage::{Batch, Tree};
-use proto::model::{EventHandler, TaskDef, Webhook, WorkflowDef, WorkflowSchedule};
+use engine::schema::Compiled;
+use proto::limits::SCHEMAS_MAX;
+use proto::model::{EventHandler, SchemaDef, TaskDef, Webhook, WorkflowDef, WorkflowSchedule};
 use proto::record::{self, MetaCommand, MetaOutcome, NodeEntry};
 use proto::NodeId;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 fn task_key(name: &str) -> Vec<u8> {
     [b"td/".as_slice(), name.as_bytes()].concat()
@@ -41,6 +45,15 @@ fn schedule_key(name: &str) -> Vec<u8> {
     [SCHEDULE_PREFIX, name.as_bytes()].concat()
 }
 const SCHEDULE_PREFIX: &[u8] = b"sc/";
+
+/// Versions sort numerically: zero-padded to ten digits.
+fn schema_key(name: &str, version: u32) -> Vec<u8> {
+    format!("sd/{name}\0{version:010}").into_bytes()
+}
+fn schema_prefix(name: &str) -> Vec<u8> {
+    format!("sd/{name}\0").into_bytes()
+}
+const SCHEMA_PREFIX: &[u8] = b"sd/";
 
 /// Removes `key` if it exists.
 fn remove_existing(state: &Tree, batch: &mut Batch, key: Vec<u8>) -> MetaOutcome {
@@ -123,7 +136,50 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
             MetaOutcome::Applied
         }
         MetaCommand::DeleteSchedule { name } => remove_existing(state, batch, schedule_key(&name)),
+        MetaCommand::PutSchemas(defs) => put_schemas(state, batch, defs),
+        MetaCommand::DeleteSchema { name, version } => delete_schema(state, batch, &name, version),
     }
+}
+
+/// Stores schemas, each replacing its name and version, unless the registry would then hold
+/// more than [`SCHEMAS_MAX`] versions (`Full`: nothing is written). Counted here, in the
+/// replicated apply, so registrations racing through other nodes cannot pass the bound.
+fn put_schemas(state: &Tree, batch: &mut Batch, defs: Vec<SchemaDef>) -> MetaOutcome {
+    let held = state.scan_prefix(SCHEMA_PREFIX).count();
+    let keys: std::collections::BTreeSet<Vec<u8>> = defs
+        .iter()
+        .map(|d| schema_key(&d.name, d.version))
+        .collect();
+    let new = keys
+        .iter()
+        .filter(|k| !matches!(state.contains_key(k), Ok(true)))
+        .count();
+    if held + new > SCHEMAS_MAX {
+        return MetaOutcome::Full;
+    }
+    for def in defs {
+        batch.insert(schema_key(&def.name, def.version), record::encode(&def));
+    }
+    MetaOutcome::Applied
+}
+
+/// Removes one version of a schema, or all of them.
+fn delete_schema(state: &Tree, batch: &mut Batch, name: &str, version: Option<u32>) -> MetaOutcome {
+    if let Some(v) = version {
+        return remove_existing(state, batch, schema_key(name, v));
+    }
+    let keys: Vec<Vec<u8>> = state
+        .scan_prefix(schema_prefix(name))
+        .filter_map(|kv| kv.ok())
+        .map(|(k, _)| k.to_vec())
+        .collect();
+    if keys.is_empty() {
+        return MetaOutcome::NotFound;
+    }
+    for key in keys {
+        batch.remove(key);
+    }
+    MetaOutcome::Applied
 }
 
 /// Records a member; one recorded already keeps whether it is draining.
@@ -140,21 +196,81 @@ fn read<T: serde::de::DeserializeOwned>(state: &Tree, key: &[u8]) -> Option<T> {
     record::decode(&state.get(key).ok()??).ok()
 }
 
+/// Compiled schemas by name and version, each with the stored bytes it was compiled from.
+type SchemaCache = BTreeMap<(String, u32), (Vec<u8>, Arc<Compiled>)>;
+
 /// Reads definitions and members from the local replica of the meta group.
 #[derive(Clone)]
 pub struct MetaState {
     state: Tree,
+    /// Schemas compiled once: an entry is used only while the stored schema has the bytes it
+    /// was compiled from, so a replaced schema is compiled again and a lookup always answers
+    /// what the replica holds. At most [`SCHEMAS_MAX`] entries (emptied when full).
+    schemas: Arc<Mutex<SchemaCache>>,
 }
 
 impl engine::Catalog for MetaState {
     fn task_def(&self, name: &str) -> Option<TaskDef> {
         MetaState::task_def(self, name)
     }
+
+    fn schema(&self, name: &str, version: Option<u32>) -> Option<Arc<Compiled>> {
+        self.compiled_schema(name, version)
+    }
 }
 
 impl MetaState {
     pub fn new(state: Tree) -> Self {
-        Self { state }
+        Self {
+            state,
+            schemas: Arc::default(),
+        }
+    }
+
+    /// The stored bytes of a schema version, or of its latest version.
+    fn schema_bytes(&self, name: &str, version: Option<u32>) -> Option<Vec<u8>> {
+        match version {
+            Some(v) => self
+                .state
+                .get(schema_key(name, v))
+                .ok()?
+                .map(|b| b.to_vec()),
+            None => self
+                .state
+                .scan_prefix(schema_prefix(name))
+                .filter_map(|kv| kv.ok())
+                .map(|(_, v)| v.to_vec())
+                .last(),
+        }
+    }
+
+    /// A version of a schema (the latest when `None`).
+    pub fn schema(&self, name: &str, version: Option<u32>) -> Option<SchemaDef> {
+        record::decode(&self.schema_bytes(name, version)?).ok()
+    }
+
+    /// Every version of every schema, by name then version.
+    pub fn schemas(&self) -> Vec<SchemaDef> {
+        self.scan(SCHEMA_PREFIX)
+    }
+
+    /// [`MetaState::schema`] compiled, from the cache while the stored schema is unchanged.
+    fn compiled_schema(&self, name: &str, version: Option<u32>) -> Option<Arc<Compiled>> {
+        let bytes = self.schema_bytes(name, version)?;
+        let def: SchemaDef = record::decode(&bytes).ok()?;
+        let key = (def.name.clone(), def.version);
+        let mut cache = self.schemas.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((held, compiled)) = cache.get(&key) {
+            if *held == bytes {
+                return Some(compiled.clone());
+            }
+        }
+        let compiled = Arc::new(Compiled::new(&def));
+        if cache.len() >= SCHEMAS_MAX {
+            cache.clear();
+        }
+        cache.insert(key, (bytes, compiled.clone()));
+        Some(compiled)
     }
 
     pub fn task_def(&self, name: &str) -> Option<TaskDef> {
@@ -265,5 +381,89 @@ impl MetaState {
             }
         }
         walk(self, &mut def.tasks);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::Catalog;
+    use serde_json::json;
+
+    fn schema(name: &str, version: u32, data: serde_json::Value) -> SchemaDef {
+        SchemaDef {
+            name: name.into(),
+            version,
+            data: data.as_object().cloned().unwrap_or_default(),
+            ..Default::default()
+        }
+    }
+
+    fn apply_one(state: &Tree, command: MetaCommand) -> MetaOutcome {
+        let mut batch = Batch::default();
+        let outcome = apply(state, &mut batch, command);
+        state.apply_batch(batch).expect("applies");
+        outcome
+    }
+
+    #[test]
+    fn schemas_are_stored_by_version_compiled_once_and_bounded() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("db");
+        let state = db.open_tree("meta").expect("tree");
+        let meta = MetaState::new(state.clone());
+        let object = json!({"type": "object"});
+        let put = |defs| apply_one(&state, MetaCommand::PutSchemas(defs));
+        assert_eq!(
+            put(vec![schema("s", 1, object), schema("s", 2, json!({}))]),
+            MetaOutcome::Applied
+        );
+        assert_eq!(meta.schema("s", None).map(|s| s.version), Some(2));
+
+        let first = meta
+            .schema("s", Some(1))
+            .and_then(|_| Catalog::schema(&meta, "s", Some(1)));
+        let again = Catalog::schema(&meta, "s", Some(1));
+        assert!(
+            matches!((&first, &again), (Some(a), Some(b)) if Arc::ptr_eq(a, b)),
+            "compiled once"
+        );
+        let value: proto::model::Json = [("v".to_owned(), json!("x"))].into_iter().collect();
+        let nested = json!({"type": "object", "properties": {"v": {"type": "integer"}}});
+        assert!(again.is_some_and(|c| c.errors(&value).is_empty()));
+        put(vec![schema("s", 1, nested)]);
+        let replaced = Catalog::schema(&meta, "s", Some(1)).expect("registered");
+        assert_eq!(
+            replaced.errors(&value).len(),
+            1,
+            "a replaced schema is compiled again"
+        );
+
+        let many: Vec<SchemaDef> = (3..=SCHEMAS_MAX as u32)
+            .map(|v| schema("s", v, json!({})))
+            .collect();
+        assert_eq!(put(many), MetaOutcome::Applied);
+        assert_eq!(put(vec![schema("t", 1, json!({}))]), MetaOutcome::Full);
+        assert_eq!(
+            put(vec![schema("s", 7, json!({}))]),
+            MetaOutcome::Applied,
+            "a replacement fits"
+        );
+        assert!(meta.schema("t", None).is_none());
+
+        let delete = |version| {
+            apply_one(
+                &state,
+                MetaCommand::DeleteSchema {
+                    name: "s".into(),
+                    version,
+                },
+            )
+        };
+        assert_eq!(delete(Some(2)), MetaOutcome::Applied);
+        assert_eq!(delete(Some(2)), MetaOutcome::NotFound);
+        assert_eq!(delete(None), MetaOutcome::Applied);
+        assert!(meta.schemas().is_empty());
+        assert_eq!(delete(None), MetaOutcome::NotFound);
     }
 }

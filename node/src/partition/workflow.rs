@@ -364,7 +364,7 @@ impl WorkflowState {
         };
         let now = self.ctx.clock.now_ms();
         let mut rng = self.rng();
-        let decision = engine::decide(record, input, now, &mut rng)?;
+        let decision = engine::decide_with(record, input, now, &mut rng, &*self.ctx.catalog)?;
         self.adopt(decision).await
     }
 

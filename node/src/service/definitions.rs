@@ -1,4 +1,5 @@
-//! Definitions: task and workflow definitions, validated here and replicated through the meta group.
+//! Definitions: task and workflow definitions, validated here and replicated through the meta group
+//! (the schema registry is in `schemas.rs`).
 
 use crate::error::{Error, Result};
 use crate::events::Providers;
@@ -107,6 +108,7 @@ impl Definitions {
         proto::check::workflow_def(def)?;
         engine::validate_workflow_def(def)?;
         check_listener_sink(&self.providers, def)?;
+        self.check_workflow_schema_refs(def)?;
         check_sinks(&self.providers, def, "")
     }
 
@@ -119,6 +121,7 @@ impl Definitions {
         let now = self.host.clock.now_ms();
         for def in &mut defs {
             check_task_def(def)?;
+            self.check_schema_refs(&format!("TaskDef {}", def.name), &*def)?;
             def.create_time = self
                 .host
                 .defs

@@ -3,7 +3,7 @@
 //! peers' requests ([`peer`]) call them through [`Node`]. Every service works through the shared
 //! [`Host`] (groups, members, routing); a service calls only services listed before it here:
 //!
-//! - [`Definitions`]: task and workflow definitions;
+//! - [`Definitions`]: task and workflow definitions, and the schemas they enforce;
 //! - [`Workflows`]: start, execute, read, operate on and search workflows;
 //! - [`Tasks`]: polls, task results and reads, the ready-task queues and the peers' backlogs;
 //! - [`Events`]: event handlers, the event gate, the consumers of queues, dead letters, and the
@@ -20,6 +20,7 @@ mod follow;
 mod membership;
 mod peer;
 mod permits;
+mod schemas;
 mod tasks;
 pub mod triggers;
 pub mod wait;

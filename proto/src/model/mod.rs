@@ -5,6 +5,7 @@
 mod event;
 pub mod omit;
 mod requests;
+mod schema;
 mod status;
 mod task;
 mod task_def;
@@ -14,6 +15,7 @@ mod workflow_def;
 
 pub use event::*;
 pub use requests::*;
+pub use schema::*;
 pub use status::*;
 pub use task::*;
 pub use task_def::*;

@@ -55,6 +55,14 @@ pub struct TaskDef {
     pub backoff_jitter_ms: u64,
     /// Across all attempts, from the first attempt's scheduled time; 0 = none.
     pub total_timeout_seconds: u64,
+    /// Orkes: the schema a task's input must match when `enforce_schema` is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<super::SchemaRef>,
+    /// Orkes: the schema a COMPLETED result's output must match when `enforce_schema` is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<super::SchemaRef>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub enforce_schema: bool,
     pub create_time: EpochMs,
     pub update_time: EpochMs,
     #[serde(flatten)]
@@ -84,6 +92,9 @@ impl Default for TaskDef {
             max_retry_delay_seconds: 0,
             backoff_jitter_ms: 0,
             total_timeout_seconds: 0,
+            input_schema: None,
+            output_schema: None,
+            enforce_schema: false,
             create_time: 0,
             update_time: 0,
             extra: Json::new(),

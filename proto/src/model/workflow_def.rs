@@ -47,6 +47,14 @@ pub struct WorkflowDef {
     pub timeout_seconds: u64,
     pub variables: Json,
     pub input_template: Json,
+    /// Orkes: the schema a start's input must match when `enforce_schema` is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<super::SchemaRef>,
+    /// Orkes: the schema a completed workflow's output must match when `enforce_schema` is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<super::SchemaRef>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub enforce_schema: bool,
     pub create_time: EpochMs,
     pub update_time: EpochMs,
     #[serde(flatten)]
@@ -72,6 +80,9 @@ impl Default for WorkflowDef {
             timeout_seconds: 0,
             variables: Json::new(),
             input_template: Json::new(),
+            input_schema: None,
+            output_schema: None,
+            enforce_schema: false,
             create_time: 0,
             update_time: 0,
             extra: Json::new(),

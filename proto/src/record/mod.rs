@@ -304,6 +304,13 @@ pub enum MetaCommand {
     DeleteSchedule {
         name: String,
     },
+    /// Registers schemas (Orkes' schema registry), each replacing its name and version.
+    PutSchemas(Vec<crate::model::SchemaDef>),
+    /// Removes one version of a schema, or every version when `version` is `None`.
+    DeleteSchema {
+        name: String,
+        version: Option<u32>,
+    },
 }
 
 /// A cluster member as the meta group records it.
@@ -323,6 +330,9 @@ pub enum MetaOutcome {
     NotFound,
     /// A create found the name taken.
     Exists,
+    /// A bound of what the meta group holds was reached (see `limits::SCHEMAS_MAX`); nothing
+    /// was written.
+    Full,
     /// The command could not be decoded by the replica (a newer format, or damage); nothing
     /// was written.
     Undecodable,
