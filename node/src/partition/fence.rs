@@ -30,6 +30,11 @@ impl Fence {
         self.open.load(Ordering::Acquire).then_some(pass)
     }
 
+    /// Whether the spell goes on (no proposal was refused yet).
+    pub fn is_open(&self) -> bool {
+        self.open.load(Ordering::Acquire)
+    }
+
     /// Ends the spell: no proposal enters any more.
     pub fn close(&self) {
         self.open.store(false, Ordering::Release);

@@ -176,6 +176,13 @@ impl PartitionCtx {
     /// removed). A terminal workflow has no ready task, and a timer only while it owes its
     /// status listener the publication of its end.
     pub fn publish(&self, id: &WorkflowId, record: Option<&WorkflowRecord>) {
+        // An actor of an ended spell (its last write returning late) queues nothing: the
+        // queues forgot the partition when the spell ended, and the next spell recovers what
+        // that write left from state. Watchers still hear of the write.
+        if !self.fence.is_open() {
+            self.watches.changed(id, record);
+            return;
+        }
         let (ready, timers) = match record {
             Some(r) if !r.workflow.status.is_terminal() => (
                 engine::ready_tasks(&r.workflow),
@@ -247,6 +254,10 @@ impl Actors {
     /// listener a publication. A workflow whose row does not decode is set aside (quarantined)
     /// rather than stopping the partition: every other workflow runs on.
     fn recover(&self) -> Result<()> {
+        // What an earlier spell left in the queues (a publication that raced its end) is stale.
+        self.ctx
+            .queues
+            .forget_partition(self.ctx.id, self.ctx.partitions);
         let mut found = Found::default();
         let state = self.ctx.group.state();
         for kv in state.scan_prefix(keys::RUNNING_PREFIX) {
