@@ -50,7 +50,34 @@ struct State {
     /// Per task type, the tasks IN_PROGRESS with their start times (what a concurrency limit
     /// counts).
     in_progress: BTreeMap<String, BTreeMap<TaskId, NowMs>>,
+    /// Per task type, the last tasks a publication showed leaving IN_PROGRESS (so a keeper learns
+    /// that a permit's task ran and ended between two of its counts).
+    ended: BTreeMap<String, Ended>,
     publications: u64,
+}
+
+/// Most ended tasks kept per type (see `State::ended`).
+pub const ENDED_KEPT_MAX: usize = 4_096;
+
+/// Tasks that left IN_PROGRESS, the oldest forgotten past [`ENDED_KEPT_MAX`].
+#[derive(Default)]
+struct Ended {
+    order: VecDeque<TaskId>,
+    ids: BTreeSet<TaskId>,
+}
+
+impl Ended {
+    fn push(&mut self, id: TaskId) {
+        if !self.ids.insert(id.clone()) {
+            return;
+        }
+        self.order.push_back(id);
+        if self.order.len() > ENDED_KEPT_MAX {
+            if let Some(oldest) = self.order.pop_front() {
+                self.ids.remove(&oldest);
+            }
+        }
+    }
 }
 
 /// A claimed task: the poller must now lease it from its workflow.
@@ -227,6 +254,7 @@ impl TaskQueues {
         in_progress: Vec<(String, TaskId, NowMs)>,
     ) {
         let mut s = self.lock();
+        Self::note_ended(&mut s, workflow, &in_progress);
         Self::remove_locked(&mut s, workflow);
         if ready.is_empty() && in_progress.is_empty() {
             return;
@@ -258,6 +286,22 @@ impl TaskQueues {
             if let Some(n) = notifiers.get(&t) {
                 n.notify_waiters();
             }
+        }
+    }
+
+    /// Records the tasks of `workflow`'s last publication that `in_progress` no longer holds.
+    fn note_ended(s: &mut State, workflow: &WorkflowId, in_progress: &[(String, TaskId, NowMs)]) {
+        let Some(published) = s.by_workflow.get(workflow) else {
+            return;
+        };
+        let gone: Vec<(String, TaskId)> = published
+            .in_progress
+            .iter()
+            .filter(|(_, id)| !in_progress.iter().any(|(_, still, _)| still == id))
+            .cloned()
+            .collect();
+        for (ty, id) in gone {
+            s.ended.entry(ty).or_default().push(id);
         }
     }
 
@@ -405,6 +449,19 @@ impl TaskQueues {
             .collect()
     }
 
+    /// Which of `asked` (tasks of `task_type`) were seen leaving IN_PROGRESS here.
+    pub fn ended(&self, task_type: &str, asked: &[TaskId]) -> Vec<TaskId> {
+        let s = self.lock();
+        let Some(ended) = s.ended.get(task_type) else {
+            return Vec::new();
+        };
+        asked
+            .iter()
+            .filter(|id| ended.ids.contains(*id))
+            .cloned()
+            .collect()
+    }
+
     /// The earliest time a task of this type and exactly this domain becomes visible, if any is
     /// queued.
     pub fn next_visible(&self, task_type: &str, domain: Option<&str>) -> Option<NowMs> {
@@ -526,6 +583,12 @@ mod tests {
         assert!(q.in_progress("b", |_| true).is_empty());
         q.publish(&w, vec![], vec![]);
         assert!(q.in_progress("a", |_| true).is_empty());
+        let other = ready(2, "a", 0, 0).task_id;
+        assert_eq!(
+            q.ended("a", &[other, id.clone()]),
+            vec![id],
+            "it ran and ended"
+        );
     }
 
     #[test]

@@ -156,7 +156,18 @@ pub enum Request {
     InProgress {
         task_type: String,
         partitions: Vec<PartitionId>,
+        /// Tasks the keeper granted permits for and no count showed yet: the answer says which
+        /// of them the receiver saw end.
+        pending: Vec<TaskId>,
     },
+}
+
+/// Tasks of a type IN_PROGRESS on some partitions, with their start times, and those of the
+/// asked ones that were seen ending there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct InProgressTasks {
+    pub running: Vec<(TaskId, crate::model::EpochMs)>,
+    pub ended: Vec<TaskId>,
 }
 
 /// A keeper's answer to [`Request::Permits`].
@@ -221,8 +232,8 @@ pub enum Reply {
     /// Ready tasks per task type (the answer to [`Request::QueueSizes`]).
     Sizes(std::collections::BTreeMap<String, u64>),
     Permits(PermitGrant),
-    /// Tasks IN_PROGRESS with their start times (the answer to [`Request::InProgress`]).
-    InProgress(Vec<(TaskId, crate::model::EpochMs)>),
+    /// The answer to [`Request::InProgress`].
+    InProgress(InProgressTasks),
 }
 
 /// Why a request failed: its stable code and a message for people.

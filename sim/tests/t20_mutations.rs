@@ -5,13 +5,20 @@
 mod common;
 
 fn caught(mutation: &str) {
-    let (ok, out) = common::sim(&[
+    caught_with(mutation, &[]);
+}
+
+/// [`caught`], with the workload's options `extra`.
+fn caught_with(mutation: &str, extra: &[&str]) {
+    let mut args = vec![
         "--mutation",
         mutation,
         "--seeds",
         "0..100",
         "--until-caught",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let (ok, out) = common::sim(&args);
     assert!(ok, "{mutation} was not caught within seeds 0..100:\n{out}");
     assert!(out.contains("caught by seed"), "{out}");
 }
@@ -39,6 +46,11 @@ fn timers_firing_late_in_a_healed_cluster_are_caught() {
 #[test]
 fn a_sub_workflow_started_twice_is_caught() {
     caught("sub-workflow-twice");
+}
+
+#[test]
+fn tasks_leased_without_their_permits_are_caught() {
+    caught_with("lease-without-permit", &["--concurrency-limit", "2"]);
 }
 
 #[test]

@@ -141,10 +141,11 @@ async fn answer_scan(node: &Serving, request: Request) -> Result<Reply> {
         Request::InProgress {
             task_type,
             partitions,
+            pending,
         } => node
             .tasks
             .permits
-            .in_progress_in(&task_type, &partitions)
+            .in_progress_in(&task_type, &partitions, &pending)
             .await
             .map(Reply::InProgress),
         request => node.membership.answer(request).await,

@@ -195,6 +195,7 @@ fn requests() -> Vec<Request> {
         Request::InProgress {
             task_type: "t".into(),
             partitions: vec![p],
+            pending: vec![workflow().tasks[0].task_id.clone()],
         },
     ]
 }
@@ -251,7 +252,10 @@ fn replies() -> Vec<Result<Reply, Failure>> {
             valid_ms: 1_000,
             retry_in_ms: 200,
         }),
-        Reply::InProgress(vec![(workflow().tasks[0].task_id.clone(), 42)]),
+        Reply::InProgress(InProgressTasks {
+            running: vec![(workflow().tasks[0].task_id.clone(), 42)],
+            ended: vec![workflow().tasks[0].task_id.clone()],
+        }),
     ];
     let failures = ErrorCode::ALL.map(|code| {
         Err(Failure {

@@ -80,9 +80,15 @@ impl Ledger {
         at_limit && now - at >= RECOUNT_INTERVAL_MS as i64
     }
 
-    /// Takes a count that started at `started`: the tasks IN_PROGRESS with their start times.
-    /// Permits it shows leased, and those that lapsed long enough before it, stop pending.
-    pub fn counted(&mut self, running: Vec<(TaskId, NowMs)>, started: NowMs) {
+    /// The tasks granted a permit that no count showed yet.
+    pub fn pending(&self) -> Vec<TaskId> {
+        self.pending.keys().cloned().collect()
+    }
+
+    /// Takes a count that started at `started`: the tasks IN_PROGRESS with their start times,
+    /// and those of [`Ledger::pending`] seen ending. Permits it shows leased or ended, and those
+    /// that lapsed long enough before it, stop pending.
+    pub fn counted(&mut self, running: Vec<(TaskId, NowMs)>, ended: &[TaskId], started: NowMs) {
         if self.counted_at.is_none() {
             let mut starts: Vec<NowMs> = running.iter().map(|(_, at)| *at).collect();
             starts.sort_unstable();
@@ -90,9 +96,15 @@ impl Ledger {
         }
         self.running = running.into_iter().map(|(id, _)| id).collect();
         let running = &self.running;
-        self.pending
-            .retain(|id, gone_at| !running.contains(id) && *gone_at > started);
+        self.pending.retain(|id, gone_at| {
+            !running.contains(id) && !ended.contains(id) && *gone_at > started
+        });
         self.counted_at = Some(started);
+        tracing::debug!(
+            running = self.running.len(),
+            pending = self.pending.len(),
+            "permits counted"
+        );
     }
 
     /// Grants what `limits` allow of `asked`, in order, at `now`.
@@ -114,8 +126,9 @@ impl Ledger {
                 retry_in_ms = wait;
                 break;
             }
-            // A task counted IN_PROGRESS already is counted until a count shows it ended.
-            if !self.running.contains(id) {
+            // A task counted IN_PROGRESS already is counted until a count shows it ended; a
+            // rate alone counts starts, not tasks held.
+            if limits.concurrent.is_some() && !self.running.contains(id) {
                 let lapses = now + (PERMIT_VALID_MS + PERMIT_COMMIT_SLACK_MS) as i64;
                 self.pending.insert(id.clone(), lapses);
             }
@@ -202,7 +215,7 @@ mod tests {
     }
 
     fn counted(mut l: Ledger, running: &[(u128, NowMs)], at: NowMs) -> Ledger {
-        l.counted(running.iter().map(|(n, t)| (id(*n), *t)).collect(), at);
+        l.counted(running.iter().map(|(n, t)| (id(*n), *t)).collect(), &[], at);
         l
     }
 
@@ -238,6 +251,16 @@ mod tests {
         let gone = (PERMIT_VALID_MS + PERMIT_COMMIT_SLACK_MS) as i64 + 1;
         l = counted(l, &[], gone);
         assert_eq!(l.grant(&limits, &[id(2)], gone).granted, vec![id(2)]);
+    }
+
+    #[test]
+    fn a_permit_whose_task_ran_and_ended_between_counts_is_let_go() {
+        let limits = concurrent(1);
+        let mut l = counted(Ledger::new(1, 0, false), &[], 0);
+        assert_eq!(l.grant(&limits, &[id(1)], 0).granted, vec![id(1)]);
+        assert_eq!(l.pending(), vec![id(1)]);
+        l.counted(Vec::new(), &[id(1)], 300);
+        assert_eq!(l.grant(&limits, &[id(2)], 300).granted, vec![id(2)]);
     }
 
     #[test]

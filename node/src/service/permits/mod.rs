@@ -20,7 +20,7 @@ use engine::NowMs;
 use ledger::Ledger;
 pub use ledger::PERMIT_VALID_MS;
 use proto::model::TaskLimits;
-use proto::peer::{PermitGrant, Reply, Request, POLL_PEER_TIMEOUT_MS};
+use proto::peer::{InProgressTasks, PermitGrant, Reply, Request, POLL_PEER_TIMEOUT_MS};
 use proto::{PartitionId, TaskId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -133,10 +133,17 @@ impl Permits {
         }
         let l = ledger.as_mut().expect("set above");
         if l.needs_count(&limits, now) {
-            let running = self.count(task_type).await?;
-            l.counted(running, now);
+            let counted = self.count(task_type, l.pending()).await?;
+            l.counted(counted.running, &counted.ended, now);
         }
         let grant = l.grant(&limits, task_ids, self.host.clock.now_ms());
+        tracing::debug!(
+            task_type,
+            asked = task_ids.len(),
+            granted = grant.granted.len(),
+            retry_in_ms = grant.retry_in_ms,
+            "permits"
+        );
         Ok(PermitGrant {
             granted: grant.granted,
             valid_ms: PERMIT_VALID_MS,
@@ -149,12 +156,12 @@ impl Permits {
         ledgers.entry(task_type.to_owned()).or_default().clone()
     }
 
-    /// The tasks of `task_type` IN_PROGRESS on every partition, each counted by its leader; fails
-    /// unless every partition is.
-    async fn count(&self, task_type: &str) -> Result<Vec<(TaskId, NowMs)>> {
+    /// The tasks of `task_type` IN_PROGRESS on every partition, each counted by its leader, and
+    /// which of `pending` were seen ending; fails unless every partition is counted.
+    async fn count(&self, task_type: &str, pending: Vec<TaskId>) -> Result<InProgressTasks> {
         let led = self.host.led_partitions().await;
         let mine: Vec<PartitionId> = led.iter().copied().collect();
-        let mut out = self.in_progress_in(task_type, &mine).await?;
+        let mut out = self.in_progress_in(task_type, &mine, &pending).await?;
         let elsewhere = self.host.led_elsewhere(&led).await?;
         let covered = led.len() + elsewhere.values().map(Vec::len).sum::<usize>();
         if covered < usize::from(self.host.partition_count()) {
@@ -166,12 +173,16 @@ impl Permits {
             let ask = Request::InProgress {
                 task_type: task_type.to_owned(),
                 partitions: partitions.clone(),
+                pending: pending.clone(),
             };
             async move { self.host.ask_leader_of(&partitions, peer, ask).await }
         });
         for answer in futures::future::join_all(asks).await {
             match answer? {
-                Reply::InProgress(tasks) => out.extend(tasks),
+                Reply::InProgress(tasks) => {
+                    out.running.extend(tasks.running);
+                    out.ended.extend(tasks.ended);
+                }
                 other => return Err(Error::Internal(format!("unexpected answer {other:?}"))),
             }
         }
@@ -179,12 +190,14 @@ impl Permits {
     }
 
     /// The tasks of `task_type` IN_PROGRESS on `partitions`, which this node must lead (each
-    /// confirmed with a quorum, so a deposed leader's stale view is never counted).
+    /// confirmed with a quorum, so a deposed leader's stale view is never counted), and which of
+    /// `pending` were seen ending here.
     pub async fn in_progress_in(
         &self,
         task_type: &str,
         partitions: &[PartitionId],
-    ) -> Result<Vec<(TaskId, NowMs)>> {
+        pending: &[TaskId],
+    ) -> Result<InProgressTasks> {
         let confirms = partitions.iter().map(|p| async move {
             let replica = self.host.partition(*p).ok_or_else(|| {
                 Error::Unavailable(format!("partition {p} is not hosted here any more; retry"))
@@ -201,9 +214,12 @@ impl Permits {
         }
         let n = self.host.partition_count();
         let asked: BTreeSet<PartitionId> = partitions.iter().copied().collect();
-        Ok(self
-            .queues
-            .in_progress(task_type, |task| asked.contains(&task.partition(n))))
+        Ok(InProgressTasks {
+            running: self
+                .queues
+                .in_progress(task_type, |task| asked.contains(&task.partition(n))),
+            ended: self.queues.ended(task_type, pending),
+        })
     }
 }
 
