@@ -20,7 +20,7 @@ use engine::NowMs;
 use ledger::Ledger;
 pub use ledger::PERMIT_VALID_MS;
 use proto::model::TaskLimits;
-use proto::peer::{InProgressTasks, PermitGrant, Reply, Request, POLL_PEER_TIMEOUT_MS};
+use proto::peer::{InProgressTasks, PermitGrant, Reply, Request, HOPS_MAX, POLL_PEER_TIMEOUT_MS};
 use proto::{PartitionId, TaskId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -29,6 +29,9 @@ use std::time::Duration;
 /// How soon a poll for a limited type looks again when its tasks are held back and the keeper
 /// did not say when (its permits are not announced the way published tasks are).
 pub const LIMITED_POLL_RECHECK_MS: u64 = 250;
+/// Longest a keeper waits for a partition leader's count: a poll that asked for permits waits
+/// for the keeper no longer than [`POLL_PEER_TIMEOUT_MS`], so a slower count is of no use.
+pub const COUNT_PEER_TIMEOUT_MS: u64 = 1_000;
 /// Most task ids one ask for permits names (a poll's batch at most).
 pub const PERMITS_ASKED_MAX: usize = proto::limits::POLL_BATCH_MAX;
 
@@ -115,13 +118,12 @@ impl Permits {
 
     /// Grants as the keeper, in leadership spell `epoch` of the keeper's partition.
     async fn keep(&self, task_type: &str, task_ids: &[TaskId], epoch: u64) -> Result<PermitGrant> {
-        let all = |retry_in_ms| PermitGrant {
-            granted: task_ids.to_vec(),
-            valid_ms: PERMIT_VALID_MS,
-            retry_in_ms,
-        };
         let Some(limits) = self.limits_of(task_type) else {
-            return Ok(all(0));
+            return Ok(PermitGrant {
+                granted: task_ids.to_vec(),
+                valid_ms: PERMIT_VALID_MS,
+                retry_in_ms: 0,
+            });
         };
         let ledger = self.ledger(task_type);
         let mut ledger = ledger.lock().await;
@@ -175,7 +177,17 @@ impl Permits {
                 partitions: partitions.clone(),
                 pending: pending.clone(),
             };
-            async move { self.host.ask_leader_of(&partitions, peer, ask).await }
+            async move {
+                let within = Duration::from_millis(COUNT_PEER_TIMEOUT_MS);
+                let answer = self
+                    .host
+                    .forward_within(peer, HOPS_MAX - 1, ask, within)
+                    .await;
+                if answer.is_err() {
+                    partitions.iter().for_each(|p| self.host.forget_leader(*p));
+                }
+                answer
+            }
         });
         for answer in futures::future::join_all(asks).await {
             match answer? {
