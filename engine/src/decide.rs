@@ -61,6 +61,7 @@ pub fn start_with(
         variables,
         last_retried_time: 0,
         failed_task_id: None,
+        dsl: None,
     };
     let record = WorkflowRecord {
         version: 0,

@@ -40,6 +40,12 @@ impl Document {
         Ok(Self { header, json })
     }
 
+    /// A document [`super::load`] accepted before, as it was stored (its JSON form): only its
+    /// header is read again.
+    pub fn from_stored(json: Value) -> Result<Self, Error> {
+        Self::new(json)
+    }
+
     pub fn header(&self) -> &Header {
         &self.header
     }

@@ -5,16 +5,21 @@
 //! [`Error`] listing each problem with the JSON pointer of the offending node, and renders as
 //! the RFC 7807 problem details the DSL uses.
 //!
-//! Not here yet: running a document. Nothing stores, schedules or executes one, and no API
-//! accepts one; this is the check every later step will stand on.
+//! An instance of a document is a workflow whose definition carries the document
+//! ([`workflow_def`]); [`run`] is its decider, and [`view`] shows it in the DSL's terms.
 
 mod document;
+mod duration;
 mod error;
+mod instance;
 mod parse;
 mod rules;
+pub mod run;
 mod schema;
 
 pub use document::{Document, Header};
+pub use duration::millis;
+pub use instance::{is_dsl, phase, view, workflow_def, TASK_TYPE_PREFIX};
 pub use error::{
     Error, Location, Problem, ProblemDetails, Problems, CONFIGURATION_TYPE, VALIDATION_TYPE,
 };

@@ -49,6 +49,9 @@ pub struct Workflow {
     pub last_retried_time: EpochMs,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_task_id: Option<String>,
+    /// A Serverless Workflow instance's progress (see [`super::dsl`]); `None` for Conductor's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dsl: Option<Box<super::dsl::DslRun>>,
 }
 
 impl Workflow {

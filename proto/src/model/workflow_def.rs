@@ -57,6 +57,10 @@ pub struct WorkflowDef {
     pub enforce_schema: bool,
     pub create_time: EpochMs,
     pub update_time: EpochMs,
+    /// A Serverless Workflow instance's document (its JSON form): such a workflow runs the
+    /// document, not `tasks` (see `engine::dsl`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dsl: Option<std::sync::Arc<serde_json::Value>>,
     #[serde(flatten)]
     pub extra: Json,
 }
@@ -85,6 +89,7 @@ impl Default for WorkflowDef {
             enforce_schema: false,
             create_time: 0,
             update_time: 0,
+            dsl: None,
             extra: Json::new(),
         }
     }

@@ -1,0 +1,130 @@
+//! A DSL instance as the rest of Baton sees it: the workflow definition that carries a document
+//! (so an instance starts, is stored, replicated, searched and shown like any workflow), and the
+//! instance's view in the DSL's own terms (phases, output, `$context`, per-task state, errors).
+
+use super::Document;
+use proto::model::{task_type, Task, TaskStatus, Workflow, WorkflowDef, WorkflowStatus};
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// What every Conductor task of a DSL task that does not wait on the world is typed (`dsl/set`,
+/// `dsl/for`, ...): a `/` cannot be in a registered task type, so no worker polls for these.
+pub const TASK_TYPE_PREFIX: &str = "dsl/";
+
+/// The workflow definition an instance of `doc` runs under: the document's name, the document
+/// itself, and its `timeout` as the workflow's own.
+pub fn workflow_def(doc: &Document) -> WorkflowDef {
+    let header = doc.header();
+    let timeout_ms = doc
+        .json()
+        .pointer("/timeout/after")
+        .and_then(|d| super::duration::millis(d).ok())
+        .unwrap_or(0);
+    WorkflowDef {
+        name: header.name.clone(),
+        description: header.summary.clone().or_else(|| header.title.clone()),
+        version: 1,
+        timeout_seconds: u64::try_from(timeout_ms.div_ceil(1000)).unwrap_or(0),
+        dsl: Some(Arc::new(doc.json().clone())),
+        ..WorkflowDef::default()
+    }
+}
+
+/// Whether `workflow` runs a DSL document.
+pub fn is_dsl(workflow: &Workflow) -> bool {
+    workflow.workflow_definition.dsl.is_some()
+}
+
+/// The DSL's phase of a workflow.
+pub fn phase(workflow: &Workflow) -> &'static str {
+    match workflow.status {
+        WorkflowStatus::Completed => "completed",
+        WorkflowStatus::Failed | WorkflowStatus::TimedOut => "faulted",
+        WorkflowStatus::Terminated => "cancelled",
+        WorkflowStatus::Paused => "suspended",
+        WorkflowStatus::Running => {
+            let open: Vec<&Task> = workflow
+                .tasks
+                .iter()
+                .filter(|t| !t.status.is_terminal() && !is_composite(t))
+                .collect();
+            if !open.is_empty() && open.iter().all(|t| is_waiting(t)) {
+                "waiting"
+            } else {
+                "running"
+            }
+        }
+    }
+}
+
+/// A task that only groups others (`do`, `for`, `fork`, `try`).
+fn is_composite(t: &Task) -> bool {
+    matches!(
+        t.task_type.as_str(),
+        "dsl/do" | "dsl/for" | "dsl/fork" | "dsl/try"
+    )
+}
+
+/// A task waiting for time or an event rather than working.
+fn is_waiting(t: &Task) -> bool {
+    t.task_type == task_type::WAIT || t.task_type == "dsl/listen"
+}
+
+/// The DSL phase of one task.
+fn task_phase(t: &Task) -> &'static str {
+    match t.status {
+        TaskStatus::Completed | TaskStatus::CompletedWithErrors | TaskStatus::Skipped => {
+            "completed"
+        }
+        TaskStatus::Canceled => "cancelled",
+        TaskStatus::Failed | TaskStatus::FailedWithTerminalError | TaskStatus::TimedOut => {
+            "faulted"
+        }
+        TaskStatus::Scheduled => "pending",
+        TaskStatus::InProgress if is_waiting(t) => "waiting",
+        TaskStatus::InProgress => "running",
+    }
+}
+
+/// The instance in the DSL's terms, or `None` when `workflow` is not a DSL instance.
+pub fn view(workflow: &Workflow) -> Option<Value> {
+    let doc = workflow.workflow_definition.dsl.as_deref()?;
+    let run = workflow.dsl.as_deref();
+    let tasks: Vec<Value> = workflow.tasks.iter().map(task_view).collect();
+    let output = run.and_then(|r| r.output.clone());
+    let error = run.and_then(|r| r.error.clone()).or_else(|| {
+        (workflow.status == WorkflowStatus::TimedOut).then(|| {
+            super::run::timeout_error(
+                "/",
+                workflow.reason_for_incompletion.as_deref().unwrap_or(""),
+            )
+        })
+    });
+    Some(json!({
+        "id": workflow.workflow_id.as_str(),
+        "document": doc.get("document"),
+        "phase": phase(workflow),
+        "input": workflow.input,
+        "output": output,
+        "context": run.map(|r| r.context.clone()).unwrap_or(Value::Null),
+        "error": error,
+        "startedAt": workflow.start_time,
+        "endedAt": (workflow.end_time > 0).then_some(workflow.end_time),
+        "tasks": tasks,
+    }))
+}
+
+fn task_view(t: &Task) -> Value {
+    json!({
+        "name": t.workflow_task.name,
+        "reference": t.reference_task_name,
+        "taskId": t.task_id.as_str(),
+        "type": t.task_type,
+        "phase": task_phase(t),
+        "input": t.input_data,
+        "output": t.output_data,
+        "reason": t.reason_for_incompletion,
+        "startedAt": (t.start_time > 0).then_some(t.start_time),
+        "endedAt": (t.end_time > 0).then_some(t.end_time),
+    })
+}

@@ -1,0 +1,118 @@
+//! A Serverless Workflow (DSL 1.0) instance's progress through its document, as its workflow
+//! record keeps it. The document itself is the instance's definition (`WorkflowDef::dsl`); this
+//! is where the run stands: `$context`, the task lists being run, the tasks running in them, and
+//! the output or the error the instance ended with. Tasks that wait on the world (a call, a
+//! `wait`, a child workflow) and every task that ran are also Conductor tasks of the workflow,
+//! so pollers, timers, search and the UI see them as they see any task.
+//!
+//! Positions are JSON pointers into the document (`/do/0/getPet`), the form the DSL's errors
+//! name in their `instance`.
+
+use crate::ids::TaskId;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Where a DSL instance stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct DslRun {
+    /// `$context`: what the tasks' `export.as` made of it so far.
+    pub context: Value,
+    /// The workflow's top-level `do` while the instance runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<Seq>,
+    /// The instance's output once it completed (any JSON; Conductor's view shows an object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// The error the instance faulted with: RFC 7807 problem details (`type`, `status`,
+    /// `instance`, `title`, `detail`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+}
+
+/// A task list being run, one task after another (`do`, a `for` iteration's body, a `try`'s
+/// tasks or its `catch.do`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Seq {
+    /// The list's pointer (`/do`, `/do/1/retry/try`).
+    pub at: String,
+    /// The position of the task running or next to run.
+    pub index: usize,
+    /// The data flowing through the list: its input, then each task's transformed output.
+    pub data: Value,
+    /// Variables the list's expressions see besides the standard ones (`$item` and `$index` in
+    /// a `for`, the caught error in a `catch.do`), without their `$`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub vars: BTreeMap<String, Value>,
+    /// The task running at `index`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<Box<Frame>>,
+    /// Tasks started in this list so far; a `then` that jumps back counts again.
+    #[serde(default)]
+    pub steps: u32,
+}
+
+/// A task being run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Frame {
+    /// The task's pointer (`/do/0/getPet`).
+    pub at: String,
+    pub name: String,
+    /// The Conductor task that shows this run of it.
+    pub task_id: TaskId,
+    /// `$input`: the task's input after `input.from`.
+    pub input: Value,
+    pub body: Body,
+}
+
+/// What a running task is doing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum Body {
+    /// Waiting on the world: its Conductor task (a worker's function, an HTTP call, a timer, a
+    /// child workflow) says when it ends and how.
+    External,
+    /// `do`: its own list.
+    Do { seq: Seq },
+    /// `for`: the collection evaluated when it started, the iteration running, and the data
+    /// the next iteration starts from.
+    For {
+        items: Vec<Value>,
+        index: usize,
+        data: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<Seq>,
+    },
+    /// `fork`: every branch at once.
+    Fork { branches: Vec<Branch> },
+    /// `try`: its tasks (attempt 1 and every retry), then its `catch.do` once caught.
+    Try {
+        attempt: u32,
+        seq: Seq,
+        /// Running `catch.do`, not the tasks tried.
+        #[serde(default)]
+        catching: bool,
+        /// The retry delay's timer (a WAIT task) while one runs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        delay: Option<TaskId>,
+        /// The error that started the delay, kept for the retry's `when` checks.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<Value>,
+        /// When the first attempt started (a retry limit's `duration` counts from it).
+        started_ms: i64,
+    },
+}
+
+/// One branch of a `fork`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "state")]
+pub enum Branch {
+    Running { frame: Box<Frame> },
+    /// Ended with this (transformed) output.
+    Done { output: Value },
+    /// Cancelled: another branch won a competing fork.
+    Cancelled,
+}
