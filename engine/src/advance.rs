@@ -12,6 +12,9 @@ use rand::Rng as _;
 
 /// Schedules the first task of the definition and runs the loop (used by start, restart, rerun).
 pub(crate) fn begin(ctx: &mut Ctx<'_>) {
+    if ctx.wf.workflow_definition.dsl.is_some() {
+        return crate::dsl::run::begin(ctx);
+    }
     if let Some(first) = ctx.wf.workflow_definition.tasks.first().cloned() {
         schedule::schedule(ctx, &first);
     }
@@ -22,6 +25,9 @@ pub(crate) fn begin(ctx: &mut Ctx<'_>) {
 pub(crate) fn advance(ctx: &mut Ctx<'_>) {
     if ctx.wf.status != WorkflowStatus::Running {
         return;
+    }
+    if ctx.wf.workflow_definition.dsl.is_some() {
+        return crate::dsl::run::advance(ctx);
     }
     let def = ctx.wf.workflow_definition.clone();
     let def = &def.tasks;

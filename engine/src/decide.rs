@@ -24,7 +24,9 @@ pub fn start_with(
     rng: Rng,
     catalog: &dyn Catalog,
 ) -> Result<Decision, Error> {
-    super::validate_workflow_def(&start.def)?;
+    if start.def.dsl.is_none() {
+        super::validate_workflow_def(&start.def)?;
+    }
     let variables = start.def.variables.clone();
     // The definition's inputTemplate fills what the start's input leaves out.
     let mut input = start.def.input_template.clone();
@@ -144,6 +146,11 @@ fn decide_in(
     rng: Rng,
     catalog: &dyn Catalog,
 ) -> Result<Decision, Error> {
+    if record.workflow.workflow_definition.dsl.is_some() {
+        if let Some(refusal) = crate::dsl::run::refuses(&input) {
+            return Err(Error::Conflict(refusal));
+        }
+    }
     let mut ctx = Ctx::new(record, now, rng).with_catalog(catalog);
     match input {
         Input::TaskResult(result) => task_result(&mut ctx, result)?,

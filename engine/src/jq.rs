@@ -20,12 +20,37 @@ pub fn compile(query: &str) -> Result<Filter, String> {
 /// uses any other variable it does not bind itself does not compile. Running such a filter needs
 /// a value for each of them, in that order.
 pub fn compile_with_vars(query: &str, vars: &[&str]) -> Result<Filter, String> {
+    compile_from(query, vars, &[])
+}
+
+/// The functions that read the clock, the environment or the process's input, or log from it
+/// (`halt` stays: it ends the query with an error): a decision may not depend on them (a Serverless Workflow expression runs in the
+/// decider; a JSON_JQ_TRANSFORM runs in a script host and may use them).
+pub const IMPURE_FUNCTIONS: [&str; 8] = [
+    "now",
+    "env",
+    "input",
+    "inputs",
+    "debug",
+    "stderr",
+    "localtime",
+    "strflocaltime",
+];
+
+/// [`compile_with_vars`] without the [`IMPURE_FUNCTIONS`]: the same query gives the same
+/// answer wherever and whenever it runs.
+pub fn compile_pure(query: &str, vars: &[&str]) -> Result<Filter, String> {
+    compile_from(query, vars, &IMPURE_FUNCTIONS)
+}
+
+fn compile_from(query: &str, vars: &[&str], without: &[&str]) -> Result<Filter, String> {
     let defs = jaq_core::defs()
         .chain(jaq_std::defs())
         .chain(jaq_json::defs());
     let funs = jaq_core::funs()
         .chain(jaq_std::funs())
-        .chain(jaq_json::funs());
+        .chain(jaq_json::funs())
+        .filter(|f| !without.contains(&f.0));
     let arena = Arena::default();
     let program = File {
         code: query,
@@ -75,9 +100,17 @@ fn parse_error(query: &str, errors: jaq_core::load::Errors<&str, ()>) -> String 
 
 /// Runs `filter` on `input`: every output, or the first error.
 pub fn run(filter: &Filter, input: &Value) -> Result<Vec<Value>, String> {
-    let text = serde_json::to_vec(input).map_err(|e| e.to_string())?;
-    let input = jaq_json::read::parse_single(&text).map_err(|e| format!("{e:?}"))?;
-    let ctx = Ctx::<data::JustLut<Val>>::new(&filter.lut, Vars::new([]));
+    run_with(filter, input, &[])
+}
+
+/// [`run`] with the values of the global variables the filter was compiled with, in order.
+pub fn run_with(filter: &Filter, input: &Value, vars: &[&Value]) -> Result<Vec<Value>, String> {
+    let input = to_val(input)?;
+    let vars = vars
+        .iter()
+        .map(|v| to_val(v))
+        .collect::<Result<Vec<_>, _>>()?;
+    let ctx = Ctx::<data::JustLut<Val>>::new(&filter.lut, Vars::new(vars));
     filter
         .id
         .run((ctx, input))
@@ -87,6 +120,11 @@ pub fn run(filter: &Filter, input: &Value) -> Result<Vec<Value>, String> {
             serde_json::from_str(&val.to_string()).map_err(|e| format!("jq output: {e}"))
         })
         .collect()
+}
+
+fn to_val(value: &Value) -> Result<Val, String> {
+    let text = serde_json::to_vec(value).map_err(|e| e.to_string())?;
+    jaq_json::read::parse_single(&text).map_err(|e| format!("{e:?}"))
 }
 
 #[cfg(test)]
@@ -126,5 +164,15 @@ mod tests {
         assert!(at.ends_with("expected closing brace at offset 6"), "{at}");
         let err = eval(".a + 1", json!({"a": "text"})).expect_err("a string plus a number");
         assert!(err.starts_with("jq: "), "{err}");
+    }
+
+    #[test]
+    fn pure_queries_see_their_variables_and_no_clock() {
+        let filter = compile_pure("[$a, .x, $b]", &["$a", "$b"]).expect("compiles");
+        let out = run_with(&filter, &json!({"x": 2}), &[&json!(1), &json!("b")]);
+        assert_eq!(out, Ok(vec![json!([1, 2, "b"])]));
+        assert!(compile_pure("now", &[]).is_err());
+        assert!(compile_pure("env", &[]).is_err());
+        assert!(compile("now").is_ok());
     }
 }

@@ -167,7 +167,9 @@ pub(crate) fn is_scripted_switch(wt: &WorkflowTask) -> bool {
 
 /// True for tasks that workers poll for.
 pub(crate) fn is_worker_type(workflow_task_type: &str) -> bool {
-    !SYSTEM_TYPES.contains(&workflow_task_type) && workflow_task_type != "FORK"
+    !SYSTEM_TYPES.contains(&workflow_task_type)
+        && workflow_task_type != "FORK"
+        && !workflow_task_type.starts_with(crate::dsl::TASK_TYPE_PREFIX)
 }
 
 #[cfg(test)]

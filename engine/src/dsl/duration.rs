@@ -42,7 +42,8 @@ pub fn millis(duration: &Value) -> Result<i64, String> {
 
 /// An ISO 8601 duration of days, hours, minutes and seconds (weeks count as seven days).
 fn iso(text: &str) -> Result<f64, String> {
-    let bad = || format!("'{text}' is not an ISO 8601 duration of days, hours, minutes and seconds");
+    let bad =
+        || format!("'{text}' is not an ISO 8601 duration of days, hours, minutes and seconds");
     let rest = text.strip_prefix('P').ok_or_else(bad)?;
     let (date, time) = match rest.split_once('T') {
         Some((d, t)) if !t.is_empty() => (d, Some(t)),
@@ -88,7 +89,10 @@ mod tests {
         assert_eq!(millis(&json!("P1DT2H")), Ok(93_600_000));
         assert_eq!(millis(&json!("PT0.25S")), Ok(250));
         assert_eq!(millis(&json!("P1W")), Ok(604_800_000));
-        assert_eq!(millis(&json!({"seconds": 1, "milliseconds": 500})), Ok(1_500));
+        assert_eq!(
+            millis(&json!({"seconds": 1, "milliseconds": 500})),
+            Ok(1_500)
+        );
         for bad in ["5M", "P", "PT", "P1M", "PT1H1H", "PT1S1M", "P-1D"] {
             assert!(millis(&json!(bad)).is_err(), "{bad}");
         }

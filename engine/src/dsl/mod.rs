@@ -19,18 +19,27 @@ mod schema;
 
 pub use document::{Document, Header};
 pub use duration::millis;
-pub use instance::{is_dsl, phase, view, workflow_def, TASK_TYPE_PREFIX};
 pub use error::{
     Error, Location, Problem, ProblemDetails, Problems, CONFIGURATION_TYPE, VALIDATION_TYPE,
 };
+pub use instance::{is_dsl, phase, view, workflow_def, TASK_TYPE_PREFIX};
 
 /// Parses and checks a document: size, syntax, DSL version, schema, then rules. The first step
 /// that fails answers.
 pub fn load(text: &str) -> Result<Document, Error> {
+    load_with(text, &crate::NoCatalog)
+}
+
+/// [`load`], where a `call` may also name a task type `catalog` holds: a function served by
+/// workers (polling over HTTP or pushed over QUIC), whose name is its task type.
+pub fn load_with(text: &str, catalog: &dyn crate::Catalog) -> Result<Document, Error> {
     let json = parse::parse(text)?;
     schema::check_version(&json)?;
     schema::check(&json)?;
-    rules::check(&json)?;
+    let mut called = std::collections::BTreeSet::new();
+    rules::called(&json, &mut called);
+    called.retain(|name| catalog.task_def(name).is_some());
+    rules::check(&json, called)?;
     Document::new(json)
 }
 

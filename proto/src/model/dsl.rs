@@ -110,9 +110,13 @@ pub enum Body {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", tag = "state")]
 pub enum Branch {
-    Running { frame: Box<Frame> },
+    Running {
+        frame: Box<Frame>,
+    },
     /// Ended with this (transformed) output.
-    Done { output: Value },
+    Done {
+        output: Value,
+    },
     /// Cancelled: another branch won a competing fork.
     Cancelled,
 }

@@ -30,7 +30,7 @@ pub fn check(expression: &str, vars: &[String]) -> Option<String> {
     let bound: Vec<String> = vars.iter().map(|v| format!("${v}")).collect();
     let mut names: Vec<&str> = ARGUMENTS.to_vec();
     names.extend(bound.iter().map(String::as_str));
-    crate::jq::compile_with_vars(query, &names).err()
+    crate::jq::compile_pure(query, &names).err()
 }
 
 #[cfg(test)]

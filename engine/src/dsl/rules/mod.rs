@@ -10,7 +10,7 @@
 //! and `schema` documents are not searched.
 
 mod duration;
-mod expr;
+pub(super) mod expr;
 mod fields;
 mod flow;
 mod refs;
@@ -20,10 +20,11 @@ use flow::Entry;
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
-/// Checks the rules on a document that follows the schema.
-pub fn check(doc: &Value) -> Result<(), Error> {
+/// Checks the rules on a document that follows the schema; `workers` are the registered task
+/// types among the names it calls (a worker's function needs no declaration).
+pub fn check(doc: &Value, workers: BTreeSet<String>) -> Result<(), Error> {
     let mut walk = Walk {
-        uses: refs::Uses::of(doc),
+        uses: refs::Uses::of(doc, workers),
         names: BTreeSet::new(),
         scopes: Vec::new(),
         vars: Vec::new(),
@@ -40,8 +41,22 @@ pub fn check(doc: &Value) -> Result<(), Error> {
     }
 }
 
+/// Every name a `call` of the document names.
+pub fn called(doc: &Value, out: &mut BTreeSet<String>) {
+    match doc {
+        Value::Object(map) => {
+            if let Some(Value::String(name)) = map.get("call") {
+                out.insert(name.clone());
+            }
+            map.values().for_each(|v| called(v, out));
+        }
+        Value::Array(items) => items.iter().for_each(|v| called(v, out)),
+        _ => {}
+    }
+}
+
 /// The JSON pointer of `key` in the node at `at` (RFC 6901 escapes).
-fn child(at: &str, key: &str) -> String {
+pub(super) fn child(at: &str, key: &str) -> String {
     format!("{at}/{}", key.replace('~', "~0").replace('/', "~1"))
 }
 
@@ -210,7 +225,7 @@ mod tests {
     fn pointers_escape_slashes_and_tildes_in_names() {
         assert_eq!(child("/do/0", "a/b~c"), "/do/0/a~1b~0c");
         let doc = json!({"do": [{"get/pet": {"set": {}, "then": "x"}}]});
-        let Err(Error::Rules(problems)) = check(&doc) else {
+        let Err(Error::Rules(problems)) = check(&doc, BTreeSet::new()) else {
             panic!("an unknown then target is refused");
         };
         assert_eq!(problems.listed[0].pointer, "/do/0/get~1pet/then");

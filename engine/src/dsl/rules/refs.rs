@@ -19,10 +19,12 @@ pub struct Uses {
     pub retries: BTreeSet<String>,
     pub timeouts: BTreeSet<String>,
     pub catalogs: BTreeSet<String>,
+    /// Registered task types the document calls: functions served by workers.
+    pub workers: BTreeSet<String>,
 }
 
 impl Uses {
-    pub fn of(doc: &Value) -> Self {
+    pub fn of(doc: &Value, workers: BTreeSet<String>) -> Self {
         let names = |what: &str| -> BTreeSet<String> {
             doc.pointer(&format!("/use/{what}"))
                 .and_then(Value::as_object)
@@ -35,12 +37,14 @@ impl Uses {
             retries: names("retries"),
             timeouts: names("timeouts"),
             catalogs: names("catalogs"),
+            workers,
         }
     }
 
     /// Why a `call` of `name` cannot be resolved, if it cannot.
     pub fn call(&self, name: &str) -> Option<String> {
-        if BUILT_IN_CALLS.contains(&name) || self.functions.contains(name) || name.contains("://") {
+        let declared = self.functions.contains(name) || self.workers.contains(name);
+        if BUILT_IN_CALLS.contains(&name) || declared || name.contains("://") {
             return None;
         }
         if let Some((function, catalog)) = name.rsplit_once('@') {
@@ -53,7 +57,8 @@ impl Uses {
         }
         Some(format!(
             "calls '{name}', which is neither a built-in call ({}), nor a function of use.functions, \
-             nor a cataloged function (name:version@catalog), nor a function's URI",
+             nor a registered task type (a worker's function), nor a cataloged function \
+             (name:version@catalog), nor a function's URI",
             BUILT_IN_CALLS.join(", ")
         ))
     }
@@ -71,14 +76,19 @@ mod tests {
 
     #[test]
     fn calls_resolve_to_built_ins_declared_functions_catalogs_or_uris() {
-        let uses = Uses::of(&json!({"use": {
-            "functions": {"getPet": {"call": "http"}},
-            "catalogs": {"global": {"endpoint": "https://example.test"}}
-        }}));
+        let workers = BTreeSet::from(["chargeCard".to_owned()]);
+        let uses = Uses::of(
+            &json!({"use": {
+                "functions": {"getPet": {"call": "http"}},
+                "catalogs": {"global": {"endpoint": "https://example.test"}}
+            }}),
+            workers,
+        );
         for ok in [
             "http",
             "mcp",
             "getPet",
+            "chargeCard",
             "log:1.0.0@global",
             "log:1.0.0@default",
             "https://example.test/functions/log/1.0.0/function.yaml",

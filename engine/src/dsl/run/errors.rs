@@ -8,14 +8,11 @@ pub const STANDARD_TYPES: &str = "https://serverlessworkflow.io/spec/1.0.0/error
 /// The older spelling of the standard types, which the conformance kit's filters still use.
 const STANDARD_TYPES_DSL: &str = "https://serverlessworkflow.io/dsl/errors/types/";
 
-/// A standard kind of error with its status.
+/// The standard kinds of error this runtime raises, with their status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Configuration,
-    Validation,
     Expression,
-    Authentication,
-    Authorization,
     Timeout,
     Communication,
     Runtime,
@@ -25,10 +22,7 @@ impl Kind {
     fn name(self) -> &'static str {
         match self {
             Kind::Configuration => "configuration",
-            Kind::Validation => "validation",
             Kind::Expression => "expression",
-            Kind::Authentication => "authentication",
-            Kind::Authorization => "authorization",
             Kind::Timeout => "timeout",
             Kind::Communication => "communication",
             Kind::Runtime => "runtime",
@@ -37,9 +31,7 @@ impl Kind {
 
     fn status(self) -> u16 {
         match self {
-            Kind::Configuration | Kind::Validation | Kind::Expression => 400,
-            Kind::Authentication => 401,
-            Kind::Authorization => 403,
+            Kind::Configuration | Kind::Expression => 400,
             Kind::Timeout => 408,
             Kind::Communication | Kind::Runtime => 500,
         }
@@ -56,7 +48,10 @@ pub fn with_status(kind: Kind, status: u16, instance: &str, detail: &str) -> Val
     let mut title = kind.name().to_owned();
     title[..1].make_ascii_uppercase();
     let mut error = Map::new();
-    error.insert("type".into(), format!("{STANDARD_TYPES}{}", kind.name()).into());
+    error.insert(
+        "type".into(),
+        format!("{STANDARD_TYPES}{}", kind.name()).into(),
+    );
     error.insert("status".into(), status.into());
     error.insert("instance".into(), instance.into());
     error.insert("title".into(), format!("{title} error").into());
@@ -74,6 +69,16 @@ pub fn timeout_error(instance: &str, detail: &str) -> Value {
 /// A runtime expression that failed (does not evaluate, or gives the wrong kind of value).
 pub fn expression_error(instance: &str, detail: &str) -> Value {
     standard(Kind::Expression, instance, detail)
+}
+
+/// A runtime error: the instance cannot go on as its document says.
+pub fn runtime_error(instance: &str, detail: &str) -> Value {
+    standard(Kind::Runtime, instance, detail)
+}
+
+/// What this runtime is not configured to do.
+pub fn configuration_error(instance: &str, detail: &str) -> Value {
+    standard(Kind::Configuration, instance, detail)
 }
 
 /// Whether two error types name the same error: equal, or the same standard kind in either

@@ -1,5 +1,219 @@
-//! Running a DSL instance: the decider that moves an instance through its document.
+//! Running a DSL instance: the decider that moves an instance through its document. It takes the
+//! place of Conductor's advance loop for a workflow whose definition carries a document; every
+//! other part of a decision (leases, results, timers, work performed, pause and terminate) is
+//! the engine's, shared with Conductor's workflows.
+//!
+//! The instance's place in the document is a tree ([`proto::model::dsl`]): the top-level `do`
+//! as a [`Seq`], the task running in it as a [`Frame`], and so on down. [`advance`] walks the
+//! tree after every input and moves every part that can move: a task whose Conductor task ended
+//! finishes (its output transformed, `$context` exported), the next task of its list starts, a
+//! composite task ends when its tasks did. What waits on the world (a worker's function, an HTTP
+//! call, a timer) is a Conductor task of the workflow, so pollers, timers and work see it as
+//! they see any task; every task that runs is one too, so the instance's history is its task
+//! list.
 
+mod call;
+mod composite;
 mod errors;
+mod expr;
+mod frame;
+mod seq;
+mod simple;
+mod tries;
 
-pub use errors::timeout_error;
+pub use errors::{timeout_error, STANDARD_TYPES};
+
+use crate::state::Ctx;
+use expr::Scope;
+use proto::model::dsl::DslRun;
+use proto::model::{Json, WorkflowStatus};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// How far a part of the tree got.
+pub(super) enum Outcome {
+    /// It waits on the world.
+    Pending,
+    /// It ended with this output; `then` is the flow directive that overrides the task's own
+    /// (a `switch` case's).
+    Done { output: Value, then: Option<String> },
+    /// It raised this error (problem details).
+    Fault(Value),
+    /// A `then: end` was reached: the workflow completes with this data.
+    End(Value),
+}
+
+impl Outcome {
+    fn done(output: Value) -> Self {
+        Outcome::Done { output, then: None }
+    }
+}
+
+/// One walk of the tree: the decision's context, the document, and `$context` while it is
+/// changed.
+pub(super) struct Runner<'c, 'r> {
+    pub ctx: &'c mut Ctx<'r>,
+    pub doc: Arc<Value>,
+    pub context: Value,
+}
+
+/// Starts a new instance: its input through the document's `input.from`, then its first tasks.
+pub(crate) fn begin(ctx: &mut Ctx<'_>) {
+    let Some(doc) = ctx.wf.workflow_definition.dsl.clone() else {
+        return;
+    };
+    let raw = Value::Object(ctx.wf.input.clone());
+    let vars = Default::default();
+    let scope = Scope::new(&vars).with("workflow", workflow_arg(ctx, &doc));
+    let data = match doc.pointer("/input/from") {
+        Some(from) => scope.expression(from, &raw),
+        None => Ok(raw),
+    };
+    ctx.changed = true;
+    match data {
+        Ok(data) => {
+            ctx.wf.dsl = Some(Box::new(DslRun {
+                context: Value::Object(Json::new()),
+                root: Some(seq::new("/do", data, Default::default())),
+                ..DslRun::default()
+            }));
+            advance(ctx);
+        }
+        Err(e) => {
+            ctx.wf.dsl = Some(Box::default());
+            fault(ctx, errors::expression_error("/input/from", &e));
+        }
+    }
+}
+
+/// Moves every part of the instance that can move (see the module's header).
+pub(crate) fn advance(ctx: &mut Ctx<'_>) {
+    if ctx.wf.status != WorkflowStatus::Running {
+        return;
+    }
+    let Some(doc) = ctx.wf.workflow_definition.dsl.clone() else {
+        return;
+    };
+    let Some(mut run) = ctx.wf.dsl.take() else {
+        return;
+    };
+    let Some(mut root) = run.root.take() else {
+        ctx.wf.dsl = Some(run);
+        return;
+    };
+    let before = root.clone();
+    let context = std::mem::take(&mut run.context);
+    let mut runner = Runner { ctx, doc, context };
+    let outcome = runner.seq(&mut root);
+    let Runner { ctx, doc, context } = runner;
+    if context != run.context {
+        ctx.changed = true;
+    }
+    run.context = context;
+    match outcome {
+        Outcome::Pending => {
+            ctx.changed |= root != before;
+            run.root = Some(root);
+            ctx.wf.dsl = Some(run);
+        }
+        Outcome::Done { output, .. } | Outcome::End(output) => {
+            ctx.wf.dsl = Some(run);
+            complete(ctx, &doc, output);
+        }
+        Outcome::Fault(error) => {
+            ctx.wf.dsl = Some(run);
+            fault(ctx, error);
+        }
+    }
+}
+
+/// The instance completes with `data` through the document's `output.as`.
+fn complete(ctx: &mut Ctx<'_>, doc: &Value, data: Value) {
+    let output = match doc.pointer("/output/as") {
+        Some(filter) => {
+            let vars = Default::default();
+            let context = ctx.wf.dsl.as_ref().map(|r| r.context.clone());
+            let scope = Scope::new(&vars)
+                .with("context", context.unwrap_or_default())
+                .with("workflow", workflow_arg(ctx, doc));
+            match scope.expression(filter, &data) {
+                Ok(output) => output,
+                Err(e) => return fault(ctx, errors::expression_error("/output/as", &e)),
+            }
+        }
+        None => data,
+    };
+    let view = match &output {
+        Value::Object(map) => map.clone(),
+        other => Json::from_iter([("output".to_owned(), other.clone())]),
+    };
+    if let Some(run) = ctx.wf.dsl.as_mut() {
+        run.output = Some(output);
+    }
+    ctx.end_with_output(WorkflowStatus::Completed, None, None, true, Some(view));
+}
+
+/// The instance faults with `error`: FAILED, the error's title and detail as the reason.
+pub(super) fn fault(ctx: &mut Ctx<'_>, error: Value) {
+    let reason = reason_of(&error);
+    if let Some(run) = ctx.wf.dsl.as_mut() {
+        run.root = None;
+        run.error = Some(error);
+    }
+    ctx.end_with_output(
+        WorkflowStatus::Failed,
+        Some(reason),
+        None,
+        true,
+        Some(Json::new()),
+    );
+}
+
+/// An error's title and detail, as one line.
+pub(super) fn reason_of(error: &Value) -> String {
+    let text = |k: &str| error.get(k).and_then(Value::as_str).unwrap_or_default();
+    let (title, detail) = (text("title"), text("detail"));
+    match (title.is_empty(), detail.is_empty()) {
+        (false, false) => format!("{title}: {detail}"),
+        (false, true) => title.to_owned(),
+        (true, false) => detail.to_owned(),
+        (true, true) => error.get("type").map(Value::to_string).unwrap_or_default(),
+    }
+}
+
+/// `$workflow`: the instance's id, document, input and start.
+fn workflow_arg(ctx: &Ctx<'_>, doc: &Value) -> Value {
+    serde_json::json!({
+        "id": ctx.wf.workflow_id.as_str(),
+        "definition": doc,
+        "input": ctx.wf.input,
+        "startedAt": time_arg(ctx.wf.start_time),
+    })
+}
+
+/// A time as the DSL's arguments show it.
+fn time_arg(ms: i64) -> Value {
+    let iso = chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default();
+    serde_json::json!({"iso8601": iso, "epoch": {"seconds": ms / 1000, "milliseconds": ms}})
+}
+
+/// Whether `input` may act on a DSL instance: Conductor's retry, rerun, restart and skip
+/// reshape a task list the DSL's decider owns.
+pub(crate) fn refuses(input: &crate::Input) -> Option<String> {
+    use crate::Input;
+    let what = match input {
+        Input::Retry | Input::RetryResumingSubworkflows => "retried",
+        Input::Restart { .. } => "restarted",
+        Input::Rerun(_) => "rerun",
+        Input::SkipTask { .. } => "have tasks skipped",
+        _ => return None,
+    };
+    Some(format!(
+        "a Serverless Workflow instance cannot be {what}; start a new instance"
+    ))
+}
+
+#[cfg(test)]
+mod tests;

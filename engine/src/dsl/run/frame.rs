@@ -1,0 +1,312 @@
+//! One task: starting it (its input through `input.from`, its Conductor task opened), moving it
+//! on (by kind), and finishing it (`output.as`, then `export.as` into `$context`).
+
+use super::expr::Scope;
+use super::{errors, seq, Outcome, Runner};
+use crate::schedule;
+use proto::model::dsl::{Body, Branch, Frame};
+use proto::model::{Json, Task, TaskStatus, WorkflowTask};
+use proto::TaskId;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The task kinds of the DSL, as a task definition's key names them; `do` last, since a `for`
+/// (and a `listen`'s `foreach`) holds a `do` of its own.
+const KINDS: [&str; 12] = [
+    "for", "try", "fork", "switch", "listen", "call", "emit", "raise", "run", "set", "wait", "do",
+];
+
+/// The kind of the task `def`.
+pub(super) fn kind_of(def: &Value) -> &'static str {
+    KINDS
+        .iter()
+        .find(|k| def.get(**k).is_some())
+        .copied()
+        .unwrap_or("do")
+}
+
+/// A JSON object for a Conductor task's input or output: the value itself when it is one.
+pub(super) fn as_map(value: &Value) -> Json {
+    match value {
+        Value::Object(map) => map.clone(),
+        Value::Null => Json::new(),
+        other => Json::from_iter([("value".to_owned(), other.clone())]),
+    }
+}
+
+impl Runner<'_, '_> {
+    /// The scope of an expression of a task whose `$input` is `input`.
+    pub(super) fn scope<'s>(
+        &'s self,
+        vars: &'s BTreeMap<String, Value>,
+        input: &'s Value,
+        output: Option<&'s Value>,
+    ) -> Scope<'s> {
+        let mut scope = Scope::new(vars)
+            .with_ref("context", &self.context)
+            .with_ref("input", input)
+            .with_lazy("workflow", move || super::workflow_arg(self.ctx, &self.doc))
+            .with(
+                "runtime",
+                serde_json::json!({"name": "baton", "version": env!("CARGO_PKG_VERSION")}),
+            );
+        if let Some(output) = output {
+            scope = scope.with_ref("output", output);
+        }
+        scope
+    }
+
+    /// Starts the task `name` at `at` on the data `raw`.
+    pub(super) fn start(
+        &mut self,
+        at: &str,
+        name: &str,
+        def: &Value,
+        raw: Value,
+        vars: &BTreeMap<String, Value>,
+    ) -> Result<Frame, Value> {
+        let input = match def.get("input").and_then(|i| i.get("from")) {
+            Some(from) => self
+                .scope(vars, &raw, None)
+                .expression(from, &raw)
+                .map_err(|e| errors::expression_error(&format!("{at}/input/from"), &e))?,
+            None => raw,
+        };
+        let kind = kind_of(def);
+        if kind == "call" {
+            return self.start_call(at, name, def, input, vars);
+        }
+        if kind == "wait" {
+            return self.start_wait(at, name, def, input);
+        }
+        if matches!(kind, "listen" | "run") {
+            let detail = format!("'{kind}' tasks are not supported by this runtime yet");
+            return Err(errors::configuration_error(at, &detail));
+        }
+        let task_id = self.open_task(at, name, &format!("dsl/{kind}"), "", &input);
+        let body = match kind {
+            "do" => Body::Do {
+                seq: seq::new(&format!("{at}/do"), input.clone(), vars.clone()),
+            },
+            "for" => self.start_for(at, def, &input, vars)?,
+            "fork" => self.start_fork(at, &input, vars)?,
+            "try" => Body::Try {
+                attempt: 1,
+                seq: seq::new(&format!("{at}/try"), input.clone(), vars.clone()),
+                catching: false,
+                delay: None,
+                error: None,
+                started_ms: self.ctx.now,
+            },
+            _ => Body::External,
+        };
+        Ok(Frame {
+            at: at.to_owned(),
+            name: name.to_owned(),
+            task_id,
+            input,
+            body,
+        })
+    }
+
+    /// Opens the Conductor task that shows a run of the task at `at`: `task_type` is a
+    /// worker's function (`def_name` set), `HTTP`, `WAIT` or a `dsl/` kind. Answers its id.
+    pub(super) fn open_task(
+        &mut self,
+        at: &str,
+        name: &str,
+        task_type: &str,
+        function: &str,
+        input: &Value,
+    ) -> TaskId {
+        let worker = !function.is_empty();
+        let wt = WorkflowTask {
+            name: if worker { function } else { name }.to_owned(),
+            task_reference_name: at.to_owned(),
+            task_type: task_type.to_owned(),
+            task_definition: worker
+                .then(|| self.ctx.catalog.task_def(function))
+                .flatten(),
+            ..WorkflowTask::default()
+        };
+        let mut task = schedule::new_task(self.ctx, &wt, 0, Some(as_map(input)));
+        if !worker && task_type != proto::model::task_type::HTTP {
+            task.status = TaskStatus::InProgress;
+            task.start_time = self.ctx.now;
+        }
+        let id = task.task_id.clone();
+        schedule::push(self.ctx, task);
+        id
+    }
+
+    /// The Conductor task `id` (it is in the workflow: the tree names only its own).
+    pub(super) fn task(&self, id: &TaskId) -> Option<&Task> {
+        self.ctx.wf.task(id)
+    }
+
+    /// Moves a running task on.
+    pub(super) fn frame(&mut self, frame: &mut Frame, vars: &BTreeMap<String, Value>) -> Outcome {
+        let at = frame.at.clone();
+        match &mut frame.body {
+            Body::External => self.external(frame, vars),
+            Body::Do { seq } => self.seq(seq),
+            Body::For { .. } => self.for_loop(frame, vars),
+            Body::Fork { .. } => self.fork(frame, vars),
+            Body::Try { .. } => self.try_task(frame, vars),
+        }
+        .located(&at)
+    }
+
+    /// A task of no parts: one computed now (`set`, `switch`, `raise`, `emit`), or one whose
+    /// Conductor task waits on the world.
+    fn external(&mut self, frame: &Frame, vars: &BTreeMap<String, Value>) -> Outcome {
+        let Some(task) = self.task(&frame.task_id) else {
+            let detail = "the task's record is missing".to_owned();
+            return Outcome::Fault(errors::runtime_error(&frame.at, &detail));
+        };
+        let task_type = task.task_type.clone();
+        let def = self.doc.pointer(&frame.at).cloned().unwrap_or_default();
+        match task_type.as_str() {
+            "dsl/set" => {
+                let set = def.get("set").unwrap_or(&Value::Null);
+                let scope = self.scope(vars, &frame.input, None);
+                match scope.expression(set, &frame.input) {
+                    Ok(output) => Outcome::done(output),
+                    Err(e) => {
+                        Outcome::Fault(errors::expression_error(&format!("{}/set", frame.at), &e))
+                    }
+                }
+            }
+            "dsl/switch" => self.switch(frame, &def, vars),
+            "dsl/raise" => self.raise(frame, &def, vars),
+            "dsl/emit" => self.emit(frame, &def, vars),
+            _ => self.call_outcome(frame),
+        }
+    }
+
+    /// A task ended with `output`: `output.as`, then `export.as` into `$context`; its Conductor
+    /// task completes with the transformed output, which it answers.
+    pub(super) fn finish(
+        &mut self,
+        frame: &Frame,
+        output: Value,
+        vars: &BTreeMap<String, Value>,
+    ) -> Result<Value, Value> {
+        let def = self.doc.pointer(&frame.at).cloned().unwrap_or_default();
+        let transformed = match def.pointer("/output/as") {
+            Some(filter) => self
+                .scope(vars, &frame.input, Some(&output))
+                .expression(filter, &output)
+                .map_err(|e| errors::expression_error(&format!("{}/output/as", frame.at), &e))?,
+            None => output,
+        };
+        if let Some(filter) = def.pointer("/export/as") {
+            let context = self
+                .scope(vars, &frame.input, Some(&transformed))
+                .expression(filter, &transformed)
+                .map_err(|e| errors::expression_error(&format!("{}/export/as", frame.at), &e))?;
+            self.context = context;
+        }
+        self.end_task(&frame.task_id, TaskStatus::Completed, &transformed, None);
+        Ok(transformed)
+    }
+
+    /// Closes the task of a frame that faulted or ended the workflow.
+    pub(super) fn close(&mut self, frame: Option<&Frame>, outcome: &Outcome) {
+        let Some(frame) = frame else { return };
+        match outcome {
+            Outcome::Fault(error) => {
+                let reason = super::reason_of(error);
+                self.end_task(&frame.task_id, TaskStatus::Failed, error, Some(reason));
+            }
+            Outcome::End(data) => self.end_task(&frame.task_id, TaskStatus::Completed, data, None),
+            Outcome::Pending | Outcome::Done { .. } => {}
+        }
+    }
+
+    /// Cancels a running task and every task running inside it.
+    pub(super) fn cancel(&mut self, frame: &Frame) {
+        match &frame.body {
+            Body::Do { seq } | Body::Try { seq, .. } | Body::For { seq: Some(seq), .. } => {
+                if let Some(inner) = &seq.current {
+                    self.cancel(inner);
+                }
+            }
+            Body::Fork { branches } => {
+                for branch in branches {
+                    if let Branch::Running { frame } = branch {
+                        self.cancel(frame);
+                    }
+                }
+            }
+            Body::For { seq: None, .. } | Body::External => {}
+        }
+        if let Body::Try {
+            delay: Some(delay), ..
+        } = &frame.body
+        {
+            self.end_task(delay, TaskStatus::Canceled, &Value::Null, None);
+        }
+        self.end_task(&frame.task_id, TaskStatus::Canceled, &Value::Null, None);
+    }
+
+    /// Ends the Conductor task `id` (unless it ended already).
+    pub(super) fn end_task(
+        &mut self,
+        id: &TaskId,
+        status: TaskStatus,
+        output: &Value,
+        reason: Option<String>,
+    ) {
+        let now = self.ctx.now;
+        let Some(i) = self.ctx.index_of(id) else {
+            return;
+        };
+        let task = &mut self.ctx.wf.tasks[i];
+        task.executed = true;
+        if task.status.is_terminal() {
+            return;
+        }
+        task.status = status;
+        task.output_data = as_map(output);
+        task.reason_for_incompletion = reason;
+        if task.start_time == 0 {
+            task.start_time = now;
+        }
+        task.end_time = now;
+        task.update_time = now;
+        self.ctx.changed = true;
+    }
+
+    /// `fork`: every branch starts now, on the fork's input.
+    fn start_fork(
+        &mut self,
+        at: &str,
+        input: &Value,
+        vars: &BTreeMap<String, Value>,
+    ) -> Result<Body, Value> {
+        let mut branches = Vec::new();
+        for (name, def, branch_at) in seq::entries(&self.doc, &format!("{at}/fork/branches")) {
+            let frame = self.start(&branch_at, &name, &def, input.clone(), vars)?;
+            branches.push(Branch::Running {
+                frame: Box::new(frame),
+            });
+        }
+        Ok(Body::Fork { branches })
+    }
+}
+
+impl Outcome {
+    /// An error raised inside a task names that task when it names no place of its own.
+    fn located(self, at: &str) -> Self {
+        match self {
+            Outcome::Fault(mut error) => {
+                if let Some(map) = error.as_object_mut() {
+                    map.entry("instance").or_insert_with(|| at.into());
+                }
+                Outcome::Fault(error)
+            }
+            other => other,
+        }
+    }
+}

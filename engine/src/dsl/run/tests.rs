@@ -1,0 +1,300 @@
+//! DSL instances driven input by input through the engine (every step's patch checked against
+//! its encoding by the test driver), among them the conformance kit's offline scenarios.
+
+use crate::testing::H;
+use crate::{Input, TimerKey, TimerKind};
+use proto::model::{TaskStatus, WorkflowStatus};
+use serde_json::{json, Value};
+
+/// Every task type is registered: a `call` of any name is a worker's function.
+struct Workers;
+
+impl crate::Catalog for Workers {
+    fn task_def(&self, name: &str) -> Option<proto::model::TaskDef> {
+        Some(crate::testing::harness_task_def(name))
+    }
+}
+
+fn start(yaml: &str, input: Value) -> H {
+    let doc = crate::dsl::load_with(yaml, &Workers).unwrap_or_else(|e| panic!("{e}"));
+    let def = crate::dsl::workflow_def(&doc);
+    H::try_start_with(def, input, std::sync::Arc::new(Workers)).expect("starts")
+}
+
+fn doc(body: &str) -> String {
+    format!("document:\n  dsl: '1.0.3'\n  namespace: test\n  name: t\n  version: '1.0.0'\n{body}")
+}
+
+fn output(h: &H) -> Value {
+    h.wf()
+        .dsl
+        .as_ref()
+        .and_then(|r| r.output.clone())
+        .unwrap_or_default()
+}
+
+fn error(h: &H) -> Value {
+    h.wf()
+        .dsl
+        .as_ref()
+        .and_then(|r| r.error.clone())
+        .unwrap_or_default()
+}
+
+/// The tasks that ran, by name, in the order they started.
+fn ran(h: &H) -> Vec<String> {
+    h.wf()
+        .tasks
+        .iter()
+        .map(|t| t.workflow_task.name.clone())
+        .collect()
+}
+
+/// Fires the WAIT task at `at` after moving the clock past it.
+fn fire_wait(h: &mut H, at: &str) {
+    let t = h.task(at).clone();
+    h.now = h.now.max(t.wait_timeout);
+    h.ok(Input::Timer(TimerKey {
+        kind: TimerKind::Wait,
+        task_id: Some(t.task_id),
+    }));
+}
+
+#[test]
+fn sequences_follow_then_directives() {
+    let h = start(
+        &doc("do:\n  - setRed:\n      set:\n        colors: '${ .colors + [\"red\"] }'\n      then: setGreen\n  - setBlue:\n      set:\n        colors: '${ .colors + [\"blue\"] }'\n      then: end\n  - setGreen:\n      set:\n        colors: '${ .colors + [\"green\"] }'\n      then: setBlue\n"),
+        json!({}),
+    );
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+    assert_eq!(output(&h), json!({"colors": ["red", "green", "blue"]}));
+    assert_eq!(ran(&h), ["setRed", "setGreen", "setBlue"]);
+    assert_eq!(crate::dsl::phase(h.wf()), "completed");
+}
+
+const SWITCH: &str = "do:\n  - switchColor:\n      switch:\n        - red:\n            when: '.color == \"red\"'\n            then: setRed\n        - other:\n            then: setOther\n  - setRed:\n      set:\n        colors: '${ .colors + [ \"red\" ] }'\n      then: end\n  - setOther:\n      set:\n        colors: '${ .colors + [ $input.color ] }'\n";
+
+#[test]
+fn switch_takes_the_first_matching_case_or_the_default() {
+    let h = start(&doc(SWITCH), json!({"color": "red"}));
+    assert_eq!(output(&h), json!({"colors": ["red"]}));
+    assert_eq!(ran(&h), ["switchColor", "setRed"]);
+    let h = start(&doc(SWITCH), json!({"color": "yellow"}));
+    assert_eq!(output(&h), json!({"colors": ["yellow"]}));
+    assert_eq!(ran(&h), ["switchColor", "setOther"]);
+}
+
+#[test]
+fn for_binds_each_item_and_index_and_data_flows_between_iterations() {
+    let h = start(
+        &doc("do:\n  - loopColors:\n      for:\n        each: color\n        in: '.colors'\n      do:\n        - markProcessed:\n            set:\n              processed: '${ { colors: (.processed.colors + [ $color ]), indexes: (.processed.indexes + [ $index ])} }'\n"),
+        json!({"colors": ["red", "green", "blue"]}),
+    );
+    assert_eq!(
+        output(&h),
+        json!({"processed": {"colors": ["red", "green", "blue"], "indexes": [0, 1, 2]}})
+    );
+}
+
+#[test]
+fn raise_faults_with_the_error_where_it_was_raised() {
+    let h = start(
+        &doc("do:\n  - raiseError:\n      raise:\n        error:\n          status: 400\n          type: https://serverlessworkflow.io/errors/types/compliance\n          title: Compliance Error\n"),
+        json!({}),
+    );
+    assert_eq!(h.status(), WorkflowStatus::Failed);
+    assert_eq!(crate::dsl::phase(h.wf()), "faulted");
+    let e = error(&h);
+    assert_eq!(e["instance"], "/do/0/raiseError");
+    assert_eq!(
+        (e["status"].clone(), e["title"].clone()),
+        (json!(400), json!("Compliance Error"))
+    );
+}
+
+#[test]
+fn input_from_output_as_and_export_as_shape_the_data_and_context() {
+    let h = start(
+        &doc("do:\n  - setPlayerId:\n      input:\n        from: .user.claims.subject\n      set:\n        playerId: ${ . }\n      export:\n        as: '$context + {player: .playerId}'\n  - show:\n      set:\n        fromContext: ${ $context.player }\n      output:\n        as: .fromContext\n"),
+        json!({"user": {"claims": {"subject": "6Asn"}}}),
+    );
+    assert_eq!(output(&h), json!("6Asn"));
+    assert_eq!(
+        h.wf().dsl.as_ref().map(|r| r.context.clone()),
+        Some(json!({"player": "6Asn"}))
+    );
+    assert_eq!(
+        h.wf().output["output"],
+        json!("6Asn"),
+        "Conductor's view wraps a non-object"
+    );
+}
+
+#[test]
+fn a_competing_fork_takes_the_first_branch_and_cancels_the_rest() {
+    let h = start(
+        &doc("do:\n  - race:\n      fork:\n        compete: true\n        branches:\n          - slow:\n              call: slowFn\n          - setRed:\n              set:\n                colors: ${ .colors + [\"red\"] }\n"),
+        json!({}),
+    );
+    assert_eq!(output(&h), json!({"colors": ["red"]}));
+    assert_eq!(
+        h.st("/do/0/race/fork/branches/0/slow"),
+        TaskStatus::Canceled
+    );
+}
+
+#[test]
+fn a_fork_waits_for_every_branch_and_lists_their_outputs() {
+    let mut h = start(
+        &doc("do:\n  - both:\n      fork:\n        branches:\n          - a:\n              call: fnA\n          - b:\n              call: fnB\n              with:\n                x: ${ .x }\n"),
+        json!({"x": 5}),
+    );
+    let (a, b) = (
+        "/do/0/both/fork/branches/0/a",
+        "/do/0/both/fork/branches/1/b",
+    );
+    assert_eq!(h.task(b).task_type, "fnB");
+    assert_eq!(h.task(b).input_data["x"], json!(5));
+    assert_eq!(
+        crate::ready_tasks(h.wf()).len(),
+        2,
+        "both functions are ready for workers"
+    );
+    h.poll(b);
+    h.complete(b, json!({"b": 2}));
+    assert_eq!(h.status(), WorkflowStatus::Running);
+    h.poll(a);
+    h.complete(a, json!({"a": 1}));
+    assert_eq!(output(&h), json!([{"a": 1}, {"b": 2}]));
+}
+
+const TRY_HTTP: &str = "do:\n  - tryGetPet:\n      try:\n        - getPet:\n            call: http\n            with:\n              method: get\n              endpoint:\n                uri: http://pets.test/pet/{petName}\n      catch:\n        errors:\n          with:\n            type: https://serverlessworkflow.io/dsl/errors/types/communication\n            status: 404\n        as: err\n        do:\n          - setError:\n              set:\n                error: ${ $err }\n";
+
+#[test]
+fn an_http_error_the_catch_filters_is_handled_by_catch_do() {
+    let mut h = start(&doc(TRY_HTTP), json!({"petName": "Milou"}));
+    let call = "/do/0/tryGetPet/try/0/getPet";
+    match h.work(call) {
+        Some(crate::Work::Http(request)) => {
+            assert_eq!(request.uri, "http://pets.test/pet/Milou");
+            assert_eq!(request.method, "GET");
+        }
+        other => panic!("an HTTP call: {other:?}"),
+    }
+    let answer =
+        json!({"response": {"statusCode": 404, "body": "no pet", "reasonPhrase": "Not Found"}});
+    h.perform(call, Ok(answer));
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+    let out = output(&h);
+    assert_eq!(out["error"]["instance"], call);
+    assert_eq!(out["error"]["status"], 404);
+    assert_eq!(
+        out["error"]["type"],
+        "https://serverlessworkflow.io/spec/1.0.0/errors/communication"
+    );
+}
+
+#[test]
+fn an_http_error_the_catch_does_not_filter_faults_the_instance() {
+    let mut h = start(
+        &doc(&TRY_HTTP.replace("status: 404", "status: 503")),
+        json!({"petName": "x"}),
+    );
+    let answer = json!({"response": {"statusCode": 404, "body": {}}});
+    h.perform("/do/0/tryGetPet/try/0/getPet", Ok(answer));
+    assert_eq!(h.status(), WorkflowStatus::Failed);
+    assert_eq!(error(&h)["status"], 404);
+}
+
+#[test]
+fn an_http_call_answers_its_content_through_output_as() {
+    let mut h = start(
+        &doc("do:\n  - getPet:\n      call: http\n      with:\n        method: get\n        endpoint:\n          uri: http://pets.test/pet/{petId}\n      output:\n        as: .id\n"),
+        json!({"petId": 1}),
+    );
+    h.perform(
+        "/do/0/getPet",
+        Ok(json!({"response": {"statusCode": 200, "body": {"id": 1}}})),
+    );
+    assert_eq!(output(&h), json!(1));
+}
+
+#[test]
+fn a_retried_function_waits_its_backoff_as_a_durable_timer() {
+    let mut h = start(
+        &doc("do:\n  - attempt:\n      try:\n        - charge:\n            call: chargeCard\n      catch:\n        retry:\n          delay:\n            seconds: 2\n          backoff:\n            exponential: {}\n          limit:\n            attempt:\n              count: 2\n"),
+        json!({}),
+    );
+    let charge = "/do/0/attempt/try/0/charge";
+    h.poll(charge);
+    h.fail(charge);
+    let retry = "/do/0/attempt/catch/retry";
+    assert_eq!(h.task(retry).wait_timeout, h.now + 2_000);
+    assert_eq!(crate::dsl::phase(h.wf()), "waiting");
+    fire_wait(&mut h, retry);
+    assert_eq!(h.attempts(charge).len(), 2);
+    h.poll(charge);
+    h.fail(charge);
+    assert_eq!(
+        h.task(retry).wait_timeout,
+        h.now + 4_000,
+        "exponential backoff"
+    );
+    fire_wait(&mut h, retry);
+    h.poll(charge);
+    h.fail(charge);
+    assert_eq!(
+        h.status(),
+        WorkflowStatus::Failed,
+        "two retries, then the error stands"
+    );
+    assert_eq!(h.attempts(charge).len(), 3);
+}
+
+#[test]
+fn wait_completes_when_its_timer_fires() {
+    let mut h = start(&doc("do:\n  - pause:\n      wait:\n        seconds: 5\n  - after:\n      set:\n        done: true\n"), json!({}));
+    assert_eq!(crate::dsl::phase(h.wf()), "waiting");
+    let timers = crate::timers(h.wf());
+    assert_eq!(timers.len(), 1);
+    fire_wait(&mut h, "/do/0/pause");
+    assert_eq!(output(&h), json!({"done": true}));
+}
+
+#[test]
+fn a_run_time_expression_error_faults_the_instance_with_the_expression_error() {
+    let h = start(
+        &doc("do:\n  - bad:\n      set:\n        n: ${ .a + 1 }\n"),
+        json!({"a": "text"}),
+    );
+    assert_eq!(h.status(), WorkflowStatus::Failed);
+    let e = error(&h);
+    assert_eq!(
+        e["type"],
+        "https://serverlessworkflow.io/spec/1.0.0/errors/expression"
+    );
+    assert_eq!(e["instance"], "/do/0/bad/set");
+}
+
+#[test]
+fn emit_answers_a_cloud_event() {
+    let h = start(
+        &doc("do:\n  - emitEvent:\n      emit:\n        event:\n          with:\n            source: https://fake-source.com\n            type: com.fake-source.user.greeted.v1\n            data:\n              greetings: ${ \"Hello \\(.user.firstName)!\" }\n"),
+        json!({"user": {"firstName": "John"}}),
+    );
+    let out = output(&h);
+    assert_eq!(out["data"], json!({"greetings": "Hello John!"}));
+    for key in ["id", "specversion", "time", "source", "type"] {
+        assert!(out.get(key).is_some(), "{key}");
+    }
+}
+
+#[test]
+fn conductors_retry_and_rerun_are_refused() {
+    let mut h = start(&doc("do:\n  - bad:\n      raise:\n        error:\n          type: https://x.test/e\n          status: 500\n"), json!({}));
+    assert!(h.apply(Input::Retry).is_err());
+    assert!(
+        h.apply(Input::Terminate { reason: None }).is_err(),
+        "already ended"
+    );
+}
