@@ -550,6 +550,9 @@ fn timer(ctx: &mut Ctx<'_>, key: &TimerKey) {
 
 /// The workflow's own timeout: ends it as TIMED_OUT under TIME_OUT_WF (ALERT_ONLY does nothing).
 fn workflow_timed_out(ctx: &mut Ctx<'_>) {
+    if ctx.wf.workflow_definition.dsl.is_some() {
+        return crate::dsl::run::timed_out(ctx);
+    }
     let def = &ctx.wf.workflow_definition;
     if def.timeout_policy == WorkflowTimeoutPolicy::TimeOutWf {
         let reason = format!(

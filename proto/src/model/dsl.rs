@@ -66,6 +66,9 @@ pub struct Frame {
     /// `$input`: the task's input after `input.from`.
     pub input: Value,
     pub body: Body,
+    /// The task's `timeout` as a WAIT task due when it runs out, while the task runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<TaskId>,
 }
 
 /// What a running task is doing.

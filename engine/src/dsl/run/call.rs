@@ -44,6 +44,7 @@ impl Runner<'_, '_> {
             task_id,
             input,
             body: Body::External,
+            deadline: None,
         })
     }
 
@@ -113,6 +114,7 @@ impl Runner<'_, '_> {
             task_id,
             input,
             body: Body::External,
+            deadline: None,
         })
     }
 

@@ -12,6 +12,7 @@ const STANDARD_TYPES_DSL: &str = "https://serverlessworkflow.io/dsl/errors/types
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Configuration,
+    Validation,
     Expression,
     Timeout,
     Communication,
@@ -22,6 +23,7 @@ impl Kind {
     fn name(self) -> &'static str {
         match self {
             Kind::Configuration => "configuration",
+            Kind::Validation => "validation",
             Kind::Expression => "expression",
             Kind::Timeout => "timeout",
             Kind::Communication => "communication",
@@ -31,7 +33,7 @@ impl Kind {
 
     fn status(self) -> u16 {
         match self {
-            Kind::Configuration | Kind::Expression => 400,
+            Kind::Configuration | Kind::Validation | Kind::Expression => 400,
             Kind::Timeout => 408,
             Kind::Communication | Kind::Runtime => 500,
         }

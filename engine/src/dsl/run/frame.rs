@@ -65,6 +65,11 @@ impl Runner<'_, '_> {
         raw: Value,
         vars: &BTreeMap<String, Value>,
     ) -> Result<Frame, Value> {
+        self.check_schema(
+            &format!("{at}/input/schema"),
+            def.pointer("/input/schema"),
+            &raw,
+        )?;
         let input = match def.get("input").and_then(|i| i.get("from")) {
             Some(from) => self
                 .scope(vars, &raw, None)
@@ -72,6 +77,20 @@ impl Runner<'_, '_> {
                 .map_err(|e| errors::expression_error(&format!("{at}/input/from"), &e))?,
             None => raw,
         };
+        let mut frame = self.start_kind(at, name, def, input, vars)?;
+        frame.deadline = self.deadline(at, def)?;
+        Ok(frame)
+    }
+
+    /// Starts the task of kind [`kind_of`] `def` on its `input`.
+    fn start_kind(
+        &mut self,
+        at: &str,
+        name: &str,
+        def: &Value,
+        input: Value,
+        vars: &BTreeMap<String, Value>,
+    ) -> Result<Frame, Value> {
         let kind = kind_of(def);
         if kind == "call" {
             return self.start_call(at, name, def, input, vars);
@@ -106,6 +125,7 @@ impl Runner<'_, '_> {
             task_id,
             input,
             body,
+            deadline: None,
         })
     }
 
@@ -146,15 +166,24 @@ impl Runner<'_, '_> {
 
     /// Moves a running task on.
     pub(super) fn frame(&mut self, frame: &mut Frame, vars: &BTreeMap<String, Value>) -> Outcome {
+        if let Some(timed_out) = self.timed_out(frame) {
+            return timed_out;
+        }
         let at = frame.at.clone();
-        match &mut frame.body {
+        let outcome = match &mut frame.body {
             Body::External => self.external(frame, vars),
             Body::Do { seq } => self.seq(seq),
             Body::For { .. } => self.for_loop(frame, vars),
             Body::Fork { .. } => self.fork(frame, vars),
             Body::Try { .. } => self.try_task(frame, vars),
         }
-        .located(&at)
+        .located(&at);
+        if !matches!(outcome, Outcome::Pending) {
+            if let Some(deadline) = frame.deadline.take() {
+                self.end_task(&deadline, TaskStatus::Canceled, &Value::Null, None);
+            }
+        }
+        outcome
     }
 
     /// A task of no parts: one computed now (`set`, `switch`, `raise`, `emit`), or one whose
@@ -200,11 +229,22 @@ impl Runner<'_, '_> {
                 .map_err(|e| errors::expression_error(&format!("{}/output/as", frame.at), &e))?,
             None => output,
         };
+        let at = &frame.at;
+        self.check_schema(
+            &format!("{at}/output/schema"),
+            def.pointer("/output/schema"),
+            &transformed,
+        )?;
         if let Some(filter) = def.pointer("/export/as") {
             let context = self
                 .scope(vars, &frame.input, Some(&transformed))
                 .expression(filter, &transformed)
-                .map_err(|e| errors::expression_error(&format!("{}/export/as", frame.at), &e))?;
+                .map_err(|e| errors::expression_error(&format!("{at}/export/as"), &e))?;
+            self.check_schema(
+                &format!("{at}/export/schema"),
+                def.pointer("/export/schema"),
+                &context,
+            )?;
             self.context = context;
         }
         self.end_task(&frame.task_id, TaskStatus::Completed, &transformed, None);
@@ -226,6 +266,15 @@ impl Runner<'_, '_> {
 
     /// Cancels a running task and every task running inside it.
     pub(super) fn cancel(&mut self, frame: &Frame) {
+        self.cancel_inside(frame);
+        self.end_task(&frame.task_id, TaskStatus::Canceled, &Value::Null, None);
+    }
+
+    /// Cancels every task running inside a task, and its timers.
+    pub(super) fn cancel_inside(&mut self, frame: &Frame) {
+        if let Some(deadline) = &frame.deadline {
+            self.end_task(deadline, TaskStatus::Canceled, &Value::Null, None);
+        }
         match &frame.body {
             Body::Do { seq } | Body::Try { seq, .. } | Body::For { seq: Some(seq), .. } => {
                 if let Some(inner) = &seq.current {
@@ -247,7 +296,6 @@ impl Runner<'_, '_> {
         {
             self.end_task(delay, TaskStatus::Canceled, &Value::Null, None);
         }
-        self.end_task(&frame.task_id, TaskStatus::Canceled, &Value::Null, None);
     }
 
     /// Ends the Conductor task `id` (unless it ended already).

@@ -17,8 +17,10 @@ mod composite;
 mod errors;
 mod expr;
 mod frame;
+mod schemas;
 mod seq;
 mod simple;
+mod timeout;
 mod tries;
 
 pub use errors::{timeout_error, STANDARD_TYPES};
@@ -65,6 +67,10 @@ pub(crate) fn begin(ctx: &mut Ctx<'_>) {
     let raw = Value::Object(ctx.wf.input.clone());
     let vars = Default::default();
     let scope = Scope::new(&vars).with("workflow", workflow_arg(ctx, &doc));
+    if let Err(error) = schemas::check("/input/schema", doc.pointer("/input/schema"), &raw) {
+        ctx.wf.dsl = Some(Box::default());
+        return fault(ctx, error);
+    }
     let data = match doc.pointer("/input/from") {
         Some(from) => scope.expression(from, &raw),
         None => Ok(raw),
@@ -143,6 +149,9 @@ fn complete(ctx: &mut Ctx<'_>, doc: &Value, data: Value) {
         }
         None => data,
     };
+    if let Err(error) = schemas::check("/output/schema", doc.pointer("/output/schema"), &output) {
+        return fault(ctx, error);
+    }
     let view = match &output {
         Value::Object(map) => map.clone(),
         other => Json::from_iter([("output".to_owned(), other.clone())]),
@@ -162,6 +171,24 @@ pub(super) fn fault(ctx: &mut Ctx<'_>, error: Value) {
     }
     ctx.end_with_output(
         WorkflowStatus::Failed,
+        Some(reason),
+        None,
+        true,
+        Some(Json::new()),
+    );
+}
+
+/// The document's `timeout` ran out (the workflow's timeout timer fired): the instance faults
+/// with the timeout error, TIMED_OUT in Conductor's terms.
+pub(crate) fn timed_out(ctx: &mut Ctx<'_>) {
+    let error = errors::timeout_error("/", "the workflow ran out of time");
+    let reason = reason_of(&error);
+    if let Some(run) = ctx.wf.dsl.as_mut() {
+        run.root = None;
+        run.error = Some(error);
+    }
+    ctx.end_with_output(
+        WorkflowStatus::TimedOut,
         Some(reason),
         None,
         true,

@@ -298,3 +298,58 @@ fn conductors_retry_and_rerun_are_refused() {
         "already ended"
     );
 }
+
+#[test]
+fn a_task_that_runs_out_of_time_raises_the_timeout_error() {
+    let mut h = start(
+        &doc("do:\n  - slow:\n      call: slowFn\n      timeout:\n        after:\n          seconds: 3\n"),
+        json!({}),
+    );
+    let (slow, timeout) = ("/do/0/slow", "/do/0/slow/timeout");
+    assert_eq!(h.task(timeout).wait_timeout, h.now + 3_000);
+    h.poll(slow);
+    fire_wait(&mut h, timeout);
+    assert_eq!(h.status(), WorkflowStatus::Failed);
+    assert_eq!(error(&h)["status"], 408);
+    assert_eq!(h.st(slow), TaskStatus::TimedOut);
+    assert!(
+        !h.result(slow, proto::model::TaskResultStatus::Completed, json!({})),
+        "a late result changes nothing"
+    );
+}
+
+#[test]
+fn a_task_that_ends_in_time_cancels_its_timeout() {
+    let mut h = start(
+        &doc("do:\n  - quick:\n      call: quickFn\n      timeout:\n        after: PT1M\n"),
+        json!({}),
+    );
+    h.poll("/do/0/quick");
+    h.complete("/do/0/quick", json!({"ok": true}));
+    assert_eq!(output(&h), json!({"ok": true}));
+    assert_eq!(h.st("/do/0/quick/timeout"), TaskStatus::Canceled);
+}
+
+#[test]
+fn data_that_breaks_a_schema_raises_the_validation_error() {
+    let schema = "      input:\n        schema:\n          format: json\n          document:\n            type: object\n            required: [ id ]\n";
+    let h = start(
+        &doc(&format!(
+            "do:\n  - check:\n{schema}      set:\n        ok: true\n"
+        )),
+        json!({}),
+    );
+    let e = error(&h);
+    assert_eq!(
+        e["type"],
+        "https://serverlessworkflow.io/spec/1.0.0/errors/validation"
+    );
+    assert_eq!(e["instance"], "/do/0/check/input/schema");
+    let h = start(
+        &doc(&format!(
+            "do:\n  - check:\n{schema}      set:\n        ok: true\n"
+        )),
+        json!({"id": 1}),
+    );
+    assert_eq!(output(&h), json!({"ok": true}));
+}
