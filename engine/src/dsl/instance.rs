@@ -24,7 +24,7 @@ pub fn workflow_def(doc: &Document) -> WorkflowDef {
         name: header.name.clone(),
         description: header.summary.clone().or_else(|| header.title.clone()),
         version: 1,
-        timeout_seconds: u64::try_from(timeout_ms.div_ceil(1000)).unwrap_or(0),
+        timeout_seconds: u64::try_from((timeout_ms + 999) / 1000).unwrap_or(0),
         dsl: Some(Arc::new(doc.json().clone())),
         ..WorkflowDef::default()
     }
