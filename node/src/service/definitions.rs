@@ -106,7 +106,10 @@ impl Definitions {
     /// the engine's rules, and that every EVENT task's sink is a provider this node has.
     pub(crate) fn check_workflow_def(&self, def: &WorkflowDef) -> Result<()> {
         proto::check::workflow_def(def)?;
-        engine::validate_workflow_def(def)?;
+        match def.dsl.as_deref() {
+            Some(document) => super::dsl::check_dsl_def(def, document)?,
+            None => engine::validate_workflow_def(def)?,
+        }
         check_listener_sink(&self.providers, def)?;
         self.check_workflow_schema_refs(def)?;
         check_sinks(&self.providers, def, "")
