@@ -8,7 +8,7 @@ use super::{Definitions, Workflows};
 use crate::error::{Error, Result};
 use engine::dsl::{Document, Header};
 use proto::limits::DSL_WORKFLOWS_MAX;
-use proto::model::{DslWorkflow, StartWorkflowRequest, WorkflowDef};
+use proto::model::{DslWorkflow, StartWorkflowRequest};
 use proto::record::{MetaCommand, MetaOutcome};
 use serde_json::Value;
 
@@ -25,21 +25,6 @@ pub enum PutDslError {
 
 /// Which versions a listing shows: every document's, or one namespace and name's.
 pub type DslListing<'a> = Option<(&'a str, &'a str)>;
-
-/// A definition that carries a document must carry a valid one and no Conductor tasks: a
-/// definition sent through Conductor's API may carry any JSON there.
-pub(super) fn check_dsl_def(def: &WorkflowDef, document: &Value) -> Result<()> {
-    if !def.tasks.is_empty() {
-        return Err(Error::Invalid(format!(
-            "workflow {} carries a Serverless Workflow document and Conductor tasks; \
-             it may carry only one of them",
-            def.name
-        )));
-    }
-    engine::dsl::load(&document.to_string())
-        .map(|_| ())
-        .map_err(|e| Error::Invalid(format!("workflow {}: {e}", def.name)))
-}
 
 /// Semantic versions in order: major, minor and patch as numbers, then the rest as text.
 fn version_order(version: &str) -> (Vec<u64>, String) {
@@ -210,37 +195,11 @@ fn not_an_instance(id: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn versions_sort_as_semantic_versions() {
         let mut v = ["1.10.0", "1.2.0", "1.2.0-rc.1", "0.9.9", "2.0.0"];
         v.sort_by_key(|s| version_order(s));
         assert_eq!(v, ["0.9.9", "1.2.0", "1.2.0-rc.1", "1.10.0", "2.0.0"]);
-    }
-
-    fn document() -> Value {
-        json!({"document": {"dsl": "1.0.0", "namespace": "ns", "name": "n", "version": "1.0.0"},
-            "do": [{"pause": {"wait": {"seconds": 1}}}]})
-    }
-
-    #[test]
-    fn a_definition_carrying_a_document_must_carry_a_valid_one_and_no_tasks() {
-        let doc = engine::dsl::load(&document().to_string()).expect("valid");
-        let def = engine::dsl::workflow_def(&doc);
-        assert_eq!(check_dsl_def(&def, &document()), Ok(()));
-
-        let mut bad = document();
-        bad["do"][0]["pause"] = json!({"teleport": {}});
-        let refused = check_dsl_def(&def, &bad).expect_err("refused");
-        assert!(refused.to_string().contains("/do/0/pause"), "{refused}");
-
-        let mut both = def.clone();
-        both.tasks = proto::model::WorkflowDef::default().tasks;
-        both.tasks.push(proto::model::WorkflowTask::default());
-        assert!(matches!(
-            check_dsl_def(&both, &document()),
-            Err(Error::Invalid(_))
-        ));
     }
 }
