@@ -16,11 +16,14 @@
 //!   leader.
 //! - `snapshot`: snapshot (and compact) every group hosted on the node.
 //!
+//! - `dsl apply|list|start|get`: Serverless Workflow documents and instances (see [`dsl`]).
+//!
 //! - `bench [--quick]`: start a local `baton server` and measure it (see [`bench`]).
 //!
 //! Rolling upgrades come later.
 
 mod bench;
+mod dsl;
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
@@ -84,6 +87,11 @@ enum Command {
     },
     /// Snapshot (and compact) every group hosted on the node given by --url.
     Snapshot,
+    /// Serverless Workflow documents and instances.
+    Dsl {
+        #[command(subcommand)]
+        command: dsl::DslCommand,
+    },
     /// Start a local baton server and benchmark it (ignores --url).
     Bench(Box<bench::BenchArgs>),
 }
@@ -487,6 +495,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             api.post("/api/admin/snapshot", None)?;
             println!("snapshot taken of every group on {}", api.base);
         }
+        Command::Dsl { command } => dsl::run(&api, command)?,
         Command::Bench(args) => {
             if !bench::run(*args)? {
                 bail!("the benchmark lost or failed workflows");

@@ -100,3 +100,6 @@ pub const SCHEMAS_MAX: usize = 1_000;
 pub const SCHEMAS_PER_REQUEST_MAX: usize = 100;
 /// Most validation errors a refusal or a failure reason lists (the rest are counted).
 pub const SCHEMA_ERRORS_MAX: usize = 10;
+/// Most Serverless Workflow document versions the meta group holds (each up to
+/// [`DSL_DOCUMENT_BYTES_MAX`]).
+pub const DSL_WORKFLOWS_MAX: usize = 1_000;

@@ -18,7 +18,7 @@ const CRATES: [&str; 8] = [
 /// The node's services in the order `node::service` lists them, with the files of each.
 const SERVICES: [(&str, &[&str]); 7] = [
     ("Definitions", &["definitions.rs", "schemas.rs"]),
-    ("Workflows", &["workflows.rs", "wait.rs"]),
+    ("Workflows", &["workflows.rs", "wait.rs", "dsl.rs"]),
     ("Tasks", &["tasks.rs", "backlog.rs"]),
     ("Events", &["events"]),
     ("Triggers", &["triggers.rs"]),

@@ -172,7 +172,9 @@ pub async fn errors_as_json(request: Request, next: Next) -> Response {
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
+        .is_some_and(|v| {
+            v.starts_with("application/json") || v.starts_with("application/problem+json")
+        });
     if !(status.is_client_error() || status.is_server_error()) || is_json {
         return response;
     }

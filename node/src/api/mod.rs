@@ -11,12 +11,14 @@
 //! body, query-string and id extractors, the boolean parser), [`search`] (the searches' query
 //! language), and one file per Conductor resource: [`metadata`], [`workflow`], [`bulk`] (commands
 //! for lists of workflows), [`task`], [`event`] (event handlers, execution records, publishing),
-//! [`trigger`] (webhooks, schedules), [`health`].
+//! [`trigger`] (webhooks, schedules), [`health`], and Baton's own [`dsl`] (Serverless Workflow
+//! documents and instances).
 
 pub mod admin;
 pub mod admission;
 pub mod bulk;
 pub mod dead_letters;
+pub mod dsl;
 pub mod error;
 pub mod event;
 pub mod extract;
@@ -141,6 +143,21 @@ fn routes() -> axum::Router<Node> {
             "/api/metadata/workflow/{name}/{version}",
             delete(metadata::delete_workflow_def),
         )
+        // ---- Serverless Workflow (DSL 1.0) documents and instances ----
+        .route("/api/dsl/workflows", post(dsl::put).get(dsl::all))
+        .route("/api/dsl/workflows/{namespace}/{name}", get(dsl::versions))
+        .route(
+            "/api/dsl/workflows/{namespace}/{name}/{version}",
+            get(dsl::get).delete(dsl::delete),
+        )
+        .route(
+            "/api/dsl/workflows/{namespace}/{name}/{version}/instances",
+            post(dsl::start),
+        )
+        .route("/api/dsl/instances/{id}", get(dsl::instance))
+        .route("/api/dsl/instances/{id}/suspend", post(dsl::suspend))
+        .route("/api/dsl/instances/{id}/resume", post(dsl::resume))
+        .route("/api/dsl/instances/{id}/cancel", post(dsl::cancel))
         // ---- schemas (Orkes) ----
         .route("/api/schema", post(schema::save).get(schema::all))
         .route(

@@ -1,11 +1,14 @@
-//! The meta group: task definitions, workflow definitions, schemas and the cluster's members, replicated
+//! The meta group: task definitions, workflow definitions, schemas, Serverless Workflow documents
+//! and the cluster's members, replicated
 //! through their own Raft group and read locally by every node. `MetaMachine` applies
 //! [`MetaCommand`]s; `MetaState` reads them.
 
 use cluster::storage::{Batch, Tree};
 use engine::schema::Compiled;
-use proto::limits::SCHEMAS_MAX;
-use proto::model::{EventHandler, SchemaDef, TaskDef, Webhook, WorkflowDef, WorkflowSchedule};
+use proto::limits::{DSL_WORKFLOWS_MAX, SCHEMAS_MAX};
+use proto::model::{
+    DslWorkflow, EventHandler, SchemaDef, TaskDef, Webhook, WorkflowDef, WorkflowSchedule,
+};
 use proto::record::{self, MetaCommand, MetaOutcome, NodeEntry};
 use proto::NodeId;
 use std::collections::BTreeMap;
@@ -54,6 +57,16 @@ fn schema_prefix(name: &str) -> Vec<u8> {
     format!("sd/{name}\0").into_bytes()
 }
 const SCHEMA_PREFIX: &[u8] = b"sd/";
+
+/// A DSL document's namespace, name and version (none of them holds a `/`: the DSL's schema
+/// allows hostname-like names and semantic versions only).
+fn dsl_key(namespace: &str, name: &str, version: &str) -> Vec<u8> {
+    format!("dw/{namespace}/{name}/{version}").into_bytes()
+}
+fn dsl_prefix(namespace: &str, name: &str) -> Vec<u8> {
+    format!("dw/{namespace}/{name}/").into_bytes()
+}
+const DSL_PREFIX: &[u8] = b"dw/";
 
 /// Removes `key` if it exists.
 fn remove_existing(state: &Tree, batch: &mut Batch, key: Vec<u8>) -> MetaOutcome {
@@ -138,7 +151,25 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
         MetaCommand::DeleteSchedule { name } => remove_existing(state, batch, schedule_key(&name)),
         MetaCommand::PutSchemas(defs) => put_schemas(state, batch, defs),
         MetaCommand::DeleteSchema { name, version } => delete_schema(state, batch, &name, version),
+        MetaCommand::PutDslWorkflow(def) => put_dsl_workflow(state, batch, &def),
+        MetaCommand::DeleteDslWorkflow {
+            namespace,
+            name,
+            version,
+        } => remove_existing(state, batch, dsl_key(&namespace, &name, &version)),
     }
+}
+
+/// Stores a DSL document under its namespace, name and version, unless it is a new version and
+/// the meta group holds [`DSL_WORKFLOWS_MAX`] already (`Full`: nothing is written).
+fn put_dsl_workflow(state: &Tree, batch: &mut Batch, def: &DslWorkflow) -> MetaOutcome {
+    let key = dsl_key(&def.namespace, &def.name, &def.version);
+    let new = !matches!(state.contains_key(&key), Ok(true));
+    if new && state.scan_prefix(DSL_PREFIX).count() >= DSL_WORKFLOWS_MAX {
+        return MetaOutcome::Full;
+    }
+    batch.insert(key, record::encode(def));
+    MetaOutcome::Applied
 }
 
 /// Stores schemas, each replacing its name and version, unless the registry would then hold
@@ -350,6 +381,19 @@ impl MetaState {
             .collect()
     }
 
+    /// One version of a registered DSL document.
+    pub fn dsl_workflow(&self, namespace: &str, name: &str, version: &str) -> Option<DslWorkflow> {
+        read(&self.state, &dsl_key(namespace, name, version))
+    }
+
+    /// Every version of one DSL document, or of every document (`None`), in key order.
+    pub fn dsl_workflows(&self, of: Option<(&str, &str)>) -> Vec<DslWorkflow> {
+        match of {
+            Some((namespace, name)) => self.scan(&dsl_prefix(namespace, name)),
+            None => self.scan(DSL_PREFIX),
+        }
+    }
+
     pub fn node(&self, id: NodeId) -> Option<NodeEntry> {
         read(&self.state, &node_key(id))
     }
@@ -465,5 +509,62 @@ mod tests {
         assert_eq!(delete(None), MetaOutcome::Applied);
         assert!(meta.schemas().is_empty());
         assert_eq!(delete(None), MetaOutcome::NotFound);
+    }
+
+    fn dsl(namespace: &str, name: &str, version: &str) -> DslWorkflow {
+        DslWorkflow {
+            namespace: namespace.into(),
+            name: name.into(),
+            version: version.into(),
+            document: json!({"document": {"name": name}}),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn dsl_documents_are_stored_by_version_listed_by_name_and_bounded() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("db");
+        let state = db.open_tree("meta").expect("tree");
+        let meta = MetaState::new(state.clone());
+        let put = |d| apply_one(&state, MetaCommand::PutDslWorkflow(Box::new(d)));
+        assert_eq!(put(dsl("ns", "a", "1.0.0")), MetaOutcome::Applied);
+        assert_eq!(put(dsl("ns", "a", "1.1.0")), MetaOutcome::Applied);
+        assert_eq!(put(dsl("ns", "ab", "1.0.0")), MetaOutcome::Applied);
+        let versions: Vec<String> = meta
+            .dsl_workflows(Some(("ns", "a")))
+            .into_iter()
+            .map(|d| d.version)
+            .collect();
+        assert_eq!(versions, ["1.0.0", "1.1.0"], "not ns/ab's");
+        assert_eq!(meta.dsl_workflows(None).len(), 3);
+        assert!(meta.dsl_workflow("ns", "a", "1.1.0").is_some());
+
+        for i in 3..DSL_WORKFLOWS_MAX {
+            assert_eq!(
+                put(dsl("ns", "many", &format!("0.0.{i}"))),
+                MetaOutcome::Applied
+            );
+        }
+        assert_eq!(put(dsl("ns", "b", "1.0.0")), MetaOutcome::Full);
+        assert_eq!(
+            put(dsl("ns", "a", "1.0.0")),
+            MetaOutcome::Applied,
+            "a replacement fits"
+        );
+
+        let delete = |version: &str| {
+            apply_one(
+                &state,
+                MetaCommand::DeleteDslWorkflow {
+                    namespace: "ns".into(),
+                    name: "a".into(),
+                    version: version.into(),
+                },
+            )
+        };
+        assert_eq!(delete("1.0.0"), MetaOutcome::Applied);
+        assert_eq!(delete("1.0.0"), MetaOutcome::NotFound);
+        assert!(meta.dsl_workflow("ns", "a", "1.0.0").is_none());
     }
 }

@@ -8,6 +8,21 @@ use proto::model::{split_event, task_type, TaskDef, WorkflowDef, WorkflowTask};
 use proto::record::{MetaCommand, MetaOutcome};
 use std::sync::Arc;
 
+/// A definition that carries a document must carry a valid one and no Conductor tasks: a
+/// definition sent through Conductor's API may carry any JSON there.
+fn check_dsl_def(def: &WorkflowDef, document: &serde_json::Value) -> Result<()> {
+    if !def.tasks.is_empty() {
+        return Err(Error::Invalid(format!(
+            "workflow {} carries a Serverless Workflow document and Conductor tasks; \
+             it may carry only one of them",
+            def.name
+        )));
+    }
+    engine::dsl::load(&document.to_string())
+        .map(|_| ())
+        .map_err(|e| Error::Invalid(format!("workflow {}: {e}", def.name)))
+}
+
 fn check_task_def(def: &TaskDef) -> Result<()> {
     if def.name.trim().is_empty() {
         return Err(Error::Invalid(
@@ -106,7 +121,10 @@ impl Definitions {
     /// the engine's rules, and that every EVENT task's sink is a provider this node has.
     pub(crate) fn check_workflow_def(&self, def: &WorkflowDef) -> Result<()> {
         proto::check::workflow_def(def)?;
-        engine::validate_workflow_def(def)?;
+        match def.dsl.as_deref() {
+            Some(document) => check_dsl_def(def, document)?,
+            None => engine::validate_workflow_def(def)?,
+        }
         check_listener_sink(&self.providers, def)?;
         self.check_workflow_schema_refs(def)?;
         check_sinks(&self.providers, def, "")
@@ -262,5 +280,29 @@ mod tests {
             ""
         )
         .is_ok());
+    }
+
+    fn dsl_document() -> serde_json::Value {
+        json!({"document": {"dsl": "1.0.0", "namespace": "ns", "name": "n", "version": "1.0.0"},
+            "do": [{"pause": {"wait": {"seconds": 1}}}]})
+    }
+
+    #[test]
+    fn a_definition_carrying_a_document_must_carry_a_valid_one_and_no_tasks() {
+        let doc = engine::dsl::load(&dsl_document().to_string()).expect("valid");
+        let def = engine::dsl::workflow_def(&doc);
+        assert_eq!(check_dsl_def(&def, &dsl_document()), Ok(()));
+
+        let mut bad = dsl_document();
+        bad["do"][0]["pause"] = json!({"teleport": {}});
+        let refused = check_dsl_def(&def, &bad).expect_err("refused");
+        assert!(refused.to_string().contains("/do/0/pause"), "{refused}");
+
+        let mut both = def.clone();
+        both.tasks.push(WorkflowTask::default());
+        assert!(matches!(
+            check_dsl_def(&both, &dsl_document()),
+            Err(Error::Invalid(_))
+        ));
     }
 }

@@ -3,8 +3,9 @@
 //! peers' requests ([`peer`]) call them through [`Node`]. Every service works through the shared
 //! [`Host`] (groups, members, routing); a service calls only services listed before it here:
 //!
-//! - [`Definitions`]: task and workflow definitions, and the schemas they enforce;
-//! - [`Workflows`]: start, execute, read, operate on and search workflows;
+//! - [`Definitions`]: task and workflow definitions, the schemas they enforce, and Serverless
+//!   Workflow documents;
+//! - [`Workflows`]: start, execute, read, operate on and search workflows (and DSL instances);
 //! - [`Tasks`]: polls, task results and reads, the ready-task queues and the peers' backlogs;
 //! - [`Events`]: event handlers, the event gate, the consumers of queues, dead letters, and the
 //!   outbox of effects addressed outside a workflow;
@@ -15,6 +16,7 @@
 mod admin;
 pub mod backlog;
 mod definitions;
+mod dsl;
 mod events;
 mod follow;
 mod membership;
@@ -28,6 +30,7 @@ mod workflows;
 
 pub use admin::{Admin, Health, QuarantineEntry, StoppedPartition};
 pub use definitions::Definitions;
+pub use dsl::{DslListing, PutDslError};
 pub use events::Events;
 pub use membership::{ClusterStatus, GroupSummary, Membership, NodeStatus, ReplicaStatus};
 pub use tasks::{PollRequest, Tasks};

@@ -113,7 +113,7 @@ struct KeyedStart {
 /// The workflows service.
 pub struct Workflows {
     pub(crate) host: Arc<Host>,
-    definitions: Arc<Definitions>,
+    pub(super) definitions: Arc<Definitions>,
     /// Randomness for new workflow ids (at the edge: it picks the partition and the id).
     rng: Mutex<rand_chacha::ChaCha8Rng>,
 }

@@ -3,6 +3,7 @@
 //! does not interpret yet are kept in `extra` maps so that a definition round-trips unchanged.
 
 pub mod dsl;
+mod dsl_def;
 mod event;
 pub mod omit;
 mod requests;
@@ -14,6 +15,7 @@ mod trigger;
 mod workflow;
 mod workflow_def;
 
+pub use dsl_def::*;
 pub use event::*;
 pub use requests::*;
 pub use schema::*;

@@ -311,6 +311,15 @@ pub enum MetaCommand {
         name: String,
         version: Option<u32>,
     },
+    /// Registers a Serverless Workflow document under its namespace, name and version,
+    /// replacing what that version held (the node checks the overwrite rule before proposing).
+    PutDslWorkflow(Box<crate::model::DslWorkflow>),
+    /// Removes one version of a registered Serverless Workflow document.
+    DeleteDslWorkflow {
+        namespace: String,
+        name: String,
+        version: String,
+    },
 }
 
 /// A cluster member as the meta group records it.

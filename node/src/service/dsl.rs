@@ -1,0 +1,205 @@
+//! Serverless Workflow (DSL 1.0) documents and their instances. A document is registered under
+//! its header's namespace, name and version, replicated through the meta group; an instance is a
+//! workflow started through the usual start path under the definition that carries the document
+//! (`engine::dsl::workflow_def`), read in the DSL's terms (`engine::dsl::view`) and operated on
+//! as any workflow (suspend = pause, cancel = terminate).
+
+use super::{Definitions, Workflows};
+use crate::error::{Error, Result};
+use engine::dsl::{Document, Header};
+use proto::limits::DSL_WORKFLOWS_MAX;
+use proto::model::{DslWorkflow, StartWorkflowRequest};
+use proto::record::{MetaCommand, MetaOutcome};
+use serde_json::Value;
+
+/// Why a document could not be registered.
+#[derive(Debug, thiserror::Error)]
+pub enum PutDslError {
+    /// The document is not valid (its problems carry their JSON pointers); nothing was stored.
+    #[error(transparent)]
+    Document(#[from] engine::dsl::Error),
+    /// Anything else: a conflict, a full registry, an unavailable meta group.
+    #[error(transparent)]
+    Node(#[from] Error),
+}
+
+/// Which versions a listing shows: every document's, or one namespace and name's.
+pub type DslListing<'a> = Option<(&'a str, &'a str)>;
+
+/// Semantic versions in order: major, minor and patch as numbers, then the rest as text.
+fn version_order(version: &str) -> (Vec<u64>, String) {
+    let (core, rest) = version
+        .find(['-', '+'])
+        .map_or((version, ""), |at| version.split_at(at));
+    let numbers = core.split('.').map(|n| n.parse().unwrap_or(0)).collect();
+    (numbers, rest.to_owned())
+}
+
+impl Definitions {
+    /// Registers a document (YAML or JSON text) after checking it. A version registered with
+    /// another document is refused unless `overwrite`; registering the same document again
+    /// changes nothing. Answers the document's header.
+    pub async fn put_dsl(&self, text: &str, overwrite: bool) -> Result<Header, PutDslError> {
+        let doc = engine::dsl::load(text)?;
+        let header = doc.header().clone();
+        self.host.catch_up_meta().await?;
+        let existing =
+            self.host
+                .defs
+                .dsl_workflow(&header.namespace, &header.name, &header.version);
+        match &existing {
+            Some(old) if old.document == *doc.json() => return Ok(header),
+            Some(old) if !overwrite => {
+                return Err(Error::Conflict(format!(
+                    "workflow {} is registered with another document; \
+                     register it with overwrite=true to replace it",
+                    old.key()
+                ))
+                .into())
+            }
+            _ => {}
+        }
+        let now = self.host.clock.now_ms();
+        let def = DslWorkflow {
+            namespace: header.namespace.clone(),
+            name: header.name.clone(),
+            version: header.version.clone(),
+            document: doc.json().clone(),
+            create_time: existing.map_or(now, |old| old.create_time),
+            update_time: now,
+        };
+        match self
+            .host
+            .propose_meta(MetaCommand::PutDslWorkflow(Box::new(def)))
+            .await?
+        {
+            MetaOutcome::Full => Err(Error::TooLarge(format!(
+                "at most {DSL_WORKFLOWS_MAX} workflow document versions are registered; \
+                 delete some first"
+            ))
+            .into()),
+            _ => Ok(header),
+        }
+    }
+
+    /// One registered version.
+    pub fn dsl(&self, namespace: &str, name: &str, version: &str) -> Result<DslWorkflow> {
+        self.host
+            .defs
+            .dsl_workflow(namespace, name, version)
+            .ok_or_else(|| {
+                Error::NotFound(format!(
+                    "No such workflow document: {namespace}/{name}/{version}"
+                ))
+            })
+    }
+
+    /// The registered versions (of one namespace and name, or all), each by namespace and name
+    /// then in semantic-version order.
+    pub fn dsl_list(&self, of: DslListing<'_>) -> Vec<DslWorkflow> {
+        let mut all = self.host.defs.dsl_workflows(of);
+        all.sort_by(|a, b| {
+            (&a.namespace, &a.name, version_order(&a.version)).cmp(&(
+                &b.namespace,
+                &b.name,
+                version_order(&b.version),
+            ))
+        });
+        all
+    }
+
+    /// Removes one version. Instances running it keep their copy of the document.
+    pub async fn delete_dsl(&self, namespace: &str, name: &str, version: &str) -> Result<()> {
+        let command = MetaCommand::DeleteDslWorkflow {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            version: version.to_owned(),
+        };
+        match self.host.propose_meta(command).await? {
+            MetaOutcome::Applied => Ok(()),
+            _ => Err(Error::NotFound(format!(
+                "No such workflow document: {namespace}/{name}/{version}"
+            ))),
+        }
+    }
+}
+
+impl Workflows {
+    /// Starts an instance of a registered version with `input` (a JSON object); answers its id.
+    pub async fn start_dsl(
+        &self,
+        (namespace, name, version): (&str, &str, &str),
+        input: Value,
+    ) -> Result<String> {
+        let Value::Object(input) = input else {
+            return Err(Error::Invalid(
+                "the input of a workflow instance must be a JSON object".into(),
+            ));
+        };
+        self.host.catch_up_meta().await?;
+        let stored = self.definitions.dsl(namespace, name, version)?;
+        let doc = Document::from_stored(stored.document).map_err(|e| {
+            Error::Internal(format!("stored document {namespace}/{name}/{version}: {e}"))
+        })?;
+        let def = engine::dsl::workflow_def(&doc);
+        let request = StartWorkflowRequest {
+            name: def.name.clone(),
+            version: Some(def.version),
+            input,
+            workflow_def: Some(def),
+            ..StartWorkflowRequest::default()
+        };
+        self.start_workflow(request).await
+    }
+
+    /// An instance in the DSL's terms; `NotFound` when `id` is not a DSL instance.
+    pub async fn dsl_instance(&self, id: &str) -> Result<Value> {
+        let workflow = self.workflow(id, true).await?;
+        engine::dsl::view(&workflow).ok_or_else(|| not_an_instance(id))
+    }
+
+    /// Suspends an instance (Conductor's pause).
+    pub async fn suspend_dsl(&self, id: &str) -> Result<()> {
+        self.dsl_only(id).await?;
+        self.pause(id).await
+    }
+
+    /// Resumes a suspended instance.
+    pub async fn resume_dsl(&self, id: &str) -> Result<()> {
+        self.dsl_only(id).await?;
+        self.resume(id).await
+    }
+
+    /// Cancels an instance (Conductor's terminate).
+    pub async fn cancel_dsl(&self, id: &str) -> Result<()> {
+        self.dsl_only(id).await?;
+        self.terminate(id, Some("cancelled".into())).await
+    }
+
+    /// `NotFound` unless `id` is a DSL instance.
+    async fn dsl_only(&self, id: &str) -> Result<()> {
+        if engine::dsl::is_dsl(&self.workflow(id, false).await?) {
+            Ok(())
+        } else {
+            Err(not_an_instance(id))
+        }
+    }
+}
+
+fn not_an_instance(id: &str) -> Error {
+    Error::NotFound(format!(
+        "workflow {id} is not a Serverless Workflow instance"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_sort_as_semantic_versions() {
+        let mut v = ["1.10.0", "1.2.0", "1.2.0-rc.1", "0.9.9", "2.0.0"];
+        v.sort_by_key(|s| version_order(s));
+        assert_eq!(v, ["0.9.9", "1.2.0", "1.2.0-rc.1", "1.10.0", "2.0.0"]);
+    }
+}
