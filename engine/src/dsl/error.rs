@@ -63,6 +63,8 @@ pub enum Error {
     Schema(Problems),
     #[error("the document breaks the DSL's rules: {}", List(.0))]
     Rules(Problems),
+    #[error("the document asks for what this runtime does not do: {}", List(.0))]
+    Unsupported(Problems),
 }
 
 /// The problems of a refused document: at most [`DSL_PROBLEMS_MAX`], sorted, and how many more
@@ -125,7 +127,7 @@ impl Error {
     /// Where and what: one problem for an error about the whole text, each one found otherwise.
     pub fn problems(&self) -> Vec<Problem> {
         match self {
-            Error::Schema(p) | Error::Rules(p) => p.listed.clone(),
+            Error::Schema(p) | Error::Rules(p) | Error::Unsupported(p) => p.listed.clone(),
             Error::Version(_) => vec![Problem::new("/document/dsl", self.to_string())],
             Error::TooLarge { .. } | Error::Syntax { .. } => {
                 vec![Problem::new("", self.to_string())]
@@ -134,10 +136,12 @@ impl Error {
     }
 
     /// The error as the DSL reports errors: a configuration error (status 400) for a DSL version
-    /// this runtime does not read, a validation error (status 400) for everything else.
+    /// or a feature this runtime does not have, a validation error (status 400) for everything
+    /// else.
     pub fn problem_details(&self) -> ProblemDetails {
         let (kind, title) = match self {
             Error::Version(_) => (CONFIGURATION_TYPE, "Unsupported DSL version"),
+            Error::Unsupported(_) => (CONFIGURATION_TYPE, "Unsupported by this runtime"),
             _ => (VALIDATION_TYPE, "Invalid workflow document"),
         };
         let errors = self.problems();

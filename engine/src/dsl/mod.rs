@@ -16,6 +16,7 @@ mod parse;
 mod rules;
 pub mod run;
 mod schema;
+mod support;
 
 pub use document::{Document, Header};
 pub use duration::millis;
@@ -23,6 +24,7 @@ pub use error::{
     Error, Location, Problem, ProblemDetails, Problems, CONFIGURATION_TYPE, VALIDATION_TYPE,
 };
 pub use instance::{is_dsl, phase, view, workflow_def, TASK_TYPE_PREFIX};
+pub use support::check_supported;
 
 /// Parses and checks a document: size, syntax, DSL version, schema, then rules. The first step
 /// that fails answers.

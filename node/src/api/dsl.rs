@@ -79,6 +79,14 @@ pub async fn put(State(node): State<Node>, params: Params, Text(text): Text) -> 
     }
 }
 
+/// `POST /api/dsl/validate`: checks a document as registering it would; stores nothing.
+pub async fn validate(State(node): State<Node>, Text(text): Text) -> Response {
+    match node.definitions.validate_dsl(&text).await {
+        Ok(validated) => Json(validated).into_response(),
+        Err(e) => refused(e),
+    }
+}
+
 /// `GET /api/dsl/workflows`: every registered version.
 pub async fn all(State(node): State<Node>) -> Json<Vec<Listed>> {
     Json(

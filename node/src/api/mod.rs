@@ -144,6 +144,7 @@ fn routes() -> axum::Router<Node> {
             delete(metadata::delete_workflow_def),
         )
         // ---- Serverless Workflow (DSL 1.0) documents and instances ----
+        .route("/api/dsl/validate", post(dsl::validate))
         .route("/api/dsl/workflows", post(dsl::put).get(dsl::all))
         .route("/api/dsl/workflows/{namespace}/{name}", get(dsl::versions))
         .route(

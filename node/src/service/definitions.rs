@@ -8,19 +8,18 @@ use proto::model::{split_event, task_type, TaskDef, WorkflowDef, WorkflowTask};
 use proto::record::{MetaCommand, MetaOutcome};
 use std::sync::Arc;
 
-/// A definition that carries a document must carry a valid one and no Conductor tasks: a
-/// definition sent through Conductor's API may carry any JSON there.
-fn check_dsl_def(def: &WorkflowDef, document: &serde_json::Value) -> Result<()> {
-    if !def.tasks.is_empty() {
-        return Err(Error::Invalid(format!(
-            "workflow {} carries a Serverless Workflow document and Conductor tasks; \
-             it may carry only one of them",
+/// Conductor's doors (registering a definition, starting one given inline) do not take a
+/// Serverless Workflow document: documents are registered and started through their own API,
+/// which checks them once.
+fn refuse_dsl_def(def: &WorkflowDef) -> Result<()> {
+    match def.dsl {
+        Some(_) => Err(Error::Invalid(format!(
+            "workflow {} carries a Serverless Workflow document: register it with \
+             POST /api/dsl/workflows and start it at /api/dsl/workflows/{{namespace}}/{{name}}/{{version}}/instances",
             def.name
-        )));
+        ))),
+        None => Ok(()),
     }
-    engine::dsl::load(&document.to_string())
-        .map(|_| ())
-        .map_err(|e| Error::Invalid(format!("workflow {}: {e}", def.name)))
 }
 
 fn check_task_def(def: &TaskDef) -> Result<()> {
@@ -121,10 +120,8 @@ impl Definitions {
     /// the engine's rules, and that every EVENT task's sink is a provider this node has.
     pub(crate) fn check_workflow_def(&self, def: &WorkflowDef) -> Result<()> {
         proto::check::workflow_def(def)?;
-        match def.dsl.as_deref() {
-            Some(document) => check_dsl_def(def, document)?,
-            None => engine::validate_workflow_def(def)?,
-        }
+        refuse_dsl_def(def)?;
+        engine::validate_workflow_def(def)?;
         check_listener_sink(&self.providers, def)?;
         self.check_workflow_schema_refs(def)?;
         check_sinks(&self.providers, def, "")
@@ -288,21 +285,14 @@ mod tests {
     }
 
     #[test]
-    fn a_definition_carrying_a_document_must_carry_a_valid_one_and_no_tasks() {
+    fn conductors_doors_refuse_a_definition_carrying_a_document() {
         let doc = engine::dsl::load(&dsl_document().to_string()).expect("valid");
         let def = engine::dsl::workflow_def(&doc);
-        assert_eq!(check_dsl_def(&def, &dsl_document()), Ok(()));
-
-        let mut bad = dsl_document();
-        bad["do"][0]["pause"] = json!({"teleport": {}});
-        let refused = check_dsl_def(&def, &bad).expect_err("refused");
-        assert!(refused.to_string().contains("/do/0/pause"), "{refused}");
-
-        let mut both = def.clone();
-        both.tasks.push(WorkflowTask::default());
-        assert!(matches!(
-            check_dsl_def(&both, &dsl_document()),
-            Err(Error::Invalid(_))
-        ));
+        let refused = refuse_dsl_def(&def).expect_err("refused");
+        assert!(
+            refused.to_string().contains("/api/dsl/workflows"),
+            "{refused}"
+        );
+        assert_eq!(refuse_dsl_def(&WorkflowDef::default()), Ok(()));
     }
 }

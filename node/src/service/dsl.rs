@@ -10,6 +10,7 @@ use engine::dsl::{Document, Header};
 use proto::limits::DSL_WORKFLOWS_MAX;
 use proto::model::{DslWorkflow, StartWorkflowRequest};
 use proto::record::{MetaCommand, MetaOutcome};
+use serde::Serialize;
 use serde_json::Value;
 
 /// Why a document could not be registered.
@@ -35,14 +36,43 @@ fn version_order(version: &str) -> (Vec<u64>, String) {
     (numbers, rest.to_owned())
 }
 
+/// A document's check without registering it.
+#[derive(Debug, Serialize)]
+pub struct Validated {
+    pub document: Header,
+    /// Whether this runtime runs everything the document asks; `unsupported` says what not.
+    pub supported: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unsupported: Vec<engine::dsl::Problem>,
+}
+
 impl Definitions {
+    /// Checks a document as registering it would, and stores nothing; a document that is
+    /// valid but asks for what this runtime does not do is answered with what that is.
+    pub async fn validate_dsl(&self, text: &str) -> Result<Validated, PutDslError> {
+        self.host.catch_up_meta().await?;
+        let doc = engine::dsl::load_with(text, &self.host.defs)?;
+        let unsupported = match engine::dsl::check_supported(&doc) {
+            Ok(()) => Vec::new(),
+            Err(e) => e.problems(),
+        };
+        Ok(Validated {
+            document: doc.header().clone(),
+            supported: unsupported.is_empty(),
+            unsupported,
+        })
+    }
+
     /// Registers a document (YAML or JSON text) after checking it. A version registered with
     /// another document is refused unless `overwrite`; registering the same document again
     /// changes nothing. Answers the document's header.
     pub async fn put_dsl(&self, text: &str, overwrite: bool) -> Result<Header, PutDslError> {
-        let doc = engine::dsl::load(text)?;
-        let header = doc.header().clone();
         self.host.catch_up_meta().await?;
+        // A function that is a registered task type is a worker's: its name needs no
+        // declaration.
+        let doc = engine::dsl::load_with(text, &self.host.defs)?;
+        engine::dsl::check_supported(&doc)?;
+        let header = doc.header().clone();
         let existing =
             self.host
                 .defs
@@ -149,7 +179,11 @@ impl Workflows {
             workflow_def: Some(def),
             ..StartWorkflowRequest::default()
         };
-        self.start_workflow(request).await
+        proto::check::start_request(&request)?;
+        let mut request = request;
+        let def = request.workflow_def.take().unwrap_or_default();
+        let prepared = self.prepare_with(request, def, None)?;
+        self.submit_start(prepared).await
     }
 
     /// An instance in the DSL's terms; `NotFound` when `id` is not a DSL instance.

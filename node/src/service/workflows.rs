@@ -193,12 +193,11 @@ impl Workflows {
     /// Checks a start request and fixes the new workflow's id and definition; nothing is stored.
     pub(super) async fn prepare_start(
         &self,
-        request: StartWorkflowRequest,
+        mut request: StartWorkflowRequest,
         event: Option<&str>,
     ) -> Result<PreparedStart> {
         proto::check::start_request(&request)?;
-        check_priority(request.priority)?;
-        let mut def = match request.workflow_def {
+        let def = match request.workflow_def.take() {
             Some(def) => {
                 self.definitions.check_workflow_def(&def)?;
                 def
@@ -212,6 +211,18 @@ impl Workflows {
                     .workflow_def(&request.name, request.version)?
             }
         };
+        self.prepare_with(request, def, event)
+    }
+
+    /// [`Workflows::prepare_start`] for a definition already checked (a Serverless Workflow
+    /// document's, read from the registry that checked it).
+    pub(super) fn prepare_with(
+        &self,
+        request: StartWorkflowRequest,
+        mut def: proto::model::WorkflowDef,
+        event: Option<&str>,
+    ) -> Result<PreparedStart> {
+        check_priority(request.priority)?;
         self.host.defs.resolve(&mut def);
         let key = match request.idempotency_key.as_deref().map(str::trim) {
             Some("") | None => None,

@@ -11,8 +11,7 @@ use proto::TaskId;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
-/// The calls the DSL defines that this runtime does not make.
-const UNSUPPORTED_CALLS: [&str; 5] = ["grpc", "openapi", "asyncapi", "mcp", "a2a"];
+use crate::dsl::support::UNSUPPORTED_CALLS;
 
 impl Runner<'_, '_> {
     /// Starts a `call`.

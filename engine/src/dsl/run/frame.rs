@@ -17,7 +17,7 @@ const KINDS: [&str; 12] = [
 ];
 
 /// The kind of the task `def`.
-pub(super) fn kind_of(def: &Value) -> &'static str {
+pub(crate) fn kind_of(def: &Value) -> &'static str {
     KINDS
         .iter()
         .find(|k| def.get(**k).is_some())

@@ -24,6 +24,7 @@ mod timeout;
 mod tries;
 
 pub use errors::{timeout_error, STANDARD_TYPES};
+pub(crate) use frame::kind_of;
 
 use crate::state::Ctx;
 use expr::Scope;

@@ -1,0 +1,103 @@
+//! What a valid document may ask that this runtime does not do yet, found before it is
+//! registered, so that such a document is refused with the place it asks for it instead of
+//! faulting when an instance reaches it: `listen` and `run` tasks, calls other than `http` and
+//! workers' functions (grpc, openapi, asyncapi, mcp, a2a, cataloged or URI functions), schemas
+//! given by `resource`, authentication, secrets and `schedule`.
+
+use super::error::{Error, Problem, Problems};
+use super::rules::child;
+use super::run::kind_of;
+use super::Document;
+use serde_json::Value;
+
+/// The calls the DSL defines that this runtime does not make.
+pub(super) const UNSUPPORTED_CALLS: [&str; 5] = ["grpc", "openapi", "asyncapi", "mcp", "a2a"];
+
+/// Refuses a document that asks for something this runtime does not do yet.
+pub fn check_supported(doc: &Document) -> Result<(), Error> {
+    let json = doc.json();
+    let mut problems = Vec::new();
+    for (key, what) in [
+        ("/schedule", "scheduled starts (schedule)"),
+        ("/use/secrets", "secrets (use.secrets)"),
+        (
+            "/use/authentications",
+            "authentication (use.authentications)",
+        ),
+    ] {
+        if json.pointer(key).is_some() {
+            problems.push(not_yet(key, what));
+        }
+    }
+    for side in ["input", "output"] {
+        schema_resource(json.get(side), &format!("/{side}"), &mut problems);
+    }
+    list(json.get("do"), "/do", &mut problems);
+    let functions = json.pointer("/use/functions").and_then(Value::as_object);
+    for (name, function) in functions.into_iter().flatten() {
+        task(function, &child("/use/functions", name), &mut problems);
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Unsupported(Problems::new(problems)))
+}
+
+fn not_yet(at: &str, what: &str) -> Problem {
+    Problem::new(at, format!("{what} is not supported by this runtime yet"))
+}
+
+fn list(list: Option<&Value>, at: &str, problems: &mut Vec<Problem>) {
+    let items = list.and_then(Value::as_array);
+    for (i, item) in items.into_iter().flatten().enumerate() {
+        for (name, def) in item.as_object().into_iter().flatten() {
+            task(def, &child(&child(at, &i.to_string()), name), problems);
+        }
+    }
+}
+
+fn task(def: &Value, at: &str, problems: &mut Vec<Problem>) {
+    for side in ["input", "output", "export"] {
+        schema_resource(def.get(side), &child(at, side), problems);
+    }
+    let kind = kind_of(def);
+    match kind {
+        "listen" | "run" => problems.push(not_yet(&child(at, kind), &format!("'{kind}'"))),
+        "call" => call(def, at, problems),
+        "do" => list(def.get("do"), &child(at, "do"), problems),
+        "for" => list(def.get("do"), &child(at, "do"), problems),
+        "fork" => list(
+            def.pointer("/fork/branches"),
+            &format!("{at}/fork/branches"),
+            problems,
+        ),
+        "try" => {
+            list(def.get("try"), &child(at, "try"), problems);
+            list(
+                def.pointer("/catch/do"),
+                &format!("{at}/catch/do"),
+                problems,
+            );
+        }
+        _ => {}
+    }
+}
+
+fn call(def: &Value, at: &str, problems: &mut Vec<Problem>) {
+    let target = def.get("call").and_then(Value::as_str).unwrap_or_default();
+    let foreign = target.contains(':') || target.contains('@');
+    if UNSUPPORTED_CALLS.contains(&target) || foreign {
+        problems.push(not_yet(&child(at, "call"), &format!("'call: {target}'")));
+    }
+    if def.pointer("/with/endpoint/authentication").is_some() {
+        let pointer = format!("{at}/with/endpoint/authentication");
+        problems.push(not_yet(&pointer, "authentication"));
+    }
+}
+
+fn schema_resource(side: Option<&Value>, at: &str, problems: &mut Vec<Problem>) {
+    if side.and_then(|s| s.pointer("/schema/resource")).is_some() {
+        let pointer = format!("{at}/schema/resource");
+        problems.push(not_yet(&pointer, "a schema given by resource"));
+    }
+}
