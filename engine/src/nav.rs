@@ -169,7 +169,7 @@ pub(crate) fn is_scripted_switch(wt: &WorkflowTask) -> bool {
 pub(crate) fn is_worker_type(workflow_task_type: &str) -> bool {
     !SYSTEM_TYPES.contains(&workflow_task_type)
         && workflow_task_type != "FORK"
-        && !workflow_task_type.starts_with(crate::dsl::TASK_TYPE_PREFIX)
+        && !workflow_task_type.starts_with(proto::model::dsl::TASK_TYPE_PREFIX)
 }
 
 #[cfg(test)]

@@ -7,10 +7,6 @@ use proto::model::{task_type, Task, TaskStatus, Workflow, WorkflowDef, WorkflowS
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-/// What every Conductor task of a DSL task that does not wait on the world is typed (`dsl/set`,
-/// `dsl/for`, ...): a `/` cannot be in a registered task type, so no worker polls for these.
-pub const TASK_TYPE_PREFIX: &str = "dsl/";
-
 /// The workflow definition an instance of `doc` runs under: the document's name, the document
 /// itself, and its `timeout` as the workflow's own.
 pub fn workflow_def(doc: &Document) -> WorkflowDef {

@@ -23,7 +23,8 @@ pub use duration::millis;
 pub use error::{
     Error, Location, Problem, ProblemDetails, Problems, CONFIGURATION_TYPE, VALIDATION_TYPE,
 };
-pub use instance::{is_dsl, phase, view, workflow_def, TASK_TYPE_PREFIX};
+pub use instance::{is_dsl, phase, view, workflow_def};
+pub use proto::model::dsl::TASK_TYPE_PREFIX;
 pub use support::check_supported;
 
 /// Parses and checks a document: size, syntax, DSL version, schema, then rules. The first step

@@ -6,12 +6,9 @@
 
 use super::error::{Error, Problem, Problems};
 use super::rules::child;
-use super::run::kind_of;
+use super::run::{kind_of, UNSUPPORTED_CALLS};
 use super::Document;
 use serde_json::Value;
-
-/// The calls the DSL defines that this runtime does not make.
-pub(super) const UNSUPPORTED_CALLS: [&str; 5] = ["grpc", "openapi", "asyncapi", "mcp", "a2a"];
 
 /// Refuses a document that asks for something this runtime does not do yet.
 pub fn check_supported(doc: &Document) -> Result<(), Error> {

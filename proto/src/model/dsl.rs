@@ -13,6 +13,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+/// What every Conductor task of a DSL task that does not wait on the world is typed (`dsl/set`,
+/// `dsl/for`, ...): a `/` cannot be in a registered task type, so no worker polls for these.
+pub const TASK_TYPE_PREFIX: &str = "dsl/";
+
 /// Where a DSL instance stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]

@@ -11,7 +11,8 @@ use proto::TaskId;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
-use crate::dsl::support::UNSUPPORTED_CALLS;
+/// The calls the DSL defines that this runtime does not make.
+pub(crate) const UNSUPPORTED_CALLS: [&str; 5] = ["grpc", "openapi", "asyncapi", "mcp", "a2a"];
 
 impl Runner<'_, '_> {
     /// Starts a `call`.

@@ -23,6 +23,7 @@ mod simple;
 mod timeout;
 mod tries;
 
+pub(crate) use call::UNSUPPORTED_CALLS;
 pub use errors::{timeout_error, STANDARD_TYPES};
 pub(crate) use frame::kind_of;
 
