@@ -4,127 +4,15 @@
 //! the workflow; a read timeout and a host outside `--http-allow` fail the task with a reason
 //! that says so; a leader killed during a call leaves it to the next leader, which calls again.
 
-use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use harness::cluster::{partition_of, Cluster};
+use harness::upstream::{Answer, Upstream};
 use harness::{attempts, task_by_ref, wait_for, Api, Server};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// One request the upstream server saw.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    path: String,
-    /// Names in lower case.
-    headers: BTreeMap<String, String>,
-    body: String,
-    at: Instant,
-}
-
-/// What the upstream answers: status line, extra headers, body, and how long it waits first.
-struct Answer {
-    status: &'static str,
-    headers: Vec<(&'static str, &'static str)>,
-    body: String,
-    delay: Duration,
-}
-
-impl Answer {
-    fn new(status: &'static str, body: &str) -> Answer {
-        Answer {
-            status,
-            headers: Vec::new(),
-            body: body.to_owned(),
-            delay: Duration::ZERO,
-        }
-    }
-}
-
-/// An HTTP/1.1 server on 127.0.0.1: one request per connection, each on its own thread.
-struct Upstream {
-    port: u16,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl Upstream {
-    fn start(answer: impl Fn(&Seen) -> Answer + Send + Sync + 'static) -> Upstream {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the upstream");
-        let port = listener.local_addr().expect("upstream address").port();
-        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let (log, answer) = (seen.clone(), Arc::new(answer));
-        thread::spawn(move || {
-            for conn in listener.incoming().flatten() {
-                let (log, answer) = (log.clone(), answer.clone());
-                thread::spawn(move || serve_one(conn, &log, answer.as_ref()));
-            }
-        });
-        Upstream { port, seen }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().expect("upstream log").clone()
-    }
-}
-
-fn serve_one(conn: TcpStream, log: &Mutex<Vec<Seen>>, answer: &dyn Fn(&Seen) -> Answer) {
-    let Some(seen) = read_request(&conn) else {
-        return;
-    };
-    log.lock().expect("upstream log").push(seen.clone());
-    let a = answer(&seen);
-    thread::sleep(a.delay);
-    let mut head = format!(
-        "HTTP/1.1 {}\r\ncontent-length: {}\r\nconnection: close\r\n",
-        a.status,
-        a.body.len()
-    );
-    for (name, value) in &a.headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    let mut conn = conn;
-    let _ = conn.write_all(format!("{head}\r\n{}", a.body).as_bytes());
-}
-
-fn read_request(conn: &TcpStream) -> Option<Seen> {
-    let mut reader = BufReader::new(conn);
-    let mut line = String::new();
-    reader.read_line(&mut line).ok()?;
-    let mut parts = line.split_whitespace();
-    let (method, path) = (parts.next()?.to_owned(), parts.next()?.to_owned());
-    let mut headers = BTreeMap::new();
-    loop {
-        let mut h = String::new();
-        reader.read_line(&mut h).ok()?;
-        let Some((name, value)) = h.trim_end().split_once(':') else {
-            break;
-        };
-        headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_owned());
-    }
-    let length = headers.get("content-length").and_then(|l| l.parse().ok());
-    let mut body = vec![0; length.unwrap_or(0)];
-    reader.read_exact(&mut body).ok()?;
-    let body = String::from_utf8_lossy(&body).into_owned();
-    let at = Instant::now();
-    Some(Seen {
-        method,
-        path,
-        headers,
-        body,
-        at,
-    })
-}
 
 fn register(api: &Api, name: &str, tasks: Value) {
     api.register_workflow_def(&json!({
