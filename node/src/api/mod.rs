@@ -11,8 +11,9 @@
 //! body, query-string and id extractors, the boolean parser), [`search`] (the searches' query
 //! language), and one file per Conductor resource: [`metadata`], [`workflow`], [`bulk`] (commands
 //! for lists of workflows), [`task`], [`event`] (event handlers, execution records, publishing),
-//! [`trigger`] (webhooks, schedules), [`health`].
+//! [`trigger`] (webhooks, schedules), [`health`]; [`a2a`] serves workflows as an A2A agent.
 
+pub mod a2a;
 pub mod admin;
 pub mod admission;
 pub mod bulk;
@@ -223,6 +224,9 @@ fn routes() -> axum::Router<Node> {
             "/api/tasks/{id}/{reference}/{status}/sync",
             post(task::update_by_ref_sync),
         )
+        // ---- A2A (Agent2Agent): workflows as an agent's skills ----
+        .route("/.well-known/agent-card.json", get(a2a::agent_card))
+        .route(a2a::card::RPC_PATH, post(a2a::rpc))
         // ---- health ----
         .route("/health", get(health::health))
         .route("/api/health", get(health::health))
