@@ -16,7 +16,7 @@ const CRATES: [&str; 8] = [
 ];
 
 /// The node's services in the order `node::service` lists them, with the files of each.
-const SERVICES: [(&str, &[&str]); 7] = [
+const SERVICES: [(&str, &[&str]); 8] = [
     ("Definitions", &["definitions.rs", "schemas.rs"]),
     ("Workflows", &["workflows.rs", "wait.rs", "dsl.rs"]),
     ("Tasks", &["tasks.rs", "backlog.rs"]),
@@ -24,6 +24,7 @@ const SERVICES: [(&str, &[&str]); 7] = [
     ("Triggers", &["triggers.rs"]),
     ("Membership", &["membership.rs"]),
     ("Admin", &["admin.rs"]),
+    ("A2a", &["a2a.rs"]),
 ];
 
 fn workspace() -> PathBuf {

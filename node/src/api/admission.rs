@@ -18,7 +18,8 @@ use std::sync::Arc;
 use tokio::sync::Semaphore;
 
 /// Routes whose requests may wait (for a task, for a workflow's end).
-const WAITING_ROUTES: [&str; 3] = [
+const WAITING_ROUTES: [&str; 4] = [
+    "/a2a",
     "/api/tasks/poll/{task_type}",
     "/api/tasks/poll/batch/{task_type}",
     "/api/workflow/execute/{name}/{version}",

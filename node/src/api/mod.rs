@@ -12,8 +12,9 @@
 //! language), and one file per Conductor resource: [`metadata`], [`workflow`], [`bulk`] (commands
 //! for lists of workflows), [`task`], [`event`] (event handlers, execution records, publishing),
 //! [`trigger`] (webhooks, schedules), [`health`], and Baton's own [`dsl`] (Serverless Workflow
-//! documents and instances).
+//! documents and instances); [`a2a`] serves workflows as an A2A agent.
 
+pub mod a2a;
 pub mod admin;
 pub mod admission;
 pub mod bulk;
@@ -241,6 +242,9 @@ fn routes() -> axum::Router<Node> {
             "/api/tasks/{id}/{reference}/{status}/sync",
             post(task::update_by_ref_sync),
         )
+        // ---- A2A (Agent2Agent): workflows as an agent's skills ----
+        .route("/.well-known/agent-card.json", get(a2a::agent_card))
+        .route(a2a::card::RPC_PATH, post(a2a::rpc))
         // ---- health ----
         .route("/health", get(health::health))
         .route("/api/health", get(health::health))

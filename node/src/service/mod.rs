@@ -11,8 +11,10 @@
 //!   outbox of effects addressed outside a workflow;
 //! - [`Triggers`]: webhooks and cron schedules;
 //! - [`Membership`]: members, replicas and the controller that places them;
-//! - [`Admin`]: health, gauges, quarantine, digests.
+//! - [`Admin`]: health, gauges, quarantine, digests;
+//! - [`A2a`]: workflows served as the skills of an A2A agent.
 
+pub mod a2a;
 mod admin;
 pub mod backlog;
 mod definitions;
@@ -28,6 +30,7 @@ pub mod triggers;
 pub mod wait;
 mod workflows;
 
+pub use a2a::A2a;
 pub use admin::{Admin, Health, QuarantineEntry, StoppedPartition};
 pub use definitions::Definitions;
 pub use dsl::{DslListing, PutDslError};
@@ -59,6 +62,7 @@ pub struct Node {
     pub triggers: Arc<Triggers>,
     pub membership: Arc<Membership>,
     pub admin: Arc<Admin>,
+    pub a2a: Arc<A2a>,
     pub(crate) host: Arc<Host>,
 }
 
@@ -109,6 +113,7 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
     });
     let membership = Membership::start(host.clone());
     let admin = Arc::new(Admin::new(host.clone(), tasks.clone(), workflows.clone()));
+    let a2a = A2a::new(definitions.clone(), workflows.clone(), options.http);
     let node = Node {
         definitions,
         workflows,
@@ -117,6 +122,7 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
         triggers,
         membership,
         admin,
+        a2a,
         host,
     };
     peer::serve(&node);
