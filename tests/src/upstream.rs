@@ -115,4 +115,3 @@ fn read_request(conn: &TcpStream) -> Option<Seen> {
         at,
     })
 }
-

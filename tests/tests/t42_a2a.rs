@@ -393,3 +393,68 @@ fn the_python_a2a_sdk_talks_to_baton() {
         "pytest test_a2a_interop.py failed with {status} (output above)"
     );
 }
+
+/// A Serverless Workflow document marked in its header: greets whoever the message names.
+const GREETER: &str = r#"document:
+  dsl: '1.0.3'
+  namespace: agents
+  name: greeter
+  version: '1.0.0'
+  summary: greets by name
+  metadata:
+    a2a:
+      skill:
+        id: greet
+        tags: [ hello ]
+do:
+  - greet:
+      set:
+        greeting: '${ "Hello, " + .name + "!" }'
+"#;
+
+#[test]
+fn a_dsl_document_marked_as_a_skill_is_served_like_a_workflow() {
+    let server = start();
+    let api = server.api();
+    let reply = reqwest::blocking::Client::new()
+        .post(api.url("/api/dsl/workflows"))
+        .body(GREETER)
+        .send()
+        .expect("register the document");
+    assert_eq!(reply.status().as_u16(), 200);
+    let card = api
+        .get("/.well-known/agent-card.json")
+        .expect_ok("card")
+        .json();
+    let greet = card["skills"]
+        .as_array()
+        .and_then(|skills| skills.iter().find(|s| s["id"] == "greet"))
+        .cloned()
+        .unwrap_or_else(|| panic!("the document's skill: {card:#}"));
+    assert_eq!(greet["description"], "greets by name");
+    assert_eq!(greet["tags"], json!(["hello"]));
+
+    let sent = message(
+        "greet",
+        json!([{"kind": "text", "text": "{\"name\": \"Ada\"}"}]),
+    );
+    let task = ok(
+        api,
+        "message/send",
+        json!({"message": sent, "configuration": {"blocking": true}}),
+    );
+    assert_eq!(task["status"]["state"], "completed", "{task:#}");
+    let greeting = &task["artifacts"][0]["parts"][0]["data"]["greeting"];
+    assert_eq!(greeting, "Hello, Ada!", "{task:#}");
+    let id = task["id"].as_str().expect("id");
+    let instance = api
+        .get(&format!("/api/dsl/instances/{id}"))
+        .expect_ok("instance")
+        .json();
+    assert_eq!(
+        instance["phase"], "completed",
+        "the task is the DSL instance"
+    );
+    let got = ok(api, "tasks/get", json!({"id": id}));
+    assert_eq!(got["status"]["state"], "completed");
+}

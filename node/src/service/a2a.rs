@@ -42,6 +42,9 @@ pub struct Skill {
     /// The workflow definition a message to this skill starts, and its version.
     pub workflow: String,
     pub version: u32,
+    /// The registered Serverless Workflow document (namespace, name, version) a message
+    /// starts an instance of, for a skill that is one.
+    pub document: Option<(String, String, String)>,
 }
 
 /// Where skills come from. Each source marks some workflow definitions as skills; the agent's
@@ -112,6 +115,42 @@ pub fn skill_of_mark(mark: &Json, workflow: &str, version: u32, description: &st
         tags,
         workflow: workflow.to_owned(),
         version,
+        document: None,
+    }
+}
+
+/// Serverless Workflow documents marked in their header: `document.metadata.a2a.skill`.
+pub struct DslSkills {
+    definitions: Arc<Definitions>,
+}
+
+/// The skill mark of a document: `document.metadata.a2a.skill`, an object.
+fn dsl_mark(document: &Value) -> Option<&Json> {
+    document
+        .pointer("/document/metadata/a2a/skill")?
+        .as_object()
+}
+
+impl SkillSource for DslSkills {
+    fn skills(&self) -> Vec<Skill> {
+        // Listed by namespace and name, then oldest version first: the last of each wins.
+        let mut latest: BTreeMap<(String, String), Skill> = BTreeMap::new();
+        for def in self.definitions.dsl_list(None) {
+            let Some(mark) = dsl_mark(&def.document) else {
+                continue;
+            };
+            let header = def.document.get("document");
+            let text = |k: &str| header.and_then(|h| h.get(k)).and_then(Value::as_str);
+            let description = text("summary").or(text("title")).unwrap_or_default();
+            let mut skill = skill_of_mark(mark, &def.name, 1, description);
+            skill.document = Some((def.namespace.clone(), def.name.clone(), def.version.clone()));
+            latest.insert((def.namespace, def.name), skill);
+        }
+        latest.into_values().collect()
+    }
+
+    fn marks(&self, def: &WorkflowDef) -> bool {
+        def.dsl.as_deref().and_then(dsl_mark).is_some()
     }
 }
 
@@ -173,7 +212,12 @@ impl A2a {
         workflows: Arc<Workflows>,
         http: std::net::SocketAddr,
     ) -> Arc<Self> {
-        let sources: Vec<Box<dyn SkillSource>> = vec![Box::new(ConductorSkills { definitions })];
+        let sources: Vec<Box<dyn SkillSource>> = vec![
+            Box::new(ConductorSkills {
+                definitions: definitions.clone(),
+            }),
+            Box::new(DslSkills { definitions }),
+        ];
         Arc::new(Self {
             workflows,
             http,
@@ -208,8 +252,20 @@ impl A2a {
             ..StartWorkflowRequest::default()
         };
         let wait = send.wait.unwrap_or_default().min(SEND_WAIT_MAX);
+        let deadline = Instant::now() + wait;
+        let prepared = match &send.skill.document {
+            Some((namespace, name, version)) => {
+                let key = (namespace.as_str(), name.as_str(), version.as_str());
+                self.workflows.prepare_dsl(key, request).await
+            }
+            None => self.workflows.prepare_start(request, None).await,
+        };
         let until = Until::default();
-        let started = self.workflows.execute_workflow(request, &until, wait);
+        let started = async {
+            self.workflows
+                .execute_prepared(prepared?, &until, deadline)
+                .await
+        };
         started.await.map_err(invalid_or_node)
     }
 
@@ -392,6 +448,7 @@ mod tests {
             tags: vec![],
             workflow: id.into(),
             version: 1,
+            document: None,
         };
         assert_eq!(pick_skill(vec![one("a")], None), Ok(one("a")));
         assert_eq!(

@@ -4,6 +4,7 @@
 //! (`engine::dsl::workflow_def`), read in the DSL's terms (`engine::dsl::view`) and operated on
 //! as any workflow (suspend = pause, cancel = terminate).
 
+use super::workflows::PreparedStart;
 use super::{Definitions, Workflows};
 use crate::error::{Error, Result};
 use engine::dsl::{Document, Header};
@@ -34,6 +35,16 @@ fn version_order(version: &str) -> (Vec<u64>, String) {
         .map_or((version, ""), |at| version.split_at(at));
     let numbers = core.split('.').map(|n| n.parse().unwrap_or(0)).collect();
     (numbers, rest.to_owned())
+}
+
+/// An instance's input: a JSON object.
+fn instance_input(input: Value) -> Result<proto::model::Json> {
+    match input {
+        Value::Object(input) => Ok(input),
+        _ => Err(Error::Invalid(
+            "the input of a workflow instance must be a JSON object".into(),
+        )),
+    }
 }
 
 /// A document's check without registering it.
@@ -156,34 +167,35 @@ impl Definitions {
 
 impl Workflows {
     /// Starts an instance of a registered version with `input` (a JSON object); answers its id.
-    pub async fn start_dsl(
+    pub async fn start_dsl(&self, key: (&str, &str, &str), input: Value) -> Result<String> {
+        let request = StartWorkflowRequest {
+            input: instance_input(input)?,
+            ..StartWorkflowRequest::default()
+        };
+        let prepared = self.prepare_dsl(key, request).await?;
+        self.submit_start(prepared).await
+    }
+
+    /// A start of the registered version `key`, checked, not yet submitted: `request` gives the
+    /// input and what a Conductor start may set besides (correlation id, idempotency key); its
+    /// definition is the document's.
+    pub(crate) async fn prepare_dsl(
         &self,
         (namespace, name, version): (&str, &str, &str),
-        input: Value,
-    ) -> Result<String> {
-        let Value::Object(input) = input else {
-            return Err(Error::Invalid(
-                "the input of a workflow instance must be a JSON object".into(),
-            ));
-        };
+        mut request: StartWorkflowRequest,
+    ) -> Result<PreparedStart> {
         self.host.catch_up_meta().await?;
         let stored = self.definitions.dsl(namespace, name, version)?;
         let doc = Document::from_stored(stored.document).map_err(|e| {
             Error::Internal(format!("stored document {namespace}/{name}/{version}: {e}"))
         })?;
         let def = engine::dsl::workflow_def(&doc);
-        let request = StartWorkflowRequest {
-            name: def.name.clone(),
-            version: Some(def.version),
-            input,
-            workflow_def: Some(def),
-            ..StartWorkflowRequest::default()
-        };
+        request.name = def.name.clone();
+        request.version = Some(def.version);
+        request.workflow_def = Some(def);
         proto::check::start_request(&request)?;
-        let mut request = request;
         let def = request.workflow_def.take().unwrap_or_default();
-        let prepared = self.prepare_with(request, def, None)?;
-        self.submit_start(prepared).await
+        self.prepare_with(request, def, None)
     }
 
     /// An instance in the DSL's terms; `NotFound` when `id` is not a DSL instance.

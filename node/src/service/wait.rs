@@ -60,6 +60,16 @@ impl Workflows {
     ) -> Result<Workflow> {
         let deadline = Instant::now() + wait;
         let start = self.prepare_start(request, None).await?;
+        self.execute_prepared(start, until, deadline).await
+    }
+
+    /// [`Workflows::execute_workflow`] of a start already prepared (a DSL instance's).
+    pub(crate) async fn execute_prepared(
+        &self,
+        start: super::workflows::PreparedStart,
+        until: &Until,
+        deadline: Instant,
+    ) -> Result<Workflow> {
         // A start without a key creates a workflow under a new id, on a partition this node
         // leads where it can: watched from before it exists, every change of it is published to
         // the watch, and the wait reads nothing from storage. A keyed run may exist already.

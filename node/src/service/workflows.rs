@@ -86,7 +86,7 @@ fn gone(key: &KeyedStart) -> Error {
 }
 
 /// A checked start request ([`Workflows::prepare_start`]), not submitted yet.
-pub(super) struct PreparedStart {
+pub(crate) struct PreparedStart {
     /// The new workflow's id.
     pub(super) id: WorkflowId,
     /// The idempotency key the id comes from, if any (a run under it may exist already).
@@ -191,7 +191,7 @@ impl Workflows {
     }
 
     /// Checks a start request and fixes the new workflow's id and definition; nothing is stored.
-    pub(super) async fn prepare_start(
+    pub(crate) async fn prepare_start(
         &self,
         mut request: StartWorkflowRequest,
         event: Option<&str>,

@@ -75,6 +75,7 @@ mod tests {
             tags: vec!["math".into()],
             workflow: "sum_wf".into(),
             version: 1,
+            document: None,
         };
         let card = card("http://h:1/a2a", &[skill]);
         assert_eq!(card["protocolVersion"], "0.3.0");
