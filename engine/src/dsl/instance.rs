@@ -110,9 +110,15 @@ pub fn view(workflow: &Workflow) -> Option<Value> {
     }))
 }
 
+/// A task's name in the document: the last token of its pointer.
+fn dsl_name(reference: &str) -> String {
+    let last = reference.rsplit('/').next().unwrap_or(reference);
+    last.replace("~1", "/").replace("~0", "~")
+}
+
 fn task_view(t: &Task) -> Value {
     json!({
-        "name": t.workflow_task.name,
+        "name": dsl_name(&t.reference_task_name),
         "reference": t.reference_task_name,
         "taskId": t.task_id.as_str(),
         "type": t.task_type,

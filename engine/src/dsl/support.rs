@@ -2,7 +2,7 @@
 //! registered, so that such a document is refused with the place it asks for it instead of
 //! faulting when an instance reaches it: `listen` and `run` tasks, calls other than `http` and
 //! workers' functions (grpc, openapi, asyncapi, mcp, a2a, cataloged or URI functions), schemas
-//! given by `resource`, authentication, secrets and `schedule`.
+//! given by `resource`, authentication other than basic and bearer, secrets and `schedule`.
 
 use super::error::{Error, Problem, Problems};
 use super::rules::child;
@@ -30,6 +30,12 @@ pub fn check_supported(doc: &Document) -> Result<(), Error> {
         schema_resource(json.get(side), &format!("/{side}"), &mut problems);
     }
     list(json.get("do"), "/do", &mut problems);
+    let declared = json
+        .pointer("/use/authentications")
+        .and_then(Value::as_object);
+    for (name, policy) in declared.into_iter().flatten() {
+        authentication(policy, &child("/use/authentications", name), &mut problems);
+    }
     let functions = json.pointer("/use/functions").and_then(Value::as_object);
     for (name, function) in functions.into_iter().flatten() {
         task(function, &child("/use/functions", name), &mut problems);
@@ -86,9 +92,23 @@ fn call(def: &Value, at: &str, problems: &mut Vec<Problem>) {
     if UNSUPPORTED_CALLS.contains(&target) || foreign {
         problems.push(not_yet(&child(at, "call"), &format!("'call: {target}'")));
     }
-    if def.pointer("/with/endpoint/authentication").is_some() {
-        let pointer = format!("{at}/with/endpoint/authentication");
-        problems.push(not_yet(&pointer, "authentication"));
+    if let Some(policy) = def.pointer("/with/endpoint/authentication") {
+        authentication(
+            policy,
+            &format!("{at}/with/endpoint/authentication"),
+            problems,
+        );
+    }
+}
+
+/// Basic and bearer authentication are supported (inline, or a name of use.authentications).
+fn authentication(policy: &Value, at: &str, problems: &mut Vec<Problem>) {
+    if policy.get("use").is_some() {
+        return;
+    }
+    let supported = policy.get("basic").is_some() || policy.get("bearer").is_some();
+    if !supported {
+        problems.push(not_yet(at, "authentication other than basic and bearer"));
     }
 }
 

@@ -83,7 +83,11 @@ impl Runner<'_, '_> {
         args: Value,
     ) -> Result<TaskId, Value> {
         if target == "http" {
-            let request = http_request(&args);
+            let mut request = http_request(&args);
+            let scheme = self.authentication(at, &args)?;
+            if let (Some(header), Some(headers)) = (scheme, request.get_mut("headers")) {
+                headers["Authorization"] = header.into();
+            }
             let output = args.get("output").cloned().unwrap_or("content".into());
             let input = json!({"http_request": request, "output": output});
             return Ok(self.open_task(at, name, task_type::HTTP, "", &input));
@@ -180,20 +184,20 @@ fn http_request(args: &Value) -> Value {
     let mut request = Map::new();
     request.insert("uri".into(), uri.into());
     request.insert("method".into(), method.to_ascii_uppercase().into());
-    if let Some(headers) = args.get("headers").and_then(Value::as_object) {
-        let text: Map<String, Value> = headers
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    v.as_str()
-                        .map_or_else(|| v.to_string(), str::to_owned)
-                        .into(),
-                )
-            })
-            .collect();
-        request.insert("headers".into(), Value::Object(text));
-    }
+    let headers = args.get("headers").and_then(Value::as_object);
+    let text: Map<String, Value> = headers
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                v.as_str()
+                    .map_or_else(|| v.to_string(), str::to_owned)
+                    .into(),
+            )
+        })
+        .collect();
+    request.insert("headers".into(), Value::Object(text));
     if let Some(body) = args.get("body") {
         request.insert("body".into(), body.clone());
     }

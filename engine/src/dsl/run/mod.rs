@@ -12,6 +12,7 @@
 //! they see any task; every task that runs is one too, so the instance's history is its task
 //! list.
 
+mod auth;
 mod call;
 mod composite;
 mod errors;
