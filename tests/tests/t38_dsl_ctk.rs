@@ -23,10 +23,7 @@ const WAIT: Duration = Duration::from_secs(30);
 /// The hosts the scenarios call, answered by the loopback server.
 const PUBLIC_HOSTS: [&str; 2] = ["https://petstore.swagger.io", "https://httpbin.org"];
 /// Scenarios this runtime refuses at registration for now (what they need is not built).
-const NOT_YET: [&str; 2] = [
-    "Call OpenAPI With Content Output",
-    "Call OpenAPI With Response Output",
-];
+const NOT_YET: [&str; 0] = [];
 
 fn features() -> Vec<Feature> {
     let dir = workspace_root().join("engine/tests/data/serverless-workflow/ctk");
@@ -71,6 +68,10 @@ fn public_hosts(seen: &Seen) -> Answer {
             json!({"id": id, "name": "Milou", "status": "available"}),
         );
     }
+    if path == "/v2/swagger.json" {
+        let host = seen.headers.get("host").cloned().unwrap_or_default();
+        return json("200 OK", petstore_swagger(&host));
+    }
     if let Some(credentials) = path.strip_prefix("/basic-auth/") {
         let (user, password) = credentials.split_once('/').unwrap_or_default();
         let expected = format!("Basic {}", base64(&format!("{user}:{password}")));
@@ -80,6 +81,25 @@ fn public_hosts(seen: &Seen) -> Answer {
         return Answer::new("401 Unauthorized", "");
     }
     Answer::new("404 Not Found", "")
+}
+
+/// The petstore's Swagger 2.0 document, cut to the operations the scenarios call, as served
+/// from `host`.
+fn petstore_swagger(host: &str) -> Value {
+    let param = |name: &str, place: &str| json!({"name": name, "in": place, "required": true, "type": "string"});
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "Swagger Petstore", "version": "1.0.7"},
+        "host": host,
+        "basePath": "/v2",
+        "schemes": ["https", "http"],
+        "paths": {
+            "/pet/findByStatus": {"get": {"operationId": "findPetsByStatus",
+                "parameters": [param("status", "query")]}},
+            "/pet/{petId}": {"get": {"operationId": "getPetById",
+                "parameters": [param("petId", "path")]}},
+        },
+    })
 }
 
 /// Standard base64 with padding.

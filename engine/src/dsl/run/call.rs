@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
 /// The calls the DSL defines that this runtime does not make.
-pub(crate) const UNSUPPORTED_CALLS: [&str; 5] = ["grpc", "openapi", "asyncapi", "mcp", "a2a"];
+pub(crate) const UNSUPPORTED_CALLS: [&str; 4] = ["grpc", "asyncapi", "mcp", "a2a"];
 
 impl Runner<'_, '_> {
     /// Starts a `call`.
@@ -92,6 +92,9 @@ impl Runner<'_, '_> {
             let input = json!({"http_request": request, "output": output});
             return Ok(self.open_task(at, name, task_type::HTTP, "", &input));
         }
+        if target == "openapi" {
+            return self.start_openapi(at, name, &args);
+        }
         if UNSUPPORTED_CALLS.contains(&target) || target.contains(':') || target.contains('@') {
             let detail = format!("'call: {target}' is not supported by this runtime");
             return Err(errors::configuration_error(&format!("{at}/call"), &detail));
@@ -132,7 +135,7 @@ impl Runner<'_, '_> {
     }
 
     /// How a call or a wait ended, once its Conductor task did.
-    pub(super) fn call_outcome(&mut self, frame: &Frame) -> Outcome {
+    pub(super) fn call_outcome(&mut self, frame: &mut Frame) -> Outcome {
         let Some(task) = self.task(&frame.task_id) else {
             let detail = "the task's record is missing";
             return Outcome::Fault(errors::runtime_error(&frame.at, detail));
@@ -140,6 +143,16 @@ impl Runner<'_, '_> {
         if !task.status.is_terminal() {
             return Outcome::Pending;
         }
+        let fetched =
+            task.status == TaskStatus::Completed && task.input_data.contains_key("openapi");
+        if fetched {
+            if let Some(next) = self.openapi_operation(frame) {
+                return next;
+            }
+        }
+        let Some(task) = self.task(&frame.task_id) else {
+            return Outcome::Pending;
+        };
         let output = Value::Object(task.output_data.clone());
         let reason = task.reason_for_incompletion.clone().unwrap_or_default();
         match (task.task_type.as_str(), task.status) {
@@ -221,7 +234,7 @@ fn with_query(uri: String, query: Option<&Map<String, Value>>) -> String {
 }
 
 /// Percent-encodes what a query component may not hold as it is (RFC 3986 unreserved kept).
-fn encode(text: &str) -> String {
+pub(super) fn encode(text: &str) -> String {
     let mut out = String::new();
     for byte in text.bytes() {
         if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {

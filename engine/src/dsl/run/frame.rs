@@ -188,7 +188,7 @@ impl Runner<'_, '_> {
 
     /// A task of no parts: one computed now (`set`, `switch`, `raise`, `emit`), or one whose
     /// Conductor task waits on the world.
-    fn external(&mut self, frame: &Frame, vars: &BTreeMap<String, Value>) -> Outcome {
+    fn external(&mut self, frame: &mut Frame, vars: &BTreeMap<String, Value>) -> Outcome {
         let Some(task) = self.task(&frame.task_id) else {
             let detail = "the task's record is missing".to_owned();
             return Outcome::Fault(errors::runtime_error(&frame.at, &detail));

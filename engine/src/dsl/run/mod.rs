@@ -18,6 +18,7 @@ mod composite;
 mod errors;
 mod expr;
 mod frame;
+mod openapi;
 mod schemas;
 mod seq;
 mod simple;
