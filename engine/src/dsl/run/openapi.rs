@@ -211,7 +211,7 @@ mod tests {
             &swagger,
             "http://pets.test/v2/swagger.json",
             "getPetById",
-            params.as_object().unwrap(),
+            params.as_object().expect("an object"),
         );
         assert_eq!(
             request,
@@ -222,7 +222,7 @@ mod tests {
             &swagger,
             "https://a/swagger.json",
             "findPetsByStatus",
-            params.as_object().unwrap(),
+            params.as_object().expect("an object"),
         );
         assert_eq!(
             request.map(|r| r["uri"].clone()),
@@ -236,7 +236,7 @@ mod tests {
             &oas3,
             "http://h:8/doc.json",
             "a",
-            params.as_object().unwrap(),
+            params.as_object().expect("an object"),
         );
         assert_eq!(
             request,
