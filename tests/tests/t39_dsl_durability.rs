@@ -1,0 +1,90 @@
+//! A Serverless Workflow instance survives `kill -9` of its node: an instance that exported to
+//! `$context`, then forked a durable `wait` beside a worker's function, is killed with the
+//! function leased; after the restart the timer still fires, the worker's result is taken, the
+//! instance completes with its `$context` intact, and the function ran once.
+
+use std::time::Duration;
+
+use harness::{task_def, wait_for, Api, Server};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(30);
+const FUNCTION: &str = "dsl_charge";
+
+const DOCUMENT: &str = r#"document:
+  dsl: '1.0.3'
+  namespace: durable
+  name: charge-after-pause
+  version: '1.0.0'
+do:
+  - prepare:
+      set:
+        order: ${ .order }
+      export:
+        as: '{ order: .order }'
+  - both:
+      fork:
+        branches:
+          - pause:
+              wait: PT2S
+          - charge:
+              call: dsl_charge
+              with:
+                order: ${ .order }
+  - finish:
+      set:
+        order: ${ $context.order }
+        charged: ${ .[1].charged }
+"#;
+
+fn instance(api: &Api, id: &str) -> Value {
+    api.get(&format!("/api/dsl/instances/{id}"))
+        .expect_ok("instance")
+        .json()
+}
+
+#[test]
+fn an_instance_that_waits_and_forks_survives_kill_9() {
+    let mut server = Server::start();
+    let api = server.api().clone();
+    api.register_task_defs(&[task_def(FUNCTION, json!({}))]);
+    let registered = reqwest::blocking::Client::new()
+        .post(api.url("/api/dsl/workflows"))
+        .body(DOCUMENT)
+        .send()
+        .expect("register");
+    assert_eq!(registered.status().as_u16(), 200);
+    let started = api
+        .post_json(
+            "/api/dsl/workflows/durable/charge-after-pause/1.0.0/instances",
+            &json!({"order": 42}),
+        )
+        .expect_ok("start")
+        .json();
+    let id = started["id"].as_str().expect("id").to_owned();
+    let leased = api.poll_until(FUNCTION, "w1", WAIT);
+    assert_eq!(leased["inputData"]["order"], 42);
+
+    server.kill9();
+    server.restart();
+
+    let result = json!({"workflowInstanceId": id, "taskId": leased["taskId"],
+                        "status": "COMPLETED", "outputData": {"charged": true}});
+    api.update_task(&result)
+        .expect_ok("the worker's result after the restart");
+    let done = wait_for(WAIT, "the instance to complete", || {
+        let view = instance(&api, &id);
+        (view["phase"] != "running" && view["phase"] != "waiting").then_some(view)
+    });
+    assert_eq!(done["phase"], "completed", "{done:#}");
+    assert_eq!(done["output"], json!({"order": 42, "charged": true}));
+    assert_eq!(done["context"], json!({"order": 42}));
+    let charges = done["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter(|t| t["name"] == "charge")
+        .count();
+    assert_eq!(charges, 1, "the function ran once: {done:#}");
+    assert!(api.poll(FUNCTION, "w2").is_none(), "nothing left to poll");
+}
