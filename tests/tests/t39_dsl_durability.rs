@@ -1,7 +1,8 @@
 //! A Serverless Workflow instance survives `kill -9` of its node: an instance that exported to
 //! `$context`, then forked a durable `wait` beside a worker's function, is killed with the
 //! function leased; after the restart the timer still fires, the worker's result is taken, the
-//! instance completes with its `$context` intact, and the function ran once.
+//! instance completes with its `$context` intact, and the function ran once. In a 3-node
+//! cluster, the same holds when the instance's partition leader dies instead.
 
 use std::time::Duration;
 
@@ -47,13 +48,7 @@ fn instance(api: &Api, id: &str) -> Value {
 fn an_instance_that_waits_and_forks_survives_kill_9() {
     let mut server = Server::start();
     let api = server.api().clone();
-    api.register_task_defs(&[task_def(FUNCTION, json!({}))]);
-    let registered = reqwest::blocking::Client::new()
-        .post(api.url("/api/dsl/workflows"))
-        .body(DOCUMENT)
-        .send()
-        .expect("register");
-    assert_eq!(registered.status().as_u16(), 200);
+    register(&api);
     let started = api
         .post_json(
             "/api/dsl/workflows/durable/charge-after-pause/1.0.0/instances",
@@ -87,4 +82,72 @@ fn an_instance_that_waits_and_forks_survives_kill_9() {
         .count();
     assert_eq!(charges, 1, "the function ran once: {done:#}");
     assert!(api.poll(FUNCTION, "w2").is_none(), "nothing left to poll");
+}
+
+/// Registers the function and the document through `api`.
+fn register(api: &Api) {
+    api.register_task_defs(&[task_def(FUNCTION, json!({}))]);
+    let registered = reqwest::blocking::Client::new()
+        .post(api.url("/api/dsl/workflows?overwrite=true"))
+        .body(DOCUMENT)
+        .send()
+        .expect("register");
+    assert_eq!(registered.status().as_u16(), 200);
+}
+
+#[test]
+fn an_instance_that_waits_and_forks_completes_after_its_leader_dies() {
+    use harness::cluster::{partition_of, Cluster};
+    let mut c = Cluster::start(3);
+    let n1 = c.api(1);
+    register(&n1);
+    let started = n1
+        .post_json(
+            "/api/dsl/workflows/durable/charge-after-pause/1.0.0/instances",
+            &json!({"order": 7}),
+        )
+        .expect_ok("start")
+        .json();
+    let id = started["id"].as_str().expect("id").to_owned();
+    let leader = wait_for(WAIT, "the instance's partition to have a leader", || {
+        c.leader_of_partition(partition_of(&id, c.partitions()))
+    });
+    // Everything after goes through a node that survives.
+    let survivor = c
+        .ids()
+        .into_iter()
+        .find(|n| *n != leader)
+        .expect("a survivor");
+    let api = c.api(survivor);
+    let leased = wait_for(WAIT, "the instance's function", || {
+        let task = api.poll(FUNCTION, "w1")?;
+        if task["workflowInstanceId"] == id.as_str() {
+            return Some(task);
+        }
+        let other = json!({"workflowInstanceId": task["workflowInstanceId"], "taskId": task["taskId"],
+                           "status": "COMPLETED", "outputData": {"charged": false}});
+        api.update_task(&other)
+            .expect_ok("another instance's function");
+        None
+    });
+    c.kill9(leader);
+    let result = json!({"workflowInstanceId": id, "taskId": leased["taskId"],
+                        "status": "COMPLETED", "outputData": {"charged": true}});
+    wait_for(WAIT, "the new leader to take the result", || {
+        api.update_task(&result).is_success().then_some(())
+    });
+    let done = wait_for(WAIT, "the instance to complete", || {
+        let view = api.get(&format!("/api/dsl/instances/{id}")).json();
+        (view["phase"] == "completed" || view["phase"] == "faulted").then_some(view)
+    });
+    assert_eq!(done["phase"], "completed", "{done:#}");
+    assert_eq!(done["output"], json!({"order": 7, "charged": true}));
+    assert_eq!(done["context"], json!({"order": 7}));
+    let charges = done["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter(|t| t["name"] == "charge")
+        .count();
+    assert_eq!(charges, 1, "the function ran once: {done:#}");
 }
