@@ -38,10 +38,19 @@ do:
         charged: ${ .[1].charged }
 "#;
 
-fn instance(api: &Api, id: &str) -> Value {
-    api.get(&format!("/api/dsl/instances/{id}"))
-        .expect_ok("instance")
-        .json()
+/// Waits for the instance to end, and checks it completed with its `$context` intact and its
+/// function run once.
+fn completed_once(api: &Api, id: &str, order: u64) {
+    let done = wait_for(WAIT, "the instance to end", || {
+        let view: Value = api.get(&format!("/api/dsl/instances/{id}")).json();
+        (view["phase"] == "completed" || view["phase"] == "faulted").then_some(view)
+    });
+    assert_eq!(done["phase"], "completed", "{done:#}");
+    assert_eq!(done["output"], json!({"order": order, "charged": true}));
+    assert_eq!(done["context"], json!({"order": order}));
+    let tasks = done["tasks"].as_array().expect("tasks");
+    let charges = tasks.iter().filter(|t| t["name"] == "charge").count();
+    assert_eq!(charges, 1, "the function ran once: {done:#}");
 }
 
 #[test]
@@ -67,20 +76,7 @@ fn an_instance_that_waits_and_forks_survives_kill_9() {
                         "status": "COMPLETED", "outputData": {"charged": true}});
     api.update_task(&result)
         .expect_ok("the worker's result after the restart");
-    let done = wait_for(WAIT, "the instance to complete", || {
-        let view = instance(&api, &id);
-        (view["phase"] != "running" && view["phase"] != "waiting").then_some(view)
-    });
-    assert_eq!(done["phase"], "completed", "{done:#}");
-    assert_eq!(done["output"], json!({"order": 42, "charged": true}));
-    assert_eq!(done["context"], json!({"order": 42}));
-    let charges = done["tasks"]
-        .as_array()
-        .expect("tasks")
-        .iter()
-        .filter(|t| t["name"] == "charge")
-        .count();
-    assert_eq!(charges, 1, "the function ran once: {done:#}");
+    completed_once(&api, &id, 42);
     assert!(api.poll(FUNCTION, "w2").is_none(), "nothing left to poll");
 }
 
@@ -136,18 +132,5 @@ fn an_instance_that_waits_and_forks_completes_after_its_leader_dies() {
     wait_for(WAIT, "the new leader to take the result", || {
         api.update_task(&result).is_success().then_some(())
     });
-    let done = wait_for(WAIT, "the instance to complete", || {
-        let view = api.get(&format!("/api/dsl/instances/{id}")).json();
-        (view["phase"] == "completed" || view["phase"] == "faulted").then_some(view)
-    });
-    assert_eq!(done["phase"], "completed", "{done:#}");
-    assert_eq!(done["output"], json!({"order": 7, "charged": true}));
-    assert_eq!(done["context"], json!({"order": 7}));
-    let charges = done["tasks"]
-        .as_array()
-        .expect("tasks")
-        .iter()
-        .filter(|t| t["name"] == "charge")
-        .count();
-    assert_eq!(charges, 1, "the function ran once: {done:#}");
+    completed_once(&api, &id, 7);
 }

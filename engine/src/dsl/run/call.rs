@@ -38,14 +38,7 @@ impl Runner<'_, '_> {
             }
             None => self.call_target(at, name, target, args)?,
         };
-        Ok(Frame {
-            at: at.to_owned(),
-            name: name.to_owned(),
-            task_id,
-            input,
-            body: Body::External,
-            deadline: None,
-        })
+        Ok(external(at, name, task_id, input))
     }
 
     /// A function of `use.functions`: its own call, its `with` evaluated on the caller's
@@ -115,14 +108,7 @@ impl Runner<'_, '_> {
             .map_err(|e| errors::configuration_error(&format!("{at}/wait"), &e))?;
         let due = self.ctx.now.saturating_add(ms);
         let task_id = self.open_wait(at, name, due, &input);
-        Ok(Frame {
-            at: at.to_owned(),
-            name: name.to_owned(),
-            task_id,
-            input,
-            body: Body::External,
-            deadline: None,
-        })
+        Ok(external(at, name, task_id, input))
     }
 
     /// A WAIT task at `at` that completes at `due`.
@@ -180,17 +166,34 @@ impl Runner<'_, '_> {
     }
 }
 
-/// Conductor's `http_request` for the DSL's HTTP arguments.
-fn http_request(args: &Value) -> Value {
-    let endpoint = args.get("endpoint").unwrap_or(&Value::Null);
-    let uri = match endpoint {
-        Value::String(uri) => uri.clone(),
-        other => other
+/// A task that waits on its Conductor task `task_id`.
+fn external(at: &str, name: &str, task_id: TaskId, input: Value) -> Frame {
+    Frame {
+        at: at.to_owned(),
+        name: name.to_owned(),
+        task_id,
+        input,
+        body: Body::External,
+        deadline: None,
+    }
+}
+
+/// An endpoint's URI: the endpoint itself, or its `uri`.
+pub(super) fn endpoint_uri(endpoint: Option<&Value>) -> String {
+    match endpoint {
+        Some(Value::String(uri)) => uri.clone(),
+        Some(other) => other
             .get("uri")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned(),
-    };
+        None => String::new(),
+    }
+}
+
+/// Conductor's `http_request` for the DSL's HTTP arguments.
+fn http_request(args: &Value) -> Value {
+    let uri = endpoint_uri(args.get("endpoint"));
     let query = args.get("query").and_then(Value::as_object);
     let uri = with_query(uri, query);
     let method = args.get("method").and_then(Value::as_str).unwrap_or("get");

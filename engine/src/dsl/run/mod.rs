@@ -168,36 +168,24 @@ fn complete(ctx: &mut Ctx<'_>, doc: &Value, data: Value) {
 
 /// The instance faults with `error`: FAILED, the error's title and detail as the reason.
 pub(super) fn fault(ctx: &mut Ctx<'_>, error: Value) {
-    let reason = reason_of(&error);
-    if let Some(run) = ctx.wf.dsl.as_mut() {
-        run.root = None;
-        run.error = Some(error);
-    }
-    ctx.end_with_output(
-        WorkflowStatus::Failed,
-        Some(reason),
-        None,
-        true,
-        Some(Json::new()),
-    );
+    end_with_error(ctx, WorkflowStatus::Failed, error);
 }
 
 /// The document's `timeout` ran out (the workflow's timeout timer fired): the instance faults
 /// with the timeout error, TIMED_OUT in Conductor's terms.
 pub(crate) fn timed_out(ctx: &mut Ctx<'_>) {
     let error = errors::timeout_error("/", "the workflow ran out of time");
+    end_with_error(ctx, WorkflowStatus::TimedOut, error);
+}
+
+/// Ends the instance `status` with `error` (its title and detail as Conductor's reason).
+fn end_with_error(ctx: &mut Ctx<'_>, status: WorkflowStatus, error: Value) {
     let reason = reason_of(&error);
     if let Some(run) = ctx.wf.dsl.as_mut() {
         run.root = None;
         run.error = Some(error);
     }
-    ctx.end_with_output(
-        WorkflowStatus::TimedOut,
-        Some(reason),
-        None,
-        true,
-        Some(Json::new()),
-    );
+    ctx.end_with_output(status, Some(reason), None, true, Some(Json::new()));
 }
 
 /// An error's title and detail, as one line.

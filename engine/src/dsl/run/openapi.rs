@@ -21,15 +21,7 @@ impl Runner<'_, '_> {
         name: &str,
         args: &Value,
     ) -> Result<TaskId, Value> {
-        let endpoint = args.pointer("/document/endpoint").unwrap_or(&Value::Null);
-        let uri = match endpoint {
-            Value::String(uri) => uri.clone(),
-            other => other
-                .get("uri")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-        };
+        let uri = super::call::endpoint_uri(args.pointer("/document/endpoint"));
         let authorization = self.authentication(at, args)?;
         let mut headers = Map::new();
         headers.insert("Accept".into(), "application/json".into());
