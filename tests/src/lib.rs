@@ -11,6 +11,7 @@
 pub mod brokers;
 pub mod cluster;
 pub mod load;
+pub mod python;
 pub mod upstream;
 
 use std::fs::File;

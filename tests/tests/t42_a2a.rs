@@ -5,12 +5,12 @@
 //! (`tests/python/test_a2a_interop.py`).
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use harness::{nonce, task_def, workspace_root, Api, Server};
+use harness::{nonce, task_def, Api, Server};
 use serde_json::{json, Value};
 
 /// The `a2a-sdk` release the interop test is run with (`.ci/run` installs the same).
@@ -332,14 +332,8 @@ fn a_task_survives_a_restart() {
 }
 
 /// The repository's venv with `a2a-sdk` at [`A2A_SDK_VERSION`] (installed when missing).
-fn python_with_sdk() -> std::path::PathBuf {
-    let root = workspace_root();
-    let python = root.join(".venv/bin/python");
-    assert!(
-        python.is_file(),
-        "{} is missing: create the venv as `.ci/run` does",
-        python.display()
-    );
+fn ensure_sdk() {
+    let python = harness::python::venv_python();
     let check = format!(
         "import importlib.metadata as m; assert m.version('a2a-sdk') == '{A2A_SDK_VERSION}'"
     );
@@ -359,39 +353,15 @@ fn python_with_sdk() -> std::path::PathBuf {
             .expect("run pip");
         assert!(installed.success(), "pip install {pin} failed");
     }
-    python
 }
 
 #[test]
 fn the_python_a2a_sdk_talks_to_baton() {
-    let python = python_with_sdk();
+    ensure_sdk();
     let server = start();
-    let mut child = Command::new(&python)
-        .args(["-m", "pytest", "tests/python/test_a2a_interop.py", "-q"])
-        .args(["-p", "no:cacheprovider"])
-        .current_dir(workspace_root())
-        .env("BATON_URL", server.base_url())
-        .env("BATON_A2A_REQUIRED", "1")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
-    let deadline = Instant::now() + PYTEST_DEADLINE;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("query pytest") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("pytest did not finish within {PYTEST_DEADLINE:?}");
-        }
-        thread::sleep(Duration::from_millis(100));
-    };
-    assert!(
-        status.success(),
-        "pytest test_a2a_interop.py failed with {status} (output above)"
-    );
+    let env = [("BATON_A2A_REQUIRED", Some("1"))];
+    let target = "tests/python/test_a2a_interop.py";
+    harness::python::pytest(target, &server.base_url(), &env, PYTEST_DEADLINE);
 }
 
 /// A Serverless Workflow document marked in its header: greets whoever the message names.
