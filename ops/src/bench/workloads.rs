@@ -667,7 +667,7 @@ fn watch_open_loop(
         let done = counts.completed.load(Ordering::Relaxed) + counts.failed.load(Ordering::Relaxed);
         if Instant::now() >= next_report {
             progress(format!(
-                "W2: started {s}/{}, finished {done}, in flight {}",
+                "open loop: started {s}/{}, finished {done}, in flight {}",
                 arrivals.slots,
                 s - done
             ));
