@@ -91,16 +91,34 @@ impl Client {
         self.post_ok("/api/metadata/workflow", def).map(drop)
     }
 
+    /// `POST /api/dsl/workflows?overwrite=true` with a DSL document (JSON): registers it, or
+    /// replaces the version already there.
+    pub fn register_dsl(&self, document: &Value) -> anyhow::Result<()> {
+        self.post_ok("/api/dsl/workflows?overwrite=true", document)
+            .map(drop)
+    }
+
     /// `POST /api/workflow/{name}`; answers the new workflow's id.
     pub fn start(&self, name: &str, input: &Value) -> anyhow::Result<String> {
-        let text = self.post_ok(&format!("/api/workflow/{name}"), input)?;
+        self.start_at(&format!("/api/workflow/{name}"), input)
+    }
+
+    /// `POST path` with `input`, a request that starts a workflow; answers its id, whether the
+    /// answer is the id as text or JSON (Conductor's) or `{"id": ...}` (a DSL instance's).
+    pub fn start_at(&self, path: &str, input: &Value) -> anyhow::Result<String> {
+        let text = self.post_ok(path, input)?;
         let text = text.trim();
         let id = match serde_json::from_str::<Value>(text) {
             Ok(Value::String(s)) => s,
+            Ok(Value::Object(o)) => o
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
             _ => text.to_owned(),
         };
         if id.is_empty() {
-            bail!("POST /api/workflow/{name} answered no id");
+            bail!("POST {path} answered no id");
         }
         Ok(id)
     }

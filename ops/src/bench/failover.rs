@@ -97,7 +97,7 @@ pub fn run(
     // its partitions hold workflows in flight when it is killed.
     let outcome = workloads::open_loop(
         &urls,
-        workloads::W2,
+        workloads::Flow::Conductor(workloads::W2),
         rate,
         duration,
         drain,

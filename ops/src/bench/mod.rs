@@ -14,6 +14,13 @@
 //! - **W5** a FORK of 3 SUB_WORKFLOWs, each a one-task W1 workflow (so usually on other
 //!   partitions), + JOIN, open loop at W2's rate for W2's time: steps/s and CPU per step of
 //!   sub-workflows beside W2's, whose three steps are plain tasks.
+//! - **W8** W2's shape as a Serverless Workflow (DSL 1.0) document: a `fork` of three branches,
+//!   each a `call` of W2's task type (so W2's workers serve it), registered with `POST
+//!   /api/dsl/workflows?overwrite=true`, started with `POST .../instances` at W2's rate for W2's
+//!   time, and seen finishing by status polls (a DSL instance has no execute). It alternates run
+//!   by run with a W2 that sees completion the same way (W2 itself with `--completion
+//!   status-polls`, else a `W2-polls` row beside W2), and the ratio of their CPU per step is
+//!   printed: the cost of the DSL's runtime over Conductor's for the same work.
 //! - **W7** (clusters of 3 or more nodes; last, since it kills a node) W2 while the node leading
 //!   the most partitions is killed halfway: lost workflows (must be 0) and how long its
 //!   partitions took writes again (see [`failover`]).
@@ -54,12 +61,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 use target::{Target, TargetSpec};
 use workers::Workers;
-use workloads::{Completion, Outcome};
+use workloads::{Completion, Flow, Outcome};
 
 /// How the target makes records durable (printed with every result).
 const FSYNC_MODE: &str = "Raft log fdatasync per append batch, shared by all partitions";
 /// Threads that start W4's workflows.
 const W4_STARTERS: usize = 8;
+/// The row of W2 seen finishing by status polls, as W8 must be, when W2 itself executes.
+const W2_POLLS: &str = "W2-polls";
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
@@ -510,6 +519,7 @@ fn prepare(target: &Target, plan: &Plan, args: &BenchArgs) -> anyhow::Result<(Po
     for def in &workflow_defs {
         admin.register_workflow(def)?;
     }
+    admin.register_dsl(&workloads::w8_document())?;
     let workers = match args.worker_kind {
         WorkerKind::Http => Pool::Http(Workers::start(
             urls,
@@ -571,90 +581,153 @@ fn run_workloads(target: &mut Target, plan: &Plan, args: &BenchArgs) -> anyhow::
     Ok(rows)
 }
 
-/// W1, W2, W5, W3 and W4 on the target at `urls`, each measured by `meter`.
+/// W1, W2 (and W8 beside it, see [`w2_and_w8`]), W5, W3 and W4 on the target at `urls`, each
+/// measured by `meter`.
 fn measure_workloads(
     meter: &Meter<'_>,
     urls: &[String],
     args: &BenchArgs,
 ) -> anyhow::Result<Vec<Row>> {
     let plan = meter.plan;
-    Ok(vec![
-        meter.measure(
-            "W1",
-            format!("1 task, sequential, {} workflows", plan.w1_count),
-            workloads::W1_STEPS,
-            &|| workloads::closed_loop(urls, workloads::W1, 1, plan.w1_count, args.completion),
-        )?,
-        meter.measure(
-            "W2",
-            format!(
-                "fork 3 + join, open loop {}/s for {} s",
-                plan.rate,
-                plan.w2_duration.as_secs()
-            ),
-            workloads::W2_STEPS,
-            &|| {
-                workloads::open_loop(
-                    urls,
-                    workloads::W2,
-                    plan.rate,
-                    plan.w2_duration,
-                    plan.drain,
-                    &progress,
-                    None,
-                    args.completion,
-                )
-            },
-        )?,
-        meter.measure(
-            "W5",
-            format!(
-                "3 sub-workflows of 1 task under fork + join, open loop {}/s for {} s",
-                plan.rate,
-                plan.w2_duration.as_secs()
-            ),
-            workloads::W5_STEPS,
-            &|| {
-                workloads::open_loop(
-                    urls,
-                    workloads::W5,
-                    plan.rate,
-                    plan.w2_duration,
-                    plan.drain,
-                    &progress,
-                    None,
-                    args.completion,
-                )
-            },
-        )?,
-        meter.measure(
-            "W3",
-            format!(
-                "10-task chain, {} in flight, {} workflows",
-                plan.w3_parallel, plan.w3_count
-            ),
-            workloads::W3_STEPS,
-            &|| {
-                workloads::closed_loop(
-                    urls,
-                    workloads::W3,
-                    plan.w3_parallel,
-                    plan.w3_count,
-                    args.completion,
-                )
-            },
-        )?,
-        meter.measure(
-            "W4",
-            format!(
-                "{} workflows on a {} s timer; latency is the timer's lateness",
-                plan.w4_count,
-                workloads::W4_WAIT.as_secs()
-            ),
-            workloads::W4_STEPS,
-            &|| workloads::timers(urls, plan.w4_count, W4_STARTERS, &progress),
-        )?,
-    ])
+    let mut rows = vec![meter.measure(&Workload {
+        name: "W1",
+        what: format!("1 task, sequential, {} workflows", plan.w1_count),
+        steps: workloads::W1_STEPS,
+        body: &|| workloads::closed_loop(urls, workloads::W1, 1, plan.w1_count, args.completion),
+    })?];
+    rows.append(&mut w2_and_w8(meter, urls, args)?);
+    let w5 = |completion| {
+        workloads::open_loop(
+            urls,
+            Flow::Conductor(workloads::W5),
+            plan.rate,
+            plan.w2_duration,
+            plan.drain,
+            &progress,
+            None,
+            completion,
+        )
+    };
+    rows.push(meter.measure(&Workload {
+        name: "W5",
+        what: format!(
+            "3 sub-workflows of 1 task under fork + join, open loop {}/s for {} s",
+            plan.rate,
+            plan.w2_duration.as_secs()
+        ),
+        steps: workloads::W5_STEPS,
+        body: &|| w5(args.completion),
+    })?);
+    rows.push(meter.measure(&Workload {
+        name: "W3",
+        what: format!(
+            "10-task chain, {} in flight, {} workflows",
+            plan.w3_parallel, plan.w3_count
+        ),
+        steps: workloads::W3_STEPS,
+        body: &|| {
+            let (parallel, count) = (plan.w3_parallel, plan.w3_count);
+            workloads::closed_loop(urls, workloads::W3, parallel, count, args.completion)
+        },
+    })?);
+    rows.push(meter.measure(&Workload {
+        name: "W4",
+        what: format!(
+            "{} workflows on a {} s timer; latency is the timer's lateness",
+            plan.w4_count,
+            workloads::W4_WAIT.as_secs()
+        ),
+        steps: workloads::W4_STEPS,
+        body: &|| workloads::timers(urls, plan.w4_count, W4_STARTERS, &progress),
+    })?);
+    Ok(rows)
+}
+
+/// W2, and W8 (W2's shape as a DSL document) alternating with a W2 that sees completion as W8
+/// must, by status polls: with `--completion status-polls` that is W2 itself; with `execute`,
+/// W2 runs as asked first, then a [`W2_POLLS`] row alternates with W8.
+fn w2_and_w8(meter: &Meter<'_>, urls: &[String], args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
+    let plan = meter.plan;
+    let open_loop = |flow, completion| {
+        workloads::open_loop(
+            urls,
+            flow,
+            plan.rate,
+            plan.w2_duration,
+            plan.drain,
+            &progress,
+            None,
+            completion,
+        )
+    };
+    let arrivals = format!(
+        "open loop {}/s for {} s",
+        plan.rate,
+        plan.w2_duration.as_secs()
+    );
+    let w2_as_asked = || open_loop(Flow::Conductor(workloads::W2), args.completion);
+    let w2_polled = || open_loop(Flow::Conductor(workloads::W2), Completion::StatusPolls);
+    let w8_polled = || open_loop(workloads::W8, Completion::StatusPolls);
+    let w2 = Workload {
+        name: "W2",
+        what: format!("fork 3 + join, {arrivals}"),
+        steps: workloads::W2_STEPS,
+        body: &w2_as_asked,
+    };
+    let w8 = Workload {
+        name: "W8",
+        what: format!("W2's fork of 3 calls as a DSL document, {arrivals}, status polls"),
+        steps: workloads::W8_STEPS,
+        body: &w8_polled,
+    };
+    if args.completion == Completion::StatusPolls {
+        let (w2, w8) = meter.measure_alternating(&w2, &w8)?;
+        return Ok(vec![w2, w8]);
+    }
+    let w2_polls = Workload {
+        name: W2_POLLS,
+        what: format!("W2 with status polls, as W8 sees completion, {arrivals}"),
+        steps: workloads::W2_STEPS,
+        body: &w2_polled,
+    };
+    let w2 = meter.measure(&w2)?;
+    let (w2_polls, w8) = meter.measure_alternating(&w2_polls, &w8)?;
+    Ok(vec![w2, w2_polls, w8])
+}
+
+/// One workload as [`Meter`] runs it.
+struct Workload<'a> {
+    name: &'static str,
+    what: String,
+    steps: u64,
+    /// One run of it.
+    body: &'a dyn Fn() -> anyhow::Result<Outcome>,
+}
+
+/// A workload's runs so far.
+struct Tally {
+    row: Row,
+    errors: u64,
+    /// Each run's median workflow latency per step, in ms.
+    per_step: Vec<f64>,
+}
+
+impl Tally {
+    /// The row, with notes: W3's per-step overhead, and any request errors.
+    fn finish(mut self) -> Row {
+        let mut notes = Vec::new();
+        if self.row.workload == "W3" {
+            notes.push(format!(
+                "per-step overhead (p50 workflow / 10) {:.2} ms",
+                median(self.per_step)
+            ));
+        }
+        if self.errors > 0 {
+            notes.push(format!("{} request errors", self.errors));
+        }
+        self.row.note = (!notes.is_empty()).then(|| notes.join("; "));
+        self.row
+    }
 }
 
 /// Measures Baton's workloads on one target: `plan.repeat` runs of each, with the target's CPU
@@ -668,62 +741,83 @@ struct Meter<'a> {
 }
 
 impl Meter<'_> {
-    /// Runs `body` `plan.repeat` times as `workload`; the row notes W3's per-step overhead and
-    /// any request errors.
-    fn measure(
+    /// Runs `w` `plan.repeat` times.
+    fn measure(&self, w: &Workload<'_>) -> anyhow::Result<Row> {
+        let mut tally = self.tally(w);
+        for run in 1..=self.plan.repeat {
+            self.run_once(w, run, &mut tally)?;
+        }
+        Ok(tally.finish())
+    }
+
+    /// Runs `a` and `b` `plan.repeat` times each, alternating, `a` first in odd runs and `b` in
+    /// even ones, so that neither always runs on a target the other just loaded; their runs
+    /// pair up in order.
+    fn measure_alternating(
         &self,
-        workload: &'static str,
-        what: String,
-        steps_per_workflow: u64,
-        body: &dyn Fn() -> anyhow::Result<Outcome>,
-    ) -> anyhow::Result<Row> {
-        let (plan, pids, admins) = (self.plan, self.pids, self.admins);
-        let mut row = Row {
-            system: "baton".into(),
-            workload,
-            what: what.clone(),
-            durability: self.durability.to_owned(),
-            runs: Vec::new(),
-            note: None,
-        };
-        let mut errors = 0;
-        let mut per_step = Vec::new();
-        for run in 1..=plan.repeat {
-            progress(format!("{workload} (run {run}/{}): {what}", plan.repeat));
-            let cpu_before = stats::cpu_ms(pids);
-            let io_before = Io::now(admins, pids);
-            let outcome = body()?;
-            let cpu_ms = stats::cpu_ms(pids).saturating_sub(cpu_before);
-            let io = Io::now(admins, pids).since(io_before);
-            progress(format!(
-                "{workload}: completed {}/{} in {:.1} s, {}",
-                outcome.completed,
-                outcome.started,
-                outcome.elapsed.as_secs_f64(),
-                outcome.latency.summary(2)
-            ));
-            errors += outcome.errors;
-            per_step.push(outcome.latency.ms(0.50) / steps_per_workflow as f64);
-            row.runs.push(Measured::of_baton(
-                &outcome,
-                steps_per_workflow,
-                cpu_ms,
-                stats::rss_mib(pids),
-                io,
-            ));
+        a: &Workload<'_>,
+        b: &Workload<'_>,
+    ) -> anyhow::Result<(Row, Row)> {
+        let (mut ta, mut tb) = (self.tally(a), self.tally(b));
+        for run in 1..=self.plan.repeat {
+            if run % 2 == 1 {
+                self.run_once(a, run, &mut ta)?;
+                self.run_once(b, run, &mut tb)?;
+            } else {
+                self.run_once(b, run, &mut tb)?;
+                self.run_once(a, run, &mut ta)?;
+            }
         }
-        let mut notes = Vec::new();
-        if workload == "W3" {
-            notes.push(format!(
-                "per-step overhead (p50 workflow / 10) {:.2} ms",
-                median(per_step)
-            ));
+        Ok((ta.finish(), tb.finish()))
+    }
+
+    fn tally(&self, w: &Workload<'_>) -> Tally {
+        Tally {
+            row: Row {
+                system: "baton".into(),
+                workload: w.name,
+                what: w.what.clone(),
+                durability: self.durability.to_owned(),
+                runs: Vec::new(),
+                note: None,
+            },
+            errors: 0,
+            per_step: Vec::new(),
         }
-        if errors > 0 {
-            notes.push(format!("{errors} request errors"));
-        }
-        row.note = (!notes.is_empty()).then(|| notes.join("; "));
-        Ok(row)
+    }
+
+    /// Run `run` of `w`, measured, added to `tally`.
+    fn run_once(&self, w: &Workload<'_>, run: usize, tally: &mut Tally) -> anyhow::Result<()> {
+        let (pids, admins) = (self.pids, self.admins);
+        progress(format!(
+            "{} (run {run}/{}): {}",
+            w.name, self.plan.repeat, w.what
+        ));
+        let cpu_before = stats::cpu_ms(pids);
+        let io_before = Io::now(admins, pids);
+        let outcome = (w.body)()?;
+        let cpu_ms = stats::cpu_ms(pids).saturating_sub(cpu_before);
+        let io = Io::now(admins, pids).since(io_before);
+        progress(format!(
+            "{}: completed {}/{} in {:.1} s, {}",
+            w.name,
+            outcome.completed,
+            outcome.started,
+            outcome.elapsed.as_secs_f64(),
+            outcome.latency.summary(2)
+        ));
+        tally.errors += outcome.errors;
+        tally
+            .per_step
+            .push(outcome.latency.ms(0.50) / w.steps as f64);
+        tally.row.runs.push(Measured::of_baton(
+            &outcome,
+            w.steps,
+            cpu_ms,
+            stats::rss_mib(pids),
+            io,
+        ));
+        Ok(())
     }
 }
 
@@ -743,7 +837,7 @@ fn run_sweep(target: &Target, plan: &Plan, args: &BenchArgs) -> anyhow::Result<V
         let disk = calibrate::DiskProbe::start();
         let outcome = workloads::open_loop(
             urls,
-            workloads::W2,
+            Flow::Conductor(workloads::W2),
             rate,
             plan.sweep_duration,
             plan.drain,
@@ -1053,12 +1147,40 @@ fn print_table(rows: &[Row], nproc: usize) {
             None => println!("  {}: {}", r.workload, r.what),
         }
     }
-    println!("  latency: W1/W3 from start request to COMPLETED observed; W2 from the scheduled");
+    for line in [
+        "latency: W1/W3 from start request to COMPLETED observed; W2, W5 and W8 from the",
+        "scheduled arrival. W1-W3 and W5 see completion as the calibration block's `completion`",
+        "says; W4, W7, W8 and W2-polls start, then poll the status (a tenth of the workflow's age",
+        "apart, 1-250 ms). The target's CPU for either is included in cpu_ms/1k_steps.",
+    ] {
+        println!("  {line}");
+    }
+    print_w8_ratio(rows);
+}
+
+/// W8's CPU per step over that of the W2 row it alternated with (the one that sees completion
+/// by status polls too): the median over the pairs of runs, and each pair's.
+fn print_w8_ratio(rows: &[Row]) {
+    let find = |name: &str| rows.iter().find(|r| r.workload == name);
+    let (Some(w8), Some(w2)) = (find("W8"), find(W2_POLLS).or_else(|| find("W2"))) else {
+        return;
+    };
+    let ratios: Vec<f64> = w8
+        .runs
+        .iter()
+        .zip(&w2.runs)
+        .filter_map(|(a, b)| Some(a.cpu_per_k? / b.cpu_per_k?))
+        .collect();
+    if ratios.is_empty() {
+        return;
+    }
+    let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
     println!(
-        "  arrival. W1-W3 see completion as the calibration block's `completion` says; W4 and W7"
+        "  W8/{} CPU per step: {:.2} (each pair of runs: {})",
+        w2.workload,
+        median(ratios),
+        each.join(", ")
     );
-    println!("  start, then poll the status (a tenth of the workflow's age apart, 1-250 ms). The");
-    println!("  target's CPU for either is included in cpu_ms/1k_steps.");
 }
 
 /// W1 and W2 of Baton and every peer, with the ratios Baton / peer.

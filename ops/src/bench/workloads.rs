@@ -1,5 +1,6 @@
-//! The workloads. Each registers nothing itself (see [`definitions`]), drives workflows against
-//! the target, and answers a [`Outcome`]: counts, latency histogram and the time it measured.
+//! The workloads. Each registers nothing itself (see [`definitions`] and [`w8_document`]),
+//! drives workflows against the target, and answers a [`Outcome`]: counts, latency histogram and
+//! the time it measured.
 //!
 //! How the bench learns that a workflow finished ([`Completion`]): by default each workflow is one
 //! `POST /api/workflow/execute` that answers once the workflow finished, as a client that wants
@@ -12,6 +13,7 @@
 
 use super::client::{AsyncClient, Client, Status};
 use super::stats::Latency;
+use anyhow::bail;
 use clap::ValueEnum;
 use serde_json::{json, Value};
 use std::collections::BinaryHeap;
@@ -27,6 +29,17 @@ pub const W2: &str = "baton_bench_w2_fork3_join";
 pub const W3: &str = "baton_bench_w3_chain10";
 pub const W4: &str = "baton_bench_w4_wait_1s";
 pub const W5: &str = "baton_bench_w5_three_children";
+/// W8's DSL document: W2's fork of three worker tasks, written in the Serverless Workflow DSL.
+pub const W8: Flow = Flow::Dsl {
+    namespace: W8_NAMESPACE,
+    name: W8_NAME,
+    version: W8_VERSION,
+};
+const W8_NAMESPACE: &str = "baton-bench";
+const W8_NAME: &str = "w8-fork3";
+const W8_VERSION: &str = "1.0.0";
+/// The DSL version W8's document declares.
+const W8_DSL_VERSION: &str = "1.0.3";
 /// How long W4's WAIT waits.
 pub const W4_WAIT: Duration = Duration::from_secs(1);
 /// SIMPLE tasks per workflow of each workload.
@@ -37,6 +50,8 @@ pub const W3_STEPS: u64 = 10;
 pub const W4_STEPS: u64 = 1;
 /// W5's steps are its three children's tasks (each child is a W1 workflow).
 pub const W5_STEPS: u64 = 3;
+/// W8's steps are its three calls, each a task of [`TASK_TYPE`] as in W2.
+pub const W8_STEPS: u64 = 3;
 /// Threads that start W2's workflows (each takes every n-th arrival slot).
 const W2_STARTERS: usize = 4;
 /// Threads that watch W2's running workflows for completion.
@@ -71,6 +86,56 @@ impl Completion {
             }
         }
     }
+}
+
+/// What an open loop starts: a Conductor workflow, or an instance of a DSL document.
+#[derive(Clone, Copy, Debug)]
+pub enum Flow {
+    /// Version 1 of the Conductor workflow definition of this name.
+    Conductor(&'static str),
+    /// A registered DSL document, by its header.
+    Dsl {
+        namespace: &'static str,
+        name: &'static str,
+        version: &'static str,
+    },
+}
+
+impl Flow {
+    /// The request that starts one: `POST /api/workflow/{name}` or `POST
+    /// /api/dsl/workflows/{namespace}/{name}/{version}/instances`.
+    fn start_path(self) -> String {
+        match self {
+            Flow::Conductor(name) => format!("/api/workflow/{name}"),
+            Flow::Dsl {
+                namespace,
+                name,
+                version,
+            } => format!("/api/dsl/workflows/{namespace}/{name}/{version}/instances"),
+        }
+    }
+
+    /// The Conductor workflow `POST /api/workflow/execute` can run; a DSL instance has none.
+    fn executable(self) -> Option<&'static str> {
+        match self {
+            Flow::Conductor(name) => Some(name),
+            Flow::Dsl { .. } => None,
+        }
+    }
+}
+
+/// W8's document: a `fork` of three branches, each one `call` of the worker function
+/// [`TASK_TYPE`] (W2's task type, so W2's workers serve it), and nothing else.
+pub fn w8_document() -> Value {
+    let branches: Vec<Value> = ["branch_a", "branch_b", "branch_c"]
+        .iter()
+        .map(|b| json!({ *b: { "call": TASK_TYPE } }))
+        .collect();
+    json!({
+        "document": { "dsl": W8_DSL_VERSION, "namespace": W8_NAMESPACE, "name": W8_NAME,
+                      "version": W8_VERSION },
+        "do": [ { "fork3": { "fork": { "branches": branches } } } ],
+    })
 }
 
 /// A FORK of three one-task branches (`{prefix}_a`, `_b`, `_c`, each task made by `branch` from
@@ -321,17 +386,18 @@ impl Ord for Pending {
     }
 }
 
-/// Open loop: workflows of `name` arrive at `rate_per_s` for `duration`, whatever the server's
+/// Open loop: workflows of `flow` arrive at `rate_per_s` for `duration`, whatever the server's
 /// pace; then up to `drain` for the stragglers. Latency counts from the *scheduled* arrival, so
 /// a start that was late because the server (or the starter) was slow is charged for it
 /// (coordinated omission corrected). With [`Completion::Execute`] each arrival is one execute
 /// request, at most [`W2_EXECUTORS`] at once (an arrival waits for a free one, and that wait is
 /// charged too; see [`execute_arrivals`]), and no start is reported in [`Outcome::starts`]: each is
-/// acknowledged only with its result.
+/// acknowledged only with its result. A DSL instance cannot be executed so: its flow needs
+/// [`Completion::StatusPolls`].
 #[allow(clippy::too_many_arguments)]
 pub fn open_loop(
     urls: &[String],
-    name: &str,
+    flow: Flow,
     rate_per_s: f64,
     duration: Duration,
     drain: Duration,
@@ -355,11 +421,15 @@ pub fn open_loop(
     let (mut starters, mut checkers) = (Vec::new(), Vec::new());
     match completion {
         Completion::Execute => {
+            let Some(name) = flow.executable() else {
+                bail!("{flow:?} cannot be executed in one request: see it finish by status polls");
+            };
             let timeout = duration + drain + EXECUTE_SLACK;
             starters.push(spawn_executor(urls, name, arrivals, timeout, &counts)?);
         }
         Completion::StatusPolls => {
-            (starters, checkers) = spawn_pollers(urls, name, arrivals, &counts, &starts, &stop)?;
+            let path = flow.start_path();
+            (starters, checkers) = spawn_pollers(urls, &path, arrivals, &counts, &starts, &stop)?;
         }
     }
 
@@ -393,11 +463,12 @@ pub fn open_loop(
 /// Threads that answer the latencies they recorded.
 type Threads = Vec<JoinHandle<Latency>>;
 
-/// The open loop's threads with status polls: [`W2_STARTERS`] starters that record every
-/// acknowledged start in `starts`, and [`W2_CHECKERS`] checkers that poll until `stop`.
+/// The open loop's threads with status polls: [`W2_STARTERS`] starters that `POST` to `path`
+/// and record every acknowledged start in `starts`, and [`W2_CHECKERS`] checkers that poll until
+/// `stop`.
 fn spawn_pollers(
     urls: &[String],
-    name: &str,
+    path: &str,
     arrivals: Arrivals,
     counts: &Counts,
     starts: &Arc<Mutex<Vec<Start>>>,
@@ -407,10 +478,10 @@ fn spawn_pollers(
     let mut starters = Vec::new();
     for k in 0..W2_STARTERS {
         let clients = status_clients(urls)?;
-        let (name, counts) = (name.to_owned(), counts.clone());
+        let (path, counts) = (path.to_owned(), counts.clone());
         let (pending, starts) = (pending.clone(), starts.clone());
         starters.push(std::thread::spawn(move || {
-            start_slots(&clients, &name, k, arrivals, &counts, &pending, &starts)
+            start_slots(&clients, &path, k, arrivals, &counts, &pending, &starts)
         }));
     }
     let mut checkers = Vec::new();
@@ -455,12 +526,12 @@ fn spawn_executor(
     }))
 }
 
-/// Starter `k` of [`W2_STARTERS`]: starts a workflow in every `W2_STARTERS`-th arrival slot from
-/// slot `k`, first on node `k` and on the next node after a failed start, and queues each started
-/// one for the checkers. Records no latency (the checkers do).
+/// Starter `k` of [`W2_STARTERS`]: starts a workflow (`POST path`) in every `W2_STARTERS`-th
+/// arrival slot from slot `k`, first on node `k` and on the next node after a failed start, and
+/// queues each started one for the checkers. Records no latency (the checkers do).
 fn start_slots(
     clients: &[Client],
-    name: &str,
+    path: &str,
     k: usize,
     arrivals: Arrivals,
     counts: &Counts,
@@ -476,7 +547,7 @@ fn start_slots(
             std::thread::sleep(scheduled - now);
         }
         let sent = Instant::now();
-        match clients[node].start(name, &json!({ "slot": slot })) {
+        match clients[node].start_at(path, &json!({ "slot": slot })) {
             Ok(id) => {
                 counts.started.fetch_add(1, Ordering::Relaxed);
                 starts
@@ -596,7 +667,7 @@ fn watch_open_loop(
         let done = counts.completed.load(Ordering::Relaxed) + counts.failed.load(Ordering::Relaxed);
         if Instant::now() >= next_report {
             progress(format!(
-                "W2: started {s}/{}, finished {done}, in flight {}",
+                "open loop: started {s}/{}, finished {done}, in flight {}",
                 arrivals.slots,
                 s - done
             ));
