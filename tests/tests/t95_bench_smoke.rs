@@ -1,5 +1,6 @@
 //! `batonctl bench --quick` runs end to end against the `baton` binary it starts itself, and loses
-//! no workflow in any workload: on one node with HTTP workers (W1-W5), and on three nodes with QUIC
+//! no workflow in any workload: on one node with HTTP workers (W1-W5, and W8, W2's shape as a
+//! Serverless Workflow document, beside W2 with status polls), and on three nodes with QUIC
 //! workers, where W7 kills the busiest leader during W2. Smoke only: timing belongs to the
 //! benchmark, not to this test. W2 runs at 20/s, below what an unoptimised build sustains on 2
 //! cores, so a busy CI box still drains it.
@@ -58,7 +59,7 @@ fn run_quick(extra: &[&str], workloads: &[&str]) {
 
 #[test]
 fn bench_quick_runs_and_loses_nothing() {
-    run_quick(&[], &["W1", "W2", "W3", "W4", "W5"]);
+    run_quick(&[], &["W1", "W2", "W3", "W4", "W5", "W2-polls", "W8"]);
 }
 
 #[test]
@@ -74,6 +75,6 @@ fn bench_quick_on_three_nodes_with_quic_workers_loses_nothing_when_a_leader_is_k
             "--w4-count",
             "300",
         ],
-        &["W1", "W2", "W3", "W4", "W5", "W7"],
+        &["W1", "W2", "W3", "W4", "W5", "W2-polls", "W8", "W7"],
     );
 }
