@@ -44,8 +44,10 @@ pub(crate) fn start_request(wf: &Workflow, t: &Task) -> StartRequest {
         .get("subWorkflowDefinition")
         .and_then(|d| serde_json::from_value(d.clone()).ok())
         .map(Box::new);
+    // A DSL instance's child gets exactly the input its `run` gives, even an empty one.
+    let dsl = wf.workflow_definition.dsl.is_some();
     let child_input = match input.get("workflowInput") {
-        Some(Value::Object(m)) if !m.is_empty() => m.clone(),
+        Some(Value::Object(m)) if !m.is_empty() || dsl => m.clone(),
         _ => input.clone(),
     };
     let task_to_domain = input

@@ -83,6 +83,17 @@ pub trait Catalog {
     ) -> Option<std::sync::Arc<schema::Compiled>> {
         None
     }
+
+    /// A registered Serverless Workflow document (its JSON form): a `run: workflow` starts
+    /// an instance of it as a child.
+    fn dsl_document(
+        &self,
+        _namespace: &str,
+        _name: &str,
+        _version: &str,
+    ) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// No registered definitions (the decisions that create no dynamic task, and tests).

@@ -371,3 +371,48 @@ fn batonctl_applies_a_file_or_prints_its_problems() {
     let stdout = String::from_utf8_lossy(&list.stdout);
     assert!(stdout.contains("wait-duration-inline"), "{stdout}");
 }
+
+#[test]
+fn a_run_of_a_registered_document_is_a_child_instance() {
+    let server = Server::start();
+    let api = server.api();
+    let child = document(
+        "doubler",
+        "1.0.0",
+        "  - double:\n      set:\n        n: ${ .n * 2 }\n",
+    );
+    let parent = document(
+        "parent",
+        "1.0.0",
+        "  - child:\n      run:\n        workflow:\n          namespace: test\n          name: doubler\n          version: '1.0.0'\n          input:\n            n: ${ .x }\n",
+    );
+    for text in [&child, &parent] {
+        let (status, _, body) = register(api, text, "");
+        assert_eq!(status, 200, "{body}");
+    }
+    let started = api
+        .post_json(
+            "/api/dsl/workflows/test/parent/1.0.0/instances",
+            &json!({"x": 21}),
+        )
+        .expect_ok("start")
+        .json();
+    let id = started["id"].as_str().expect("id").to_owned();
+    let done = wait_for(Duration::from_secs(30), "the parent to end", || {
+        let view = api
+            .get(&format!("/api/dsl/instances/{id}"))
+            .expect_ok("view")
+            .json();
+        (view["phase"] == "completed" || view["phase"] == "faulted").then_some(view)
+    });
+    assert_eq!(done["output"], json!({"n": 42}), "{done:#}");
+    let child_id = done["tasks"][0]["output"]["subWorkflowId"]
+        .as_str()
+        .expect("the child's id");
+    let child = api
+        .get(&format!("/api/dsl/instances/{child_id}"))
+        .expect_ok("child")
+        .json();
+    assert_eq!(child["phase"], "completed");
+    assert_eq!(child["output"], json!({"n": 42}));
+}

@@ -1,8 +1,9 @@
 //! What a valid document may ask that this runtime does not do yet, found before it is
 //! registered, so that such a document is refused with the place it asks for it instead of
-//! faulting when an instance reaches it: `listen` and `run` tasks, calls other than `http` and
-//! workers' functions (grpc, openapi, asyncapi, mcp, a2a, cataloged or URI functions), schemas
-//! given by `resource`, authentication other than basic and bearer, secrets and `schedule`.
+//! faulting when an instance reaches it: `listen` tasks, `run` of a shell, script or container
+//! (or of a workflow not awaited), calls of grpc, asyncapi, mcp and a2a and of cataloged or URI
+//! functions, schemas given by `resource`, authentication other than basic and bearer, secrets
+//! and `schedule`.
 
 use super::error::{Error, Problem, Problems};
 use super::rules::child;
@@ -65,7 +66,8 @@ fn task(def: &Value, at: &str, problems: &mut Vec<Problem>) {
     }
     let kind = kind_of(def);
     match kind {
-        "listen" | "run" => problems.push(not_yet(&child(at, kind), &format!("'{kind}'"))),
+        "listen" => problems.push(not_yet(&child(at, kind), "'listen'")),
+        "run" => run(def, at, problems),
         "call" => call(def, at, problems),
         "do" => list(def.get("do"), &child(at, "do"), problems),
         "for" => list(def.get("do"), &child(at, "do"), problems),
@@ -83,6 +85,23 @@ fn task(def: &Value, at: &str, problems: &mut Vec<Problem>) {
             );
         }
         _ => {}
+    }
+}
+
+/// A `run` of a workflow, awaited, is supported; shell, script and container are not.
+fn run(def: &Value, at: &str, problems: &mut Vec<Problem>) {
+    let run = def.get("run").unwrap_or(&Value::Null);
+    if run.get("workflow").is_none() {
+        let what = ["shell", "script", "container"]
+            .into_iter()
+            .find(|k| run.get(*k).is_some());
+        let pointer = child(&child(at, "run"), what.unwrap_or("workflow"));
+        problems.push(not_yet(
+            &pointer,
+            &format!("'run: {}'", what.unwrap_or("?")),
+        ));
+    } else if run.get("await") == Some(&Value::Bool(false)) {
+        problems.push(not_yet(&format!("{at}/run/await"), "a run not awaited"));
     }
 }
 

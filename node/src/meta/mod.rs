@@ -248,6 +248,16 @@ impl engine::Catalog for MetaState {
     fn schema(&self, name: &str, version: Option<u32>) -> Option<Arc<Compiled>> {
         self.compiled_schema(name, version)
     }
+
+    fn dsl_document(
+        &self,
+        namespace: &str,
+        name: &str,
+        version: &str,
+    ) -> Option<serde_json::Value> {
+        self.dsl_workflow(namespace, name, version)
+            .map(|d| d.document)
+    }
 }
 
 impl MetaState {

@@ -159,6 +159,12 @@ impl Runner<'_, '_> {
                 let kind = errors::Kind::Communication;
                 Outcome::Fault(errors::with_status(kind, status, &frame.at, &reason))
             }
+            (task_type::SUB_WORKFLOW, TaskStatus::Completed) => {
+                // The child's output as it gave it, without Conductor's `subWorkflowId`.
+                let mut output = task.output_data.clone();
+                output.remove("subWorkflowId");
+                Outcome::done(Value::Object(output))
+            }
             (_, TaskStatus::Completed | TaskStatus::CompletedWithErrors) => Outcome::done(output),
             (_, TaskStatus::TimedOut) => Outcome::Fault(errors::timeout_error(&frame.at, &reason)),
             _ => Outcome::Fault(errors::runtime_error(&frame.at, &reason)),
@@ -167,7 +173,7 @@ impl Runner<'_, '_> {
 }
 
 /// A task that waits on its Conductor task `task_id`.
-fn external(at: &str, name: &str, task_id: TaskId, input: Value) -> Frame {
+pub(super) fn external(at: &str, name: &str, task_id: TaskId, input: Value) -> Frame {
     Frame {
         at: at.to_owned(),
         name: name.to_owned(),

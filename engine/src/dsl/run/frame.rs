@@ -98,9 +98,12 @@ impl Runner<'_, '_> {
         if kind == "wait" {
             return self.start_wait(at, name, def, input);
         }
-        if matches!(kind, "listen" | "run") {
-            let detail = format!("'{kind}' tasks are not supported by this runtime yet");
-            return Err(errors::configuration_error(at, &detail));
+        if kind == "run" {
+            return self.start_run(at, name, def, input, vars);
+        }
+        if kind == "listen" {
+            let detail = "'listen' tasks are not supported by this runtime yet";
+            return Err(errors::configuration_error(at, detail));
         }
         let task_id = self.open_task(at, name, &format!("dsl/{kind}"), "", &input);
         let body = match kind {
@@ -150,7 +153,8 @@ impl Runner<'_, '_> {
             ..WorkflowTask::default()
         };
         let mut task = schedule::new_task(self.ctx, &wt, 0, Some(as_map(input)));
-        if !worker && task_type != proto::model::task_type::HTTP {
+        // A task the runtime performs work for (an HTTP call, a child's start) waits SCHEDULED.
+        if !worker && !crate::work::is_work_type(&wt) {
             task.status = TaskStatus::InProgress;
             task.start_time = self.ctx.now;
         }

@@ -14,6 +14,7 @@
 
 mod auth;
 mod call;
+mod child;
 mod composite;
 mod errors;
 mod expr;

@@ -353,3 +353,59 @@ fn data_that_breaks_a_schema_raises_the_validation_error() {
     );
     assert_eq!(output(&h), json!({"ok": true}));
 }
+
+/// A registry of one child document besides the registered task types.
+struct WithChild;
+
+impl crate::Catalog for WithChild {
+    fn task_def(&self, name: &str) -> Option<proto::model::TaskDef> {
+        Some(crate::testing::harness_task_def(name))
+    }
+
+    fn dsl_document(&self, namespace: &str, name: &str, version: &str) -> Option<Value> {
+        let child = doc("do:\n  - double:\n      set:\n        n: ${ .n * 2 }\n").replace(
+            "namespace: test\n  name: t",
+            "namespace: kids\n  name: doubler",
+        );
+        let json = crate::dsl::load(&child)
+            .expect("a valid child")
+            .json()
+            .clone();
+        ((namespace, name, version) == ("kids", "doubler", "1.0.0")).then_some(json)
+    }
+}
+
+#[test]
+fn run_workflow_starts_a_child_instance_and_takes_its_output() {
+    let yaml = doc("do:\n  - child:\n      run:\n        workflow:\n          namespace: kids\n          name: doubler\n          version: '1.0.0'\n          input:\n            n: ${ .x }\n");
+    let doc = crate::dsl::load_with(&yaml, &WithChild).expect("valid");
+    let def = crate::dsl::workflow_def(&doc);
+    let mut h =
+        H::try_start_with(def, json!({"x": 21}), std::sync::Arc::new(WithChild)).expect("starts");
+    let start = match h.work("/do/0/child") {
+        Some(crate::Work::Start(start)) => start,
+        other => panic!("a child's start: {other:?}"),
+    };
+    assert_eq!(start.input, crate::testing::obj(json!({"n": 21})));
+    let child_def = start.definition.expect("the child's definition, inline");
+    assert!(child_def.dsl.is_some(), "the child runs its document");
+    let child = start.workflow_id.clone();
+    h.perform("/do/0/child", Ok(json!({"workflowId": child.as_str()})));
+    let task_id = h.task("/do/0/child").task_id.clone();
+    h.ok(Input::ChildEnded {
+        task_id,
+        child,
+        status: WorkflowStatus::Completed,
+        output: crate::testing::obj(json!({"n": 42})),
+        reason: None,
+    });
+    assert_eq!(output(&h), json!({"n": 42}));
+}
+
+#[test]
+fn run_of_a_document_not_registered_faults_with_a_runtime_error() {
+    let yaml = doc("do:\n  - child:\n      run:\n        workflow:\n          namespace: kids\n          name: missing\n          version: '1.0.0'\n");
+    let h = start(&yaml, json!({}));
+    assert_eq!(error(&h)["instance"], "/do/0/child/run/workflow");
+    assert_eq!(h.status(), WorkflowStatus::Failed);
+}
