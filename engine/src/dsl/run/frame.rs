@@ -5,7 +5,7 @@ use super::expr::Scope;
 use super::{errors, seq, Outcome, Runner};
 use crate::schedule;
 use proto::model::dsl::{Body, Branch, Frame};
-use proto::model::{Json, Task, TaskStatus, WorkflowTask};
+use proto::model::{task_type, Json, Task, TaskStatus, WorkflowTask};
 use proto::TaskId;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -154,7 +154,8 @@ impl Runner<'_, '_> {
         };
         let mut task = schedule::new_task(self.ctx, &wt, 0, Some(as_map(input)));
         // A task the runtime performs work for (an HTTP call, a child's start) waits SCHEDULED.
-        if !worker && !crate::work::is_work_type(&wt) {
+        let work = [task_type::HTTP, task_type::SUB_WORKFLOW].contains(&task_type);
+        if !worker && !work {
             task.status = TaskStatus::InProgress;
             task.start_time = self.ctx.now;
         }
