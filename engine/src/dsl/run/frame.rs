@@ -46,6 +46,7 @@ impl Runner<'_, '_> {
             .with_ref("context", &self.context)
             .with_ref("input", input)
             .with_lazy("workflow", move || super::workflow_arg(self.ctx, &self.doc))
+            .with_lazy("task", move || self.task_arg(input))
             .with(
                 "runtime",
                 serde_json::json!({"name": "baton", "version": env!("CARGO_PKG_VERSION")}),
@@ -54,6 +55,35 @@ impl Runner<'_, '_> {
             scope = scope.with_ref("output", output);
         }
         scope
+    }
+
+    /// `$task`: the task whose expressions run, with its `$input` and when it started.
+    fn task_arg(&self, input: &Value) -> Value {
+        let Some((at, name, id)) = &self.task else {
+            return Value::Null;
+        };
+        let started = id
+            .as_ref()
+            .and_then(|id| self.task(id))
+            .map(|t| t.start_time);
+        serde_json::json!({
+            "name": name,
+            "reference": at,
+            "definition": self.doc.pointer(at),
+            "input": input,
+            "startedAt": started.map(super::time_arg),
+        })
+    }
+
+    /// Sets the task `$task` stands for; answers the one it stood for before.
+    pub(super) fn enter(
+        &mut self,
+        at: &str,
+        name: &str,
+        id: Option<&TaskId>,
+    ) -> Option<(String, String, Option<TaskId>)> {
+        self.task
+            .replace((at.to_owned(), name.to_owned(), id.cloned()))
     }
 
     /// Starts the task `name` at `at` on the data `raw`.
@@ -174,6 +204,14 @@ impl Runner<'_, '_> {
         if let Some(timed_out) = self.timed_out(frame) {
             return timed_out;
         }
+        let outer = self.enter(&frame.at, &frame.name, Some(&frame.task_id));
+        let outcome = self.move_on(frame, vars);
+        self.task = outer;
+        outcome
+    }
+
+    /// [`Runner::frame`] while `$task` stands for the task.
+    fn move_on(&mut self, frame: &mut Frame, vars: &BTreeMap<String, Value>) -> Outcome {
         let at = frame.at.clone();
         let outcome = match &mut frame.body {
             Body::External => self.external(frame, vars),
@@ -221,6 +259,19 @@ impl Runner<'_, '_> {
     /// A task ended with `output`: `output.as`, then `export.as` into `$context`; its Conductor
     /// task completes with the transformed output, which it answers.
     pub(super) fn finish(
+        &mut self,
+        frame: &Frame,
+        output: Value,
+        vars: &BTreeMap<String, Value>,
+    ) -> Result<Value, Value> {
+        let outer = self.enter(&frame.at, &frame.name, Some(&frame.task_id));
+        let finished = self.transform_output(frame, output, vars);
+        self.task = outer;
+        finished
+    }
+
+    /// [`Runner::finish`] while `$task` stands for the task.
+    fn transform_output(
         &mut self,
         frame: &Frame,
         output: Value,

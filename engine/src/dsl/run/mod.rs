@@ -62,6 +62,9 @@ pub(super) struct Runner<'c, 'r> {
     pub ctx: &'c mut Ctx<'r>,
     pub doc: Arc<Value>,
     pub context: Value,
+    /// The task whose expressions are being evaluated (`$task`): its pointer, name and
+    /// Conductor task.
+    pub task: Option<(String, String, Option<proto::TaskId>)>,
 }
 
 /// Starts a new instance: its input through the document's `input.from`, then its first tasks.
@@ -114,9 +117,16 @@ pub(crate) fn advance(ctx: &mut Ctx<'_>) {
     };
     let before = root.clone();
     let context = std::mem::take(&mut run.context);
-    let mut runner = Runner { ctx, doc, context };
+    let mut runner = Runner {
+        ctx,
+        doc,
+        context,
+        task: None,
+    };
     let outcome = runner.seq(&mut root);
-    let Runner { ctx, doc, context } = runner;
+    let Runner {
+        ctx, doc, context, ..
+    } = runner;
     if context != run.context {
         ctx.changed = true;
     }

@@ -409,3 +409,17 @@ fn run_of_a_document_not_registered_faults_with_a_runtime_error() {
     assert_eq!(error(&h)["instance"], "/do/0/child/run/workflow");
     assert_eq!(h.status(), WorkflowStatus::Failed);
 }
+
+#[test]
+fn expressions_see_their_task_and_workflow() {
+    let h = start(
+        &doc("do:\n  - who:\n      set:\n        me: ${ $task.name }\n        at: ${ $task.reference }\n        kind: ${ $task.definition | keys[0] }\n        id: ${ $workflow.id }\n        runtime: ${ $runtime.name }\n"),
+        json!({}),
+    );
+    let out = output(&h);
+    assert_eq!(out["me"], "who");
+    assert_eq!(out["at"], "/do/0/who");
+    assert_eq!(out["kind"], "set");
+    assert_eq!(out["id"], h.wf().workflow_id.as_str());
+    assert_eq!(out["runtime"], "baton");
+}
