@@ -213,6 +213,14 @@ pub(crate) fn event_of(workflow: &Workflow, t: &Task) -> Option<PendingEvent> {
         sink.to_owned()
     };
     let mut payload = t.input_data.clone();
+    if workflow.workflow_definition.dsl.is_some() {
+        // A Serverless Workflow `emit`: the message is the CloudEvent, as it is.
+        return Some(PendingEvent {
+            task_id: t.task_id.clone(),
+            sink,
+            payload,
+        });
+    }
     payload.insert(
         "workflowInstanceId".into(),
         workflow.workflow_id.as_str().into(),

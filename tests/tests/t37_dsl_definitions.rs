@@ -416,3 +416,56 @@ fn a_run_of_a_registered_document_is_a_child_instance() {
     assert_eq!(child["phase"], "completed");
     assert_eq!(child["output"], json!({"n": 42}));
 }
+
+#[test]
+fn an_emitted_event_reaches_event_handlers_through_batons_own_queue() {
+    let server = Server::start();
+    let api = server.api();
+    api.register_workflow_def(&json!({
+        "name": "on_greeted", "version": 1, "schemaVersion": 2,
+        "tasks": [{"name": "keep", "taskReferenceName": "keep", "type": "SET_VARIABLE",
+                   "inputParameters": {"who": "${workflow.input.who}"}}]
+    }));
+    let handler = json!({
+        "name": "greeted", "event": "conductor:com.example.greeted.v1", "active": true,
+        "actions": [{"action": "start_workflow", "start_workflow": {
+            "name": "on_greeted", "correlationId": "${id}", "input": {"who": "${data.who}"}}}]
+    });
+    api.post_json("/api/event", &handler)
+        .expect_ok("add the handler");
+    let emitter = document(
+        "emitter",
+        "1.0.0",
+        "  - greeted:\n      emit:\n        event:\n          with:\n            source: https://example.com\n            type: com.example.greeted.v1\n            data:\n              who: ${ .who }\n",
+    );
+    let (status, _, body) = register(api, &emitter, "");
+    assert_eq!(status, 200, "{body}");
+    let started = api
+        .post_json(
+            "/api/dsl/workflows/test/emitter/1.0.0/instances",
+            &json!({"who": "Ada"}),
+        )
+        .expect_ok("start")
+        .json();
+    let id = started["id"].as_str().expect("id").to_owned();
+    let done = wait_for(Duration::from_secs(30), "the emitter to end", || {
+        let view = api
+            .get(&format!("/api/dsl/instances/{id}"))
+            .expect_ok("view")
+            .json();
+        (view["phase"] == "completed" || view["phase"] == "faulted").then_some(view)
+    });
+    assert_eq!(done["phase"], "completed", "{done:#}");
+    let event_id = done["output"]["id"]
+        .as_str()
+        .expect("the event's id")
+        .to_owned();
+    let started = wait_for(Duration::from_secs(30), "the handler's workflow", || {
+        let found = api
+            .get(&format!("/api/workflow/on_greeted/correlated/{event_id}?includeClosed=true"))
+            .expect_ok("correlated")
+            .json();
+        found.as_array().and_then(|runs| runs.first().cloned())
+    });
+    assert_eq!(started["input"]["who"], "Ada", "{started:#}");
+}

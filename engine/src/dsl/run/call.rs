@@ -159,6 +159,14 @@ impl Runner<'_, '_> {
                 let kind = errors::Kind::Communication;
                 Outcome::Fault(errors::with_status(kind, status, &frame.at, &reason))
             }
+            // The event as published (the task's input), without the gate's bookkeeping.
+            (task_type::EVENT, TaskStatus::Completed) => {
+                Outcome::done(Value::Object(task.input_data.clone()))
+            }
+            (task_type::EVENT, _) => {
+                let kind = errors::Kind::Communication;
+                Outcome::Fault(errors::with_status(kind, 500, &frame.at, &reason))
+            }
             (task_type::SUB_WORKFLOW, TaskStatus::Completed) => {
                 // The child's output as it gave it, without Conductor's `subWorkflowId`.
                 let mut output = task.output_data.clone();

@@ -131,6 +131,9 @@ impl Runner<'_, '_> {
         if kind == "run" {
             return self.start_run(at, name, def, input, vars);
         }
+        if kind == "emit" {
+            return self.start_emit(at, name, def, input, vars);
+        }
         if kind == "listen" {
             let detail = "'listen' tasks are not supported by this runtime yet";
             return Err(errors::configuration_error(at, detail));
@@ -163,7 +166,8 @@ impl Runner<'_, '_> {
     }
 
     /// Opens the Conductor task that shows a run of the task at `at`: `task_type` is a
-    /// worker's function (`def_name` set), `HTTP`, `WAIT` or a `dsl/` kind. Answers its id.
+    /// worker's function (`def_name` set), `HTTP`, `EVENT`, `SUB_WORKFLOW`, `WAIT` or a `dsl/` kind.
+    /// Answers its id.
     pub(super) fn open_task(
         &mut self,
         at: &str,
@@ -184,7 +188,8 @@ impl Runner<'_, '_> {
         };
         let mut task = schedule::new_task(self.ctx, &wt, 0, Some(as_map(input)));
         // A task the runtime performs work for (an HTTP call, a child's start) waits SCHEDULED.
-        let work = [task_type::HTTP, task_type::SUB_WORKFLOW].contains(&task_type);
+        let work =
+            [task_type::HTTP, task_type::SUB_WORKFLOW, task_type::EVENT].contains(&task_type);
         if !worker && !work {
             task.status = TaskStatus::InProgress;
             task.start_time = self.ctx.now;
@@ -229,7 +234,7 @@ impl Runner<'_, '_> {
         outcome
     }
 
-    /// A task of no parts: one computed now (`set`, `switch`, `raise`, `emit`), or one whose
+    /// A task of no parts: one computed now (`set`, `switch`, `raise`), or one whose
     /// Conductor task waits on the world.
     fn external(&mut self, frame: &mut Frame, vars: &BTreeMap<String, Value>) -> Outcome {
         let Some(task) = self.task(&frame.task_id) else {
@@ -251,7 +256,6 @@ impl Runner<'_, '_> {
             }
             "dsl/switch" => self.switch(frame, &def, vars),
             "dsl/raise" => self.raise(frame, &def, vars),
-            "dsl/emit" => self.emit(frame, &def, vars),
             _ => self.call_outcome(frame),
         }
     }

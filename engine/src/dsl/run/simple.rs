@@ -1,8 +1,9 @@
-//! The tasks decided at once, from the task's input: `switch` (which task is next), `raise` (an
-//! error), `emit` (a CloudEvent).
+//! The tasks decided from the task's input: `switch` (which task is next) and `raise` (an error)
+//! at once, `emit` (a CloudEvent, published after the commit).
 
 use super::{errors, Outcome, Runner};
 use proto::model::dsl::Frame;
+use proto::model::task_type;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
@@ -68,24 +69,26 @@ impl Runner<'_, '_> {
         }
     }
 
-    /// `emit`: the event's attributes evaluated, completed as a CloudEvent 1.0 (`id`, `time`,
-    /// `specversion`); the task's output is the event.
-    pub(super) fn emit(
+    /// `emit`: the event's attributes evaluated and completed as a CloudEvent 1.0 (`id`,
+    /// `time`, `specversion`), published through the event gate as an EVENT task's message to
+    /// Baton's own queue named by the event's type (`conductor:{type}`), where event handlers
+    /// take it; published once (the message id is the task's), the task's output is the event.
+    pub(super) fn start_emit(
         &mut self,
-        frame: &Frame,
+        at: &str,
+        name: &str,
         def: &Value,
+        input: Value,
         vars: &BTreeMap<String, Value>,
-    ) -> Outcome {
+    ) -> Result<Frame, Value> {
         let attributes = def.pointer("/emit/event/with").cloned().unwrap_or_default();
-        let scope = self.scope(vars, &frame.input, None);
-        let evaluated = scope.deep(&attributes, &frame.input);
-        drop(scope);
+        let evaluated = self.scope(vars, &input, None).deep(&attributes, &input);
         let mut event = match evaluated {
             Ok(Value::Object(map)) => map,
             Ok(_) => Map::new(),
             Err(e) => {
-                let at = format!("{}/emit/event/with", frame.at);
-                return Outcome::Fault(errors::expression_error(&at, &e));
+                let at = format!("{at}/emit/event/with");
+                return Err(errors::expression_error(&at, &e));
             }
         };
         let id = self.ctx.new_task_id().to_string();
@@ -93,6 +96,13 @@ impl Runner<'_, '_> {
         event.entry("specversion").or_insert_with(|| "1.0".into());
         let time = super::time_arg(self.ctx.now)["iso8601"].clone();
         event.entry("time").or_insert(time);
-        Outcome::done(Value::Object(event))
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or("dsl");
+        let sink = format!("conductor:{kind}");
+        let event = Value::Object(event);
+        let task_id = self.open_task(at, name, task_type::EVENT, "", &event);
+        if let Some(i) = self.ctx.index_of(&task_id) {
+            self.ctx.wf.tasks[i].workflow_task.sink = Some(sink);
+        }
+        Ok(super::call::external(at, name, task_id, input))
     }
 }

@@ -277,16 +277,30 @@ fn a_run_time_expression_error_faults_the_instance_with_the_expression_error() {
 }
 
 #[test]
-fn emit_answers_a_cloud_event() {
-    let h = start(
+fn emit_publishes_a_cloud_event_through_the_event_gate() {
+    let mut h = start(
         &doc("do:\n  - emitEvent:\n      emit:\n        event:\n          with:\n            source: https://fake-source.com\n            type: com.fake-source.user.greeted.v1\n            data:\n              greetings: ${ \"Hello \\(.user.firstName)!\" }\n"),
         json!({"user": {"firstName": "John"}}),
     );
-    let out = output(&h);
-    assert_eq!(out["data"], json!({"greetings": "Hello John!"}));
+    let pending = crate::pending_events(h.wf());
+    assert_eq!(pending.len(), 1, "the event waits for its publication");
+    let event = &pending[0];
+    assert_eq!(event.sink, "conductor:com.fake-source.user.greeted.v1");
+    assert_eq!(event.payload["data"], json!({"greetings": "Hello John!"}));
     for key in ["id", "specversion", "time", "source", "type"] {
-        assert!(out.get(key).is_some(), "{key}");
+        assert!(event.payload.get(key).is_some(), "{key}");
     }
+    assert!(
+        event.payload.get("workflowInstanceId").is_none(),
+        "the message is the event as it is"
+    );
+    let payload = Value::Object(event.payload.clone());
+    let task_id = event.task_id.clone();
+    h.ok(Input::EventPublished {
+        task_id,
+        error: None,
+    });
+    assert_eq!(output(&h), payload);
 }
 
 #[test]
