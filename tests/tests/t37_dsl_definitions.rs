@@ -462,7 +462,9 @@ fn an_emitted_event_reaches_event_handlers_through_batons_own_queue() {
         .to_owned();
     let started = wait_for(Duration::from_secs(30), "the handler's workflow", || {
         let found = api
-            .get(&format!("/api/workflow/on_greeted/correlated/{event_id}?includeClosed=true"))
+            .get(&format!(
+                "/api/workflow/on_greeted/correlated/{event_id}?includeClosed=true"
+            ))
             .expect_ok("correlated")
             .json();
         found.as_array().and_then(|runs| runs.first().cloned())

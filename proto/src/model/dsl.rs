@@ -53,9 +53,6 @@ pub struct Seq {
     /// The task running at `index`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current: Option<Box<Frame>>,
-    /// Tasks started in this list so far; a `then` that jumps back counts again.
-    #[serde(default)]
-    pub steps: u32,
 }
 
 /// A task being run.

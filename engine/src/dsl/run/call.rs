@@ -289,7 +289,8 @@ fn fill_templates(mut args: Value, input: &Value) -> Value {
 }
 
 /// What an HTTP call gives the DSL: the body (`content`), the whole response (`response`), or
-/// the body as it came (`raw`: a JSON body as its text).
+/// the body base64-encoded (`raw`; the node decodes a JSON body, so a JSON body is encoded as
+/// its compact text).
 fn http_output(input: &proto::model::Json, output: &Value, mode: &str) -> Value {
     let response = output.get("response").cloned().unwrap_or_default();
     let body = response.get("body").cloned().unwrap_or_default();
@@ -300,10 +301,14 @@ fn http_output(input: &proto::model::Json, output: &Value, mode: &str) -> Value 
             "headers": response.get("headers"),
             "content": body,
         }),
-        "raw" => match body {
-            Value::String(text) => Value::String(text),
-            other => Value::String(other.to_string()),
-        },
+        "raw" => {
+            use base64::Engine as _;
+            let text = match body {
+                Value::String(text) => text,
+                other => other.to_string(),
+            };
+            Value::String(base64::engine::general_purpose::STANDARD.encode(text))
+        }
         _ => body,
     }
 }
@@ -320,6 +325,11 @@ mod tests {
         assert_eq!(request["uri"], "http://h/pets?q=a%20b&n=2");
         assert_eq!(request["method"], "GET");
         assert_eq!(request["headers"]["x"], "1");
+        let answer = json!({"response": {"statusCode": 200, "body": "hi"}});
+        assert_eq!(
+            http_output(&Default::default(), &answer, "raw"),
+            json!("aGk=")
+        );
         let filled = fill_templates(
             json!({"endpoint": "http://h/pet/{petId}"}),
             &json!({"petId": 7}),

@@ -16,7 +16,6 @@ pub(super) fn new(at: &str, data: Value, vars: BTreeMap<String, Value>) -> Seq {
         data,
         vars,
         current: None,
-        steps: 0,
     }
 }
 
@@ -78,7 +77,6 @@ impl Runner<'_, '_> {
                 let detail = format!("the instance ran more than {WORKFLOW_TASKS_MAX} tasks");
                 return Outcome::Fault(errors::runtime_error(at, &detail));
             }
-            seq.steps = seq.steps.saturating_add(1);
             match self.runs(def, &seq.data, &seq.vars, at) {
                 Ok(true) => {}
                 Ok(false) => {
