@@ -95,6 +95,21 @@ impl Runner<'_, '_> {
         raw: Value,
         vars: &BTreeMap<String, Value>,
     ) -> Result<Frame, Value> {
+        let outer = self.enter(at, name, None);
+        let started = self.start_task(at, name, def, raw, vars);
+        self.task = outer;
+        started
+    }
+
+    /// [`Runner::start`] while `$task` stands for the task.
+    fn start_task(
+        &mut self,
+        at: &str,
+        name: &str,
+        def: &Value,
+        raw: Value,
+        vars: &BTreeMap<String, Value>,
+    ) -> Result<Frame, Value> {
         self.check_schema(
             &format!("{at}/input/schema"),
             def.pointer("/input/schema"),

@@ -427,13 +427,14 @@ fn run_of_a_document_not_registered_faults_with_a_runtime_error() {
 #[test]
 fn expressions_see_their_task_and_workflow() {
     let h = start(
-        &doc("do:\n  - who:\n      set:\n        me: ${ $task.name }\n        at: ${ $task.reference }\n        kind: ${ $task.definition | keys[0] }\n        id: ${ $workflow.id }\n        runtime: ${ $runtime.name }\n"),
+        &doc("do:\n  - who:\n      input:\n        from: '{ from: $task.name }'\n      set:\n        me: ${ $task.name }\n        from: ${ .from }\n        at: ${ $task.reference }\n        kind: ${ $task.definition | has(\"set\") }\n        id: ${ $workflow.id }\n        runtime: ${ $runtime.name }\n"),
         json!({}),
     );
     let out = output(&h);
     assert_eq!(out["me"], "who");
+    assert_eq!(out["from"], "who", "input.from sees its own task");
     assert_eq!(out["at"], "/do/0/who");
-    assert_eq!(out["kind"], "set");
+    assert_eq!(out["kind"], true);
     assert_eq!(out["id"], h.wf().workflow_id.as_str());
     assert_eq!(out["runtime"], "baton");
 }
