@@ -200,6 +200,9 @@ fn decide_in(
             super::work::performed(&mut ctx, i, iteration, outcome);
         }
         Input::StatusPublished { end_time } => super::listener::published(&mut ctx, end_time),
+        Input::Listened { message_id, event } => {
+            crate::dsl::run::listened(&mut ctx, &message_id, &event)?;
+        }
     }
     Ok(ctx.finish(record.version))
 }

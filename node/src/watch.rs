@@ -25,13 +25,27 @@ pub struct Until {
     /// Task reference names: the wait ends once the workflow holds a task of one of them (scheduled
     /// or later), or once it finishes.
     pub task_refs: Vec<String>,
+    /// The wait also ends once a Serverless Workflow instance waits in a `listen` (an A2A task
+    /// that asks for input).
+    pub listening: bool,
 }
 
 impl Until {
     /// Whether `wf` got where the wait ends.
     pub fn reached(&self, wf: &Workflow) -> bool {
-        wf.status.is_terminal() || self.task_refs.iter().any(|r| wf.task_by_ref(r).is_some())
+        wf.status.is_terminal()
+            || self.task_refs.iter().any(|r| wf.task_by_ref(r).is_some())
+            || (self.listening && listens(wf))
     }
+}
+
+/// Whether `wf` is a running Serverless Workflow instance waiting in a `listen`.
+pub fn listens(wf: &Workflow) -> bool {
+    wf.status == proto::model::WorkflowStatus::Running
+        && wf
+            .dsl
+            .as_ref()
+            .is_some_and(|run| !run.listening().is_empty())
 }
 
 /// The watchers of one workflow.
@@ -76,6 +90,7 @@ impl Watches {
                 latest: None,
             });
             entry.watchers += 1;
+            entry.until.listening |= until.listening;
             for r in &until.task_refs {
                 if !entry.until.task_refs.contains(r) {
                     entry.until.task_refs.push(r.clone());
@@ -169,6 +184,7 @@ mod tests {
         let plain = Until::default();
         let at_t2 = Until {
             task_refs: vec!["approval".into(), "t2".into()],
+            ..Until::default()
         };
         assert!(!plain.reached(h.wf()));
         assert!(!at_t2.reached(h.wf()), "t2 is not scheduled yet");
@@ -194,6 +210,7 @@ mod tests {
                 &b,
                 &Until {
                     task_refs: vec!["t2".into()],
+                    ..Until::default()
                 },
             ),
             watches.watch(&c, &Until::default()),
@@ -250,6 +267,7 @@ mod tests {
             &a,
             &Until {
                 task_refs: vec!["t2".into()],
+                ..Until::default()
             },
         );
         watches.changed(&a, Some(&h.rec));

@@ -142,6 +142,13 @@ pub enum Input {
     StatusPublished {
         end_time: i64,
     },
+    /// An event (a CloudEvent) offered to a Serverless Workflow instance's running `listen`
+    /// tasks: each whose filters it matches consumes it. `message_id` names the delivery: a
+    /// repeat is not consumed again. Anything else ignores it.
+    Listened {
+        message_id: String,
+        event: serde_json::Value,
+    },
 }
 
 /// The kinds of timer a workflow may have armed.

@@ -43,12 +43,13 @@ pub enum Request {
     },
     /// A workflow's record as its partition's leader has it.
     Read { id: WorkflowId },
-    /// The same, once the workflow finished or holds a task of one of `task_refs`, waiting up to
-    /// `wait_ms` for that.
+    /// The same, once the workflow finished or holds a task of one of `task_refs` (or, with
+    /// `listening`, waits in a Serverless Workflow `listen`), waiting up to `wait_ms` for that.
     Wait {
         id: WorkflowId,
         task_refs: Vec<String>,
         wait_ms: u64,
+        listening: bool,
     },
     /// The workflow a task belongs to.
     TaskOwner { task: TaskId },
@@ -159,6 +160,12 @@ pub enum Request {
         /// Tasks the keeper granted permits for and no count showed yet: the answer says which
         /// of them the receiver saw end.
         pending: Vec<TaskId>,
+    },
+    /// Ids of the workflows of these partitions whose running Serverless Workflow `listen`
+    /// tasks wait for events of `event_type`.
+    Listening {
+        event_type: String,
+        partitions: Vec<PartitionId>,
     },
 }
 

@@ -475,7 +475,8 @@ def test_schema_client_and_enforced_schemas(clients):
         owner_email="test@harness.com",
         input_schema=SchemaDef(name="py_order", version=1, type=SchemaType.JSON),
         enforce_schema=True,
-        tasks=[WorkflowTask(name="py_greet", task_reference_name="g", type="SIMPLE")],
+        # No worker polls this type, so the workflow is still running when it is terminated.
+        tasks=[WorkflowTask(name="py_schema_unpolled", task_reference_name="g", type="SIMPLE")],
     )
     metadata.register_workflow_def(wf, overwrite=True)
     back = metadata.get_workflow_def("py_schema_wf", version=1)

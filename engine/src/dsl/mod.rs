@@ -46,5 +46,27 @@ pub fn load_with(text: &str, catalog: &dyn crate::Catalog) -> Result<Document, E
     Document::new(json)
 }
 
+/// The event types a document's `listen` tasks wait for, wherever they are in it.
+pub fn listened_types(doc: &Document) -> Vec<String> {
+    let mut types = Vec::new();
+    listens_in(doc.json(), &mut types);
+    types.sort_unstable();
+    types.dedup();
+    types
+}
+
+fn listens_in(value: &serde_json::Value, types: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            if let Some(to) = map.get("listen").and_then(|l| l.get("to")) {
+                types.extend(run::listened_types(to));
+            }
+            map.values().for_each(|v| listens_in(v, types));
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| listens_in(v, types)),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 //! What a valid document may ask that this runtime does not do yet, found before it is
 //! registered, so that such a document is refused with the place it asks for it instead of
-//! faulting when an instance reaches it: `listen` tasks, `run` of a shell, script or container
+//! faulting when an instance reaches it: `listen` filters without an event type, `until` as
+//! events and `foreach`, `run` of a shell, script or container
 //! (or of a workflow not awaited), calls of grpc, asyncapi, mcp and a2a and of cataloged or URI
 //! functions, schemas given by `resource`, authentication other than basic and bearer, secrets
 //! and `schedule`.
@@ -66,7 +67,7 @@ fn task(def: &Value, at: &str, problems: &mut Vec<Problem>) {
     }
     let kind = kind_of(def);
     match kind {
-        "listen" => problems.push(not_yet(&child(at, kind), "'listen'")),
+        "listen" => listen(def, at, problems),
         "run" => run(def, at, problems),
         "call" => call(def, at, problems),
         "do" => list(def.get("do"), &child(at, "do"), problems),
@@ -85,6 +86,48 @@ fn task(def: &Value, at: &str, problems: &mut Vec<Problem>) {
             );
         }
         _ => {}
+    }
+}
+
+/// A `listen` is supported when each of its filters names the event `type` (which decides the
+/// events offered to it) and its `until`, if any, is a condition; `foreach` is not yet.
+fn listen(def: &Value, at: &str, problems: &mut Vec<Problem>) {
+    let to = def.pointer("/listen/to").unwrap_or(&Value::Null);
+    let strategy = ["one", "all", "any"]
+        .into_iter()
+        .find(|k| to.get(*k).is_some());
+    let base = format!("{at}/listen/to/{}", strategy.unwrap_or("any"));
+    let (filters, _) = super::run::listen_filters(to);
+    if filters.is_empty() {
+        problems.push(Problem::new(
+            &base,
+            "a listen must name the events it waits for: a filter with their 'type'".to_owned(),
+        ));
+    }
+    for (i, filter) in filters.iter().enumerate() {
+        if filter
+            .pointer("/with/type")
+            .and_then(Value::as_str)
+            .is_none()
+        {
+            let pointer = match strategy {
+                Some("one") => base.clone(),
+                _ => format!("{base}/{i}"),
+            };
+            problems.push(Problem::new(
+                format!("{pointer}/with"),
+                "an event filter must name the event 'type' (the events offered to a listen are chosen by type)".to_owned(),
+            ));
+        }
+    }
+    if to.get("until").is_some_and(Value::is_object) {
+        problems.push(not_yet(
+            &format!("{at}/listen/to/until"),
+            "'until' as events to consume",
+        ));
+    }
+    if def.get("foreach").is_some() {
+        problems.push(not_yet(&child(at, "foreach"), "'foreach' on a listen"));
     }
 }
 

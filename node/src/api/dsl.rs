@@ -178,6 +178,19 @@ pub async fn instance(
     Ok(Json(node.workflows.dsl_instance(id.as_str()).await?))
 }
 
+/// `POST /api/dsl/instances/{id}/events`: offers the body, a CloudEvent, to the instance's
+/// running `listen` tasks.
+pub async fn event(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+    Text(body): Text,
+) -> ApiResult<StatusCode> {
+    let id = workflow_id(&id)?;
+    let event: Value = parse_json(body.as_bytes())?;
+    node.workflows.deliver_dsl_event(id.as_str(), event).await?;
+    Ok(StatusCode::OK)
+}
+
 /// `POST /api/dsl/instances/{id}/suspend`.
 pub async fn suspend(
     State(node): State<Node>,

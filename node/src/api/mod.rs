@@ -160,6 +160,7 @@ fn routes() -> axum::Router<Node> {
         .route("/api/dsl/instances/{id}/suspend", post(dsl::suspend))
         .route("/api/dsl/instances/{id}/resume", post(dsl::resume))
         .route("/api/dsl/instances/{id}/cancel", post(dsl::cancel))
+        .route("/api/dsl/instances/{id}/events", post(dsl::event))
         // ---- schemas (Orkes) ----
         .route("/api/schema", post(schema::save).get(schema::all))
         .route(

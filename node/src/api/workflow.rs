@@ -103,6 +103,7 @@ pub async fn execute(
     }
     let until = Until {
         task_refs: params.list("waitUntilTaskRef"),
+        listening: false,
     };
     if until.task_refs.len() > WAIT_REFS_MAX {
         return Err(ApiError::bad_request(format!(

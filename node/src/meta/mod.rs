@@ -11,7 +11,7 @@ use proto::model::{
 };
 use proto::record::{self, MetaCommand, MetaOutcome, NodeEntry};
 use proto::NodeId;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 fn task_key(name: &str) -> Vec<u8> {
@@ -67,6 +67,12 @@ fn dsl_prefix(namespace: &str, name: &str) -> Vec<u8> {
     format!("dw/{namespace}/{name}/").into_bytes()
 }
 const DSL_PREFIX: &[u8] = b"dw/";
+/// The event types a DSL document's `listen` tasks wait for, beside the document (present when
+/// it has some), so the event consumers read them without decoding documents.
+fn dsl_listens_key(namespace: &str, name: &str, version: &str) -> Vec<u8> {
+    format!("dwl/{namespace}/{name}/{version}").into_bytes()
+}
+const DSL_LISTENS_PREFIX: &[u8] = b"dwl/";
 
 /// Removes `key` if it exists.
 fn remove_existing(state: &Tree, batch: &mut Batch, key: Vec<u8>) -> MetaOutcome {
@@ -156,7 +162,10 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
             namespace,
             name,
             version,
-        } => remove_existing(state, batch, dsl_key(&namespace, &name, &version)),
+        } => {
+            batch.remove(dsl_listens_key(&namespace, &name, &version));
+            remove_existing(state, batch, dsl_key(&namespace, &name, &version))
+        }
     }
 }
 
@@ -169,6 +178,12 @@ fn put_dsl_workflow(state: &Tree, batch: &mut Batch, def: &DslWorkflow) -> MetaO
         return MetaOutcome::Full;
     }
     batch.insert(key, record::encode(def));
+    let listens = dsl_listens_key(&def.namespace, &def.name, &def.version);
+    if def.listens.is_empty() {
+        batch.remove(listens);
+    } else {
+        batch.insert(listens, record::encode(&def.listens));
+    }
     MetaOutcome::Applied
 }
 
@@ -402,6 +417,12 @@ impl MetaState {
             Some((namespace, name)) => self.scan(&dsl_prefix(namespace, name)),
             None => self.scan(DSL_PREFIX),
         }
+    }
+
+    /// The event types the registered DSL documents' `listen` tasks wait for.
+    pub fn dsl_listened_types(&self) -> BTreeSet<String> {
+        let lists: Vec<Vec<String>> = self.scan(DSL_LISTENS_PREFIX);
+        lists.into_iter().flatten().collect()
     }
 
     pub fn node(&self, id: NodeId) -> Option<NodeEntry> {

@@ -42,6 +42,19 @@ pub fn id_after_status_notice(key: &[u8]) -> Option<WorkflowId> {
     WorkflowId::parse(s).ok()
 }
 
+/// `l/{workflowId}` -> the JSON list of event types the workflow's running Serverless Workflow
+/// `listen` tasks wait for — present while it waits for some.
+pub fn listening(id: &WorkflowId) -> Vec<u8> {
+    [LISTENING_PREFIX, id.as_str().as_bytes()].concat()
+}
+pub const LISTENING_PREFIX: &[u8] = b"l/";
+
+/// The workflow id of a [`listening`] key.
+pub fn id_after_listening(key: &[u8]) -> Option<WorkflowId> {
+    let s = std::str::from_utf8(key.strip_prefix(LISTENING_PREFIX)?).ok()?;
+    WorkflowId::parse(s).ok()
+}
+
 /// `c/{correlationId}\0{workflowId}` -> empty.
 pub fn correlated(correlation_id: &str, id: &WorkflowId) -> Vec<u8> {
     [

@@ -90,6 +90,15 @@ impl WorkflowMachine {
         if let Some(c) = wf.correlation_id {
             batch.insert(keys::correlated(c, id), Vec::new());
         }
+        if let Some(types) = &wf.listening {
+            let key = keys::listening(id);
+            if wf.terminal || types.is_empty() {
+                batch.remove(key);
+            } else {
+                // A list of strings always encodes.
+                batch.insert(key, serde_json::to_vec(types).unwrap_or_default());
+            }
+        }
     }
 
     fn remove(state: &Tree, batch: &mut Batch, id: &proto::WorkflowId) -> PartitionOutcome {
@@ -101,6 +110,7 @@ impl WorkflowMachine {
             let wf = stored.record.workflow;
             batch.remove(keys::running(&wf.workflow_name, id));
             batch.remove(keys::status_notice(id));
+            batch.remove(keys::listening(id));
             if let Some(c) = &wf.correlation_id {
                 batch.remove(keys::correlated(c, id));
             }
@@ -132,6 +142,7 @@ impl WorkflowMachine {
         batch.insert(keys::quarantined(id), record::quarantine::encode(&entry));
         batch.remove(keys::workflow(id));
         batch.remove(keys::status_notice(id));
+        batch.remove(keys::listening(id));
         if let Some(name) = name {
             batch.remove(keys::running(name, id));
         }

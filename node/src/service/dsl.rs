@@ -8,6 +8,7 @@ use super::workflows::PreparedStart;
 use super::{Definitions, Workflows};
 use crate::error::{Error, Result};
 use engine::dsl::{Document, Header};
+use engine::Input;
 use proto::limits::DSL_WORKFLOWS_MAX;
 use proto::model::{DslWorkflow, StartWorkflowRequest};
 use proto::record::{MetaCommand, MetaOutcome};
@@ -106,6 +107,7 @@ impl Definitions {
             name: header.name.clone(),
             version: header.version.clone(),
             document: doc.json().clone(),
+            listens: engine::dsl::listened_types(&doc),
             create_time: existing.map_or(now, |old| old.create_time),
             update_time: now,
         };
@@ -220,6 +222,26 @@ impl Workflows {
     pub async fn cancel_dsl(&self, id: &str) -> Result<()> {
         self.dsl_only(id).await?;
         self.terminate(id, Some("cancelled".into())).await
+    }
+
+    /// Offers a CloudEvent to the instance's running `listen` tasks (see `engine::dsl::run`),
+    /// named by its `source` and `id`: the same event sent again is not consumed twice.
+    pub async fn deliver_dsl_event(&self, id: &str, event: Value) -> Result<()> {
+        let text = |key: &str| {
+            event
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+        };
+        let (Some(event_id), Some(_)) = (text("id"), text("type")) else {
+            return Err(Error::Invalid(
+                "an event is a CloudEvent: a JSON object with its 'id' and 'type' (strings)".into(),
+            ));
+        };
+        let message_id = format!("{}/{event_id}", text("source").unwrap_or_default());
+        self.dsl_only(id).await?;
+        self.command(id, Input::Listened { message_id, event })
+            .await
     }
 
     /// `NotFound` unless `id` is a DSL instance.

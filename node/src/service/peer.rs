@@ -56,9 +56,13 @@ async fn answer(node: &Serving, hops: u8, request: Request) -> Result<Reply> {
             id,
             task_refs,
             wait_ms,
+            listening,
         } => {
             let wait = Duration::from_millis(wait_ms.min(wait::EXECUTE_WAIT_MAX_S * 1_000));
-            let until = wait::Until { task_refs };
+            let until = wait::Until {
+                task_refs,
+                listening,
+            };
             let deadline = tokio::time::Instant::now() + wait;
             node.workflows
                 .wait_hops(&id, &until, deadline, hops, None)
@@ -108,6 +112,10 @@ async fn answer_scan(node: &Serving, request: Request) -> Result<Reply> {
             version,
             partitions,
         } => workflows::running_in(&host.replicas_of(&partitions)?, &name, version).map(Reply::Ids),
+        Request::Listening {
+            event_type,
+            partitions,
+        } => workflows::listening_in(&host.replicas_of(&partitions)?, &event_type).map(Reply::Ids),
         Request::Executions {
             partitions,
             handler,

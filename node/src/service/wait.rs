@@ -196,6 +196,7 @@ impl Workflows {
             id: id.clone(),
             task_refs: until.task_refs.clone(),
             wait_ms: left.as_millis() as u64,
+            listening: until.listening,
         };
         let within = left + Duration::from_millis(FORWARD_TIMEOUT_MS);
         let partition = self.host.partition_id_of(id);

@@ -525,6 +525,28 @@ impl Workflows {
             .await
     }
 
+    /// Ids of the workflows, on every partition, whose running Serverless Workflow `listen`
+    /// tasks wait for events of `event_type`.
+    pub async fn listening(&self, event_type: &str) -> Result<Vec<String>> {
+        through_failover(|| self.listening_once(event_type)).await
+    }
+
+    async fn listening_once(&self, event_type: &str) -> Result<Vec<String>> {
+        self.host
+            .list_every_partition(
+                |hosted| listening_in(hosted, event_type),
+                |partitions| Request::Listening {
+                    event_type: event_type.to_owned(),
+                    partitions,
+                },
+                |reply| match reply {
+                    Reply::Ids(ids) => Ok(ids),
+                    other => Err(other),
+                },
+            )
+            .await
+    }
+
     /// Every workflow matching `query`, newest first, from every partition (as [`Workflows::running`]).
     /// Scans committed state: indexes for search are deliberately kept off the commit path,
     /// so searching costs the writes nothing.
@@ -727,6 +749,25 @@ pub(crate) fn running_in(
                 continue;
             }
             if let Some(id) = keys::id_after_nul(&k) {
+                out.push(id.to_string());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Ids of the workflows in these replicas that listen for events of `event_type` (their
+/// listening rows name it).
+pub(crate) fn listening_in(partitions: &[Arc<Partition>], event_type: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for p in partitions {
+        for kv in p.state().scan_prefix(keys::LISTENING_PREFIX) {
+            let (k, v) = kv.map_err(crate::host::storage)?;
+            let types: Vec<String> = serde_json::from_slice(&v).unwrap_or_default();
+            if !types.iter().any(|t| t == event_type) {
+                continue;
+            }
+            if let Some(id) = keys::id_after_listening(&k) {
                 out.push(id.to_string());
             }
         }

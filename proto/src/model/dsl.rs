@@ -108,6 +108,76 @@ pub enum Body {
         /// When the first attempt started (a retry limit's `duration` counts from it).
         started_ms: i64,
     },
+    /// `listen`: waiting for events (see [`Listening`]).
+    Listen(Box<Listening>),
+}
+
+/// A `listen` as it waits: the events it consumed and what they settled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listening {
+    /// The event types its filters name, which decide the events offered to it.
+    pub types: Vec<String>,
+    /// The events consumed so far, as `read` says, in the order they came.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<Value>,
+    /// For `all`: which filters an event has matched.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matched: Vec<bool>,
+    /// Correlation values an event has settled (a key without `expect` takes the first
+    /// event's value), by the filter's index and the key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub correlations: BTreeMap<String, Value>,
+    /// The ids of the latest messages offered (at most [`LISTEN_SEEN_MAX`]), so that a message
+    /// delivered again is not consumed again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seen: Vec<String>,
+}
+
+/// How many offered message ids a `listen` remembers.
+pub const LISTEN_SEEN_MAX: usize = 256;
+
+impl DslRun {
+    /// The event types the instance's running `listen` tasks wait for.
+    pub fn listening(&self) -> Vec<&str> {
+        let mut types = Vec::new();
+        if let Some(root) = &self.root {
+            root.listening(&mut types);
+        }
+        types.sort_unstable();
+        types.dedup();
+        types
+    }
+}
+
+impl Seq {
+    fn listening<'a>(&'a self, types: &mut Vec<&'a str>) {
+        if let Some(frame) = &self.current {
+            frame.listening(types);
+        }
+    }
+}
+
+impl Frame {
+    fn listening<'a>(&'a self, types: &mut Vec<&'a str>) {
+        match &self.body {
+            Body::External => {}
+            Body::Do { seq } | Body::Try { seq, .. } => seq.listening(types),
+            Body::For { seq, .. } => {
+                if let Some(seq) = seq {
+                    seq.listening(types);
+                }
+            }
+            Body::Fork { branches } => {
+                for branch in branches {
+                    if let Branch::Running { frame } = branch {
+                        frame.listening(types);
+                    }
+                }
+            }
+            Body::Listen(listening) => types.extend(listening.types.iter().map(String::as_str)),
+        }
+    }
 }
 
 /// One branch of a `fork`.

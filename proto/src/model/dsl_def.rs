@@ -18,6 +18,10 @@ pub struct DslWorkflow {
     pub version: String,
     /// The whole document, as JSON.
     pub document: Value,
+    /// The event types its `listen` tasks wait for (the events Baton's own queues deliver to
+    /// its instances).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listens: Vec<String>,
     pub create_time: EpochMs,
     pub update_time: EpochMs,
 }
@@ -41,6 +45,7 @@ mod tests {
             name: "n".into(),
             version: "1.0.0".into(),
             document: json!({"document": {"name": "n"}}),
+            listens: vec!["com.example.ready".into()],
             create_time: 1,
             update_time: 2,
         };

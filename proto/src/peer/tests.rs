@@ -96,6 +96,7 @@ fn requests() -> Vec<Request> {
             id: wid(),
             task_refs: vec!["a".into()],
             wait_ms: 10,
+            listening: true,
         },
         Request::TaskOwner { task: tid() },
         Request::Poll {
@@ -196,6 +197,10 @@ fn requests() -> Vec<Request> {
             task_type: "t".into(),
             partitions: vec![p],
             pending: vec![workflow().tasks[0].task_id.clone()],
+        },
+        Request::Listening {
+            event_type: "com.example.ready".into(),
+            partitions: vec![p],
         },
     ]
 }

@@ -1,6 +1,7 @@
 //! A workflow's write as a partition's Raft log carries it: a small binary head with everything
 //! applying it needs (the versions, the workflow's id, name and definition version, whether it
-//! ended and still owes its status listener a publication, its correlation id), then the record's or the patch's JSON exactly as the proposer
+//! ended and still owes its status listener a publication, its correlation id, the event types
+//! a Serverless Workflow instance listens for), then the record's or the patch's JSON exactly as the proposer
 //! encoded it. Every replica applies every write, so applying one decodes no JSON: the head
 //! says what to check and which index rows to write, and the JSON goes into the row as it is.
 //!
@@ -52,6 +53,11 @@ pub struct WriteHead<'a> {
     /// its next leader's recovery finds it by. Carried by the tag ([`WRITE_OWING_TAG`]).
     #[serde(skip)]
     pub owes_status_notice: bool,
+    /// For a Serverless Workflow instance: the event types its running `listen` tasks wait for
+    /// (none: it waits for none), kept as the partition's listening row. `None` for a
+    /// Conductor workflow, which never listens.
+    #[serde(borrow)]
+    pub listening: Option<Vec<&'a str>>,
 }
 
 impl<'a> WriteHead<'a> {
@@ -68,6 +74,7 @@ impl<'a> WriteHead<'a> {
             terminal: wf.status.is_terminal(),
             correlation_id: wf.correlation_id.as_deref(),
             owes_status_notice: record.owes_status_notice(),
+            listening: wf.dsl.as_ref().map(|run| run.listening()),
         }
     }
 }
@@ -184,6 +191,7 @@ mod tests {
             terminal: false,
             correlation_id: Some("order-7"),
             owes_status_notice: false,
+            listening: Some(vec!["com.example.ready"]),
         }
     }
 

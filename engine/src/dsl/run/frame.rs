@@ -150,8 +150,7 @@ impl Runner<'_, '_> {
             return self.start_emit(at, name, def, input, vars);
         }
         if kind == "listen" {
-            let detail = "'listen' tasks are not supported by this runtime yet";
-            return Err(errors::configuration_error(at, detail));
+            return Ok(self.start_listen(at, name, def, input));
         }
         let task_id = self.open_task(at, name, &format!("dsl/{kind}"), "", &input);
         let body = match kind {
@@ -239,6 +238,7 @@ impl Runner<'_, '_> {
             Body::For { .. } => self.for_loop(frame, vars),
             Body::Fork { .. } => self.fork(frame, vars),
             Body::Try { .. } => self.try_task(frame, vars),
+            Body::Listen(_) => self.listen(frame, vars),
         }
         .located(&at);
         if !matches!(outcome, Outcome::Pending) {
@@ -363,7 +363,7 @@ impl Runner<'_, '_> {
                     }
                 }
             }
-            Body::For { seq: None, .. } | Body::External => {}
+            Body::For { seq: None, .. } | Body::External | Body::Listen(_) => {}
         }
         if let Body::Try {
             delay: Some(delay), ..

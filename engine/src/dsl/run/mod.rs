@@ -19,6 +19,7 @@ mod composite;
 mod errors;
 mod expr;
 mod frame;
+mod listen;
 mod openapi;
 mod schemas;
 mod seq;
@@ -29,6 +30,8 @@ mod tries;
 pub(crate) use call::UNSUPPORTED_CALLS;
 pub use errors::{timeout_error, STANDARD_TYPES};
 pub(crate) use frame::kind_of;
+pub use listen::LISTEN_TASK_TYPE;
+pub(crate) use listen::{filters as listen_filters, types as listened_types};
 
 use crate::state::Ctx;
 use expr::Scope;
@@ -65,6 +68,8 @@ pub(super) struct Runner<'c, 'r> {
     /// The task whose expressions are being evaluated (`$task`): its pointer, name and
     /// Conductor task.
     pub task: Option<(String, String, Option<proto::TaskId>)>,
+    /// The event offered to the instance's `listen` tasks in this walk.
+    pub delivery: Option<listen::Delivery>,
 }
 
 /// Starts a new instance: its input through the document's `input.from`, then its first tasks.
@@ -102,6 +107,30 @@ pub(crate) fn begin(ctx: &mut Ctx<'_>) {
 
 /// Moves every part of the instance that can move (see the module's header).
 pub(crate) fn advance(ctx: &mut Ctx<'_>) {
+    walk(ctx, None);
+}
+
+/// Offers an event to the instance's running `listen` tasks (see [`listen`]), and moves on
+/// what that lets move. An instance that is not running ignores it.
+pub(crate) fn listened(
+    ctx: &mut Ctx<'_>,
+    message_id: &str,
+    event: &Value,
+) -> Result<(), crate::Error> {
+    if ctx.wf.workflow_definition.dsl.is_none() {
+        let detail = "only a Serverless Workflow instance listens for events";
+        return Err(crate::Error::Conflict(detail.into()));
+    }
+    let delivery = listen::Delivery {
+        message_id: message_id.to_owned(),
+        event: event.clone(),
+    };
+    walk(ctx, Some(delivery));
+    Ok(())
+}
+
+/// One walk of the tree, offering `delivery` to the `listen` tasks it passes.
+fn walk(ctx: &mut Ctx<'_>, delivery: Option<listen::Delivery>) {
     if ctx.wf.status != WorkflowStatus::Running {
         return;
     }
@@ -116,12 +145,12 @@ pub(crate) fn advance(ctx: &mut Ctx<'_>) {
         return;
     };
     let before = root.clone();
-    let context = std::mem::take(&mut run.context);
     let mut runner = Runner {
         ctx,
         doc,
-        context,
+        context: run.context.clone(),
         task: None,
+        delivery,
     };
     let outcome = runner.seq(&mut root);
     let Runner {

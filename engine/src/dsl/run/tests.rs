@@ -438,3 +438,132 @@ fn expressions_see_their_task_and_workflow() {
     assert_eq!(out["id"], h.wf().workflow_id.as_str());
     assert_eq!(out["runtime"], "baton");
 }
+
+/// Offers a CloudEvent of `event_type` carrying `data` under the message id `id`; answers
+/// whether the instance changed.
+fn offer(h: &mut H, id: &str, event_type: &str, data: Value) -> bool {
+    let event = json!({"specversion": "1.0", "id": id, "source": "test", "type": event_type,
+        "roomid": data.get("room").cloned().unwrap_or_default(), "data": data});
+    h.ok(Input::Listened {
+        message_id: id.to_owned(),
+        event,
+    })
+}
+
+const LISTEN_ONE: &str = "do:\n  - waitForStart:\n      listen:\n        to:\n          one:\n            with:\n              type: com.example.started\n              data: '${ .go == true }'\n  - after:\n      set:\n        got: '${ .[0].n }'\n";
+
+#[test]
+fn listen_one_consumes_the_first_matching_event() {
+    let mut h = start(&doc(LISTEN_ONE), json!({}));
+    assert_eq!(h.task("/do/0/waitForStart").status, TaskStatus::InProgress);
+    assert_eq!(
+        h.wf().dsl.as_ref().map(|r| r.listening()),
+        Some(vec!["com.example.started"])
+    );
+    assert!(!offer(
+        &mut h,
+        "m1",
+        "com.example.other",
+        json!({"go": true})
+    ));
+    assert!(!offer(
+        &mut h,
+        "m2",
+        "com.example.started",
+        json!({"go": false})
+    ));
+    assert_eq!(h.status(), WorkflowStatus::Running);
+    assert!(offer(
+        &mut h,
+        "m3",
+        "com.example.started",
+        json!({"go": true, "n": 7})
+    ));
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+    assert_eq!(output(&h), json!({"got": 7}));
+    assert_eq!(h.task("/do/0/waitForStart").status, TaskStatus::Completed);
+    assert!(h
+        .wf()
+        .dsl
+        .as_ref()
+        .is_some_and(|r| r.listening().is_empty()));
+}
+
+const LISTEN_ALL: &str = "do:\n  - readings:\n      listen:\n        to:\n          all:\n            - with:\n                type: sensor.temperature\n              correlate:\n                roomId:\n                  from: .roomid\n            - with:\n                type: sensor.humidity\n              correlate:\n                roomId:\n                  from: .roomid\n";
+
+#[test]
+fn listen_all_takes_one_event_per_filter_that_correlate() {
+    let mut h = start(&doc(LISTEN_ALL), json!({}));
+    assert!(offer(
+        &mut h,
+        "t1",
+        "sensor.temperature",
+        json!({"room": 1, "c": 21})
+    ));
+    // Another room's reading does not correlate; the same message again is not consumed.
+    assert!(!offer(
+        &mut h,
+        "h2",
+        "sensor.humidity",
+        json!({"room": 2, "p": 40})
+    ));
+    assert!(!offer(
+        &mut h,
+        "t1",
+        "sensor.temperature",
+        json!({"room": 1, "c": 21})
+    ));
+    assert!(!offer(
+        &mut h,
+        "t3",
+        "sensor.temperature",
+        json!({"room": 1, "c": 22})
+    ));
+    assert_eq!(h.status(), WorkflowStatus::Running);
+    assert!(offer(
+        &mut h,
+        "h4",
+        "sensor.humidity",
+        json!({"room": 1, "p": 45})
+    ));
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+    assert_eq!(
+        output(&h),
+        json!([{"room": 1, "c": 21}, {"room": 1, "p": 45}])
+    );
+}
+
+const LISTEN_ANY_UNTIL: &str = "do:\n  - gossip:\n      listen:\n        to:\n          any:\n            - with:\n                type: chat.said\n          until: '${ length >= 2 }'\n        read: envelope\n      output:\n        as: '${ map(.id) }'\n";
+
+#[test]
+fn listen_any_with_until_consumes_until_the_condition_holds() {
+    let mut h = start(&doc(LISTEN_ANY_UNTIL), json!({}));
+    assert!(offer(&mut h, "a", "chat.said", json!({})));
+    assert!(!offer(&mut h, "a", "chat.said", json!({})));
+    assert_eq!(h.status(), WorkflowStatus::Running);
+    assert!(offer(&mut h, "b", "chat.said", json!({})));
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+    assert_eq!(output(&h), json!(["a", "b"]));
+}
+
+#[test]
+fn a_listen_filter_that_fails_faults_with_an_expression_error() {
+    let yaml = LISTEN_ONE.replace(".go == true", ".go + 1");
+    let mut h = start(&doc(&yaml), json!({}));
+    offer(&mut h, "m1", "com.example.started", json!({"go": "x"}));
+    assert_eq!(h.status(), WorkflowStatus::Failed);
+    assert_eq!(
+        error(&h)["instance"],
+        "/do/0/waitForStart/listen/to/one/with/data"
+    );
+}
+
+#[test]
+fn a_listen_in_a_fork_waits_beside_the_other_branch() {
+    let yaml = "do:\n  - both:\n      fork:\n        branches:\n          - hear:\n              listen:\n                to:\n                  one:\n                    with:\n                      type: x.ready\n          - pause:\n              wait:\n                milliseconds: 10\n";
+    let mut h = start(&doc(yaml), json!({}));
+    fire_wait(&mut h, "/do/0/both/fork/branches/1/pause");
+    assert_eq!(h.status(), WorkflowStatus::Running);
+    assert!(offer(&mut h, "m", "x.ready", json!({"v": 1})));
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+}

@@ -15,7 +15,7 @@ pub mod rpc;
 pub mod stream;
 pub mod wire;
 
-use crate::service::a2a::{ListQuery, SendRequest, SEND_WAIT_MAX};
+use crate::service::a2a::{FollowUp, ListQuery, SendRequest, SEND_WAIT_MAX};
 use crate::Node;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -93,14 +93,17 @@ pub(crate) async fn send(
     may_wait: bool,
 ) -> Result<(Workflow, Value), RpcError> {
     let sent = input::sent(params, d)?;
-    if let Some(task) = &sent.task_id {
-        // A running workflow takes no further input through A2A yet.
-        let wf = node.a2a.task(task).await?;
-        let state = wire::TaskState::of(wf.status).spelled(d);
-        return Err(RpcError::new(
-            rpc::UNSUPPORTED_OPERATION,
-            format!("task {task} is {state}; it takes no further messages (send a new one)"),
-        ));
+    if let Some(task_id) = sent.task_id.clone() {
+        let follow_up = FollowUp {
+            task_id,
+            message_id: sent.message_id,
+            input: sent.input,
+            wait: (sent.wait && may_wait).then_some(SEND_WAIT_MAX),
+        };
+        let wf = node.a2a.follow_up(follow_up).await?;
+        let mut message = sent.message;
+        message["contextId"] = json!(wire::context_id(&wf));
+        return Ok((wf, message));
     }
     let skill = node.a2a.skill(sent.skill.as_deref())?;
     let request = SendRequest {

@@ -60,7 +60,7 @@ async fn begin(node: &Node, call: &Call) -> Result<Follow, RpcError> {
         _ => {
             let wf = node.a2a.task(&super::input::task_id(&call.params)?).await?;
             if wf.status.is_terminal() {
-                let state = wire::TaskState::of(wf.status).spelled(d);
+                let state = wire::TaskState::of(&wf).spelled(d);
                 let m = format!(
                     "task {} is {state}; there is nothing to follow",
                     wf.workflow_id
@@ -94,8 +94,8 @@ async fn next(mut f: Follow) -> Option<(Result<Event, Infallible>, Follow)> {
             return None;
         }
         f.waited = true;
-        match f.node.a2a.wait_end(&f.task, f.deadline).await {
-            Ok(wf) if wf.status.is_terminal() => {
+        match f.node.a2a.wait_settled(&f.task, f.deadline).await {
+            Ok(wf) if wf.status.is_terminal() || crate::watch::listens(&wf) => {
                 let events = end_events(&wf, f.dialect);
                 f.queue
                     .extend(events.into_iter().map(|e| rpc::success(&f.rpc_id, e)));
@@ -107,7 +107,8 @@ async fn next(mut f: Follow) -> Option<(Result<Event, Infallible>, Follow)> {
     }
 }
 
-/// What a stream says when the task ended: its artifact (when completed), its final status.
+/// What a stream says when the task ended or asks for input: its artifact (when completed),
+/// its final status.
 pub fn end_events(wf: &Workflow, d: Dialect) -> Vec<Value> {
     let artifact = wire::artifact_event(wf, d);
     artifact

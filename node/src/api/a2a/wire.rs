@@ -17,14 +17,25 @@ pub enum Dialect {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskState {
     Working,
+    /// A Serverless Workflow instance waits in a `listen`: a message continuing the task
+    /// (`taskId`) delivers the event it waits for.
+    InputRequired,
     Completed,
     Failed,
     Canceled,
 }
 
 impl TaskState {
+    /// The state of the task `wf` runs.
+    pub fn of(wf: &Workflow) -> Self {
+        if crate::watch::listens(wf) {
+            return TaskState::InputRequired;
+        }
+        Self::of_status(wf.status)
+    }
+
     /// The state of a task whose workflow is in `status` (a paused workflow still works).
-    pub fn of(status: WorkflowStatus) -> Self {
+    pub fn of_status(status: WorkflowStatus) -> Self {
         match status {
             WorkflowStatus::Running | WorkflowStatus::Paused => TaskState::Working,
             WorkflowStatus::Completed => TaskState::Completed,
@@ -39,7 +50,9 @@ impl TaskState {
             (TaskState::Completed, Dialect::V03) => "completed",
             (TaskState::Failed, Dialect::V03) => "failed",
             (TaskState::Canceled, Dialect::V03) => "canceled",
+            (TaskState::InputRequired, Dialect::V03) => "input-required",
             (TaskState::Working, Dialect::V10) => "TASK_STATE_WORKING",
+            (TaskState::InputRequired, Dialect::V10) => "TASK_STATE_INPUT_REQUIRED",
             (TaskState::Completed, Dialect::V10) => "TASK_STATE_COMPLETED",
             (TaskState::Failed, Dialect::V10) => "TASK_STATE_FAILED",
             (TaskState::Canceled, Dialect::V10) => "TASK_STATE_CANCELED",
@@ -51,6 +64,8 @@ impl TaskState {
         let bare = name.trim_start_matches("TASK_STATE_").to_ascii_lowercase();
         Some(match bare.as_str() {
             "working" => vec![WorkflowStatus::Running, WorkflowStatus::Paused],
+            // A filter by workflow status: the running ones, listening or not.
+            "input-required" | "input_required" => vec![WorkflowStatus::Running],
             "completed" => vec![WorkflowStatus::Completed],
             "failed" => vec![WorkflowStatus::Failed, WorkflowStatus::TimedOut],
             "canceled" | "cancelled" => vec![WorkflowStatus::Terminated],
@@ -117,7 +132,7 @@ pub fn context_id(wf: &Workflow) -> String {
 
 /// The task's status; a failed or canceled one says why in an agent message.
 pub fn status(wf: &Workflow, d: Dialect) -> Value {
-    let state = TaskState::of(wf.status);
+    let state = TaskState::of(wf);
     let mut status = json!({"state": state.spelled(d), "timestamp": timestamp(wf.update_time)});
     let reason = wf
         .reason_for_incompletion
@@ -233,7 +248,8 @@ mod tests {
     #[test]
     fn workflow_statuses_map_to_task_states() {
         use WorkflowStatus::*;
-        let states = [Running, Paused, Completed, Failed, TimedOut, Terminated].map(TaskState::of);
+        let states =
+            [Running, Paused, Completed, Failed, TimedOut, Terminated].map(TaskState::of_status);
         let v03 = states.map(|s| s.spelled(Dialect::V03));
         let want = [
             "working",

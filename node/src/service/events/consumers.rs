@@ -71,16 +71,20 @@ impl Followers for Events {
     }
 }
 
-/// The events of the providers Baton keeps itself that active handlers listen on.
-fn own_events_with_handlers(node: &Events) -> BTreeSet<String> {
-    node.host
+/// The events of the providers Baton keeps itself that active handlers, or the `listen` tasks
+/// of registered Serverless Workflow documents, wait for.
+fn own_events_consumed(node: &Events) -> BTreeSet<String> {
+    let mut events: BTreeSet<String> = node
+        .host
         .defs
         .event_handlers()
         .into_iter()
         .filter(|h| h.active)
         .filter(|h| matches!(split_event(&h.event), Some((p, _)) if INTERNAL.contains(&p)))
         .map(|h| h.event)
-        .collect()
+        .collect();
+    events.extend(node.listened_events());
+    events
 }
 
 /// Consumes the messages of Baton's own queues held in `partition`, oldest first, while this node
@@ -179,7 +183,7 @@ async fn consume_own(
     ((queue, seq), retry)
 }
 
-/// Up to `limit` queued messages of `partition` that an active handler listens for (a queue
+/// Up to `limit` queued messages of `partition` that an active handler or a `listen` waits for (a queue
 /// row is named by its whole event, `provider:queue`) and `skip` does not refuse: the gate's
 /// priority first (webhooks), then oldest first.
 fn pending(
@@ -195,7 +199,7 @@ fn pending(
         return Vec::new();
     }
     let mut out = Vec::new();
-    for queue in own_events_with_handlers(node) {
+    for queue in own_events_consumed(node) {
         let prefix = [keys::MESSAGE_PREFIX, queue.as_bytes(), b"\0"].concat();
         let mut taken = 0;
         for kv in p.state().scan_prefix(&prefix) {

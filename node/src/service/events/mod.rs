@@ -2,6 +2,7 @@
 
 mod consumers;
 mod dead_letters;
+mod listeners;
 pub(crate) use dead_letters::dead_letters_in;
 mod outbox;
 mod perform;
@@ -481,6 +482,9 @@ impl Events {
             if let Verdict::Retry(reason) = self.run_handler(h, message).await {
                 verdict = Verdict::Retry(format!("handler {}: {reason}", h.name));
             }
+        }
+        if let Verdict::Retry(reason) = self.offer_to_listeners(message).await {
+            verdict = Verdict::Retry(reason);
         }
         verdict
     }

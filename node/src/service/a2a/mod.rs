@@ -8,6 +8,10 @@
 //! the Conductor one ([`ConductorSkills`]). The wire format (JSON-RPC, both protocol versions) is
 //! `crate::api::a2a`'s.
 
+mod follow_up;
+
+pub use follow_up::FollowUp;
+
 use super::{Definitions, Workflows};
 use crate::error::Error;
 use crate::watch::Until;
@@ -309,10 +313,14 @@ impl A2a {
         }
     }
 
-    /// Waits until `deadline` for the task `id` to end; answers it as it stands then.
-    pub async fn wait_end(&self, id: &str, deadline: Instant) -> Result<Workflow, A2aError> {
+    /// Waits until `deadline` for the task `id` to end or ask for input; answers it as it
+    /// stands then.
+    pub async fn wait_settled(&self, id: &str, deadline: Instant) -> Result<Workflow, A2aError> {
         let wid = super::workflows::parse_workflow_id(id).map_err(A2aError::Node)?;
-        let until = Until::default();
+        let until = Until {
+            listening: true,
+            ..Until::default()
+        };
         let record = self.workflows.wait_hops(&wid, &until, deadline, 0, None);
         Ok(record.await.map_err(A2aError::Node)?.workflow)
     }

@@ -1,0 +1,309 @@
+//! `listen`: a task that waits for events. Its Conductor task (`dsl/listen`) stays IN_PROGRESS
+//! while it waits; the runtime offers it every CloudEvent of a type its filters name
+//! ([`crate::Input::Listened`]), and the task consumes those its filters match: `one` event,
+//! one event per filter for `all`, and for `any` the first event (or, with `until`, events
+//! until the condition holds on the events consumed). A filter matches when every attribute of
+//! its `with` does (a literal equal to the event's attribute or matching it as a regular
+//! expression, or a `${ }` expression that holds on the attribute) and its `correlate` keys
+//! agree: a key with `expect` must extract that value, a key without takes the first consumed
+//! event's value and later events must agree with it (across the task's filters). The task's
+//! output is the list of the events consumed, each as `read` says (`data`, the default;
+//! `envelope`, the whole event; `raw`, the data as it came).
+
+use super::{errors, Outcome, Runner};
+use proto::model::dsl::{Body, Frame, Listening, LISTEN_SEEN_MAX};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The Conductor task type of a `listen`.
+pub const LISTEN_TASK_TYPE: &str = "dsl/listen";
+
+/// An event offered to the instance's `listen` tasks, named by the message that carried it.
+#[derive(Debug, Clone)]
+pub(crate) struct Delivery {
+    pub message_id: String,
+    pub event: Value,
+}
+
+/// The filters of a consumption strategy (`to`), and whether each must match (`all`).
+pub(crate) fn filters(to: &Value) -> (Vec<Value>, bool) {
+    if let Some(one) = to.get("one") {
+        return (vec![one.clone()], false);
+    }
+    if let Some(Value::Array(all)) = to.get("all") {
+        return (all.clone(), true);
+    }
+    let any = to.get("any").and_then(Value::as_array);
+    (any.cloned().unwrap_or_default(), false)
+}
+
+/// The event types a strategy's filters name.
+pub(crate) fn types(to: &Value) -> Vec<String> {
+    let (filters, _) = filters(to);
+    let mut types: Vec<String> = filters
+        .iter()
+        .filter_map(|f| f.pointer("/with/type").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect();
+    types.sort_unstable();
+    types.dedup();
+    types
+}
+
+impl Runner<'_, '_> {
+    /// Starts a `listen`: its Conductor task waits IN_PROGRESS for the events it names.
+    pub(super) fn start_listen(
+        &mut self,
+        at: &str,
+        name: &str,
+        def: &Value,
+        input: Value,
+    ) -> Frame {
+        let to = def.pointer("/listen/to").unwrap_or(&Value::Null);
+        let (filters, all) = filters(to);
+        let task_id = self.open_task(at, name, LISTEN_TASK_TYPE, "", &input);
+        let listening = Listening {
+            types: types(to),
+            events: Vec::new(),
+            matched: if all {
+                vec![false; filters.len()]
+            } else {
+                Vec::new()
+            },
+            correlations: BTreeMap::new(),
+            seen: Vec::new(),
+        };
+        Frame {
+            at: at.to_owned(),
+            name: name.to_owned(),
+            task_id,
+            input,
+            body: Body::Listen(Box::new(listening)),
+            deadline: None,
+        }
+    }
+
+    /// Moves a `listen` on: consumes the event being delivered if it matches, then ends when
+    /// its strategy is satisfied.
+    pub(super) fn listen(&mut self, frame: &mut Frame, vars: &BTreeMap<String, Value>) -> Outcome {
+        let def = self.doc.pointer(&frame.at).cloned().unwrap_or_default();
+        let to = def.pointer("/listen/to").cloned().unwrap_or_default();
+        let read = def.pointer("/listen/read").and_then(Value::as_str);
+        if let Some(delivery) = self.delivery.clone() {
+            if let Err(fault) = self.offer(frame, &to, read, &delivery, vars) {
+                return Outcome::Fault(fault);
+            }
+        }
+        let Body::Listen(listening) = &frame.body else {
+            return Outcome::Pending;
+        };
+        let done = if to.get("one").is_some() {
+            !listening.events.is_empty()
+        } else if to.get("all").is_some() {
+            listening.matched.iter().all(|m| *m)
+        } else {
+            match self.until(frame, &to, vars) {
+                Ok(done) => done,
+                Err(fault) => return Outcome::Fault(fault),
+            }
+        };
+        match (done, &frame.body) {
+            (true, Body::Listen(listening)) => {
+                Outcome::done(Value::Array(listening.events.clone()))
+            }
+            _ => Outcome::Pending,
+        }
+    }
+
+    /// Whether an `any` has consumed enough: one event, or, with `until`, events for which
+    /// the condition holds (evaluated on the list of events consumed).
+    fn until(
+        &self,
+        frame: &Frame,
+        to: &Value,
+        vars: &BTreeMap<String, Value>,
+    ) -> Result<bool, Value> {
+        let Body::Listen(listening) = &frame.body else {
+            return Ok(false);
+        };
+        if listening.events.is_empty() {
+            return Ok(false);
+        }
+        let Some(until) = to.get("until") else {
+            return Ok(true);
+        };
+        let events = Value::Array(listening.events.clone());
+        self.scope(vars, &frame.input, None)
+            .condition(until, &events)
+            .map_err(|e| errors::expression_error(&format!("{}/listen/to/until", frame.at), &e))
+    }
+
+    /// Offers `delivery` to the `listen` of `frame`: the first filter it matches (of those
+    /// `all` still waits for) consumes it.
+    fn offer(
+        &self,
+        frame: &mut Frame,
+        to: &Value,
+        read: Option<&str>,
+        delivery: &Delivery,
+        vars: &BTreeMap<String, Value>,
+    ) -> Result<(), Value> {
+        let (filters, _) = filters(to);
+        let Body::Listen(listening) = &frame.body else {
+            return Ok(());
+        };
+        if listening.seen.contains(&delivery.message_id) {
+            return Ok(());
+        }
+        let strategy = ["one", "all", "any"]
+            .into_iter()
+            .find(|k| to.get(*k).is_some())
+            .unwrap_or("any");
+        let mut consumed = None;
+        for (i, filter) in filters.iter().enumerate() {
+            if listening.matched.get(i) == Some(&true) {
+                continue;
+            }
+            let at = match strategy {
+                "one" => format!("{}/listen/to/one", frame.at),
+                _ => format!("{}/listen/to/{strategy}/{i}", frame.at),
+            };
+            let matched = self.matches(filter, &at, listening, delivery, &frame.input, vars)?;
+            if let Some(settled) = matched {
+                consumed = Some((i, settled));
+                break;
+            }
+        }
+        let no_filter = filters.is_empty() && strategy == "any";
+        let consumed = consumed.or(no_filter.then(|| (0, BTreeMap::new())));
+        let Some((i, settled)) = consumed else {
+            return Ok(());
+        };
+        let Body::Listen(listening) = &mut frame.body else {
+            return Ok(());
+        };
+        if let Some(m) = listening.matched.get_mut(i) {
+            *m = true;
+        }
+        listening.correlations.extend(settled);
+        listening.events.push(read_as(&delivery.event, read));
+        listening.seen.push(delivery.message_id.clone());
+        let over = listening.seen.len().saturating_sub(LISTEN_SEEN_MAX);
+        listening.seen.drain(..over);
+        Ok(())
+    }
+
+    /// Whether `filter` matches the event: `None` if not, else the correlation values it
+    /// settles.
+    fn matches(
+        &self,
+        filter: &Value,
+        at: &str,
+        listening: &Listening,
+        delivery: &Delivery,
+        input: &Value,
+        vars: &BTreeMap<String, Value>,
+    ) -> Result<Option<BTreeMap<String, Value>>, Value> {
+        let event = &delivery.event;
+        let scope = self.scope(vars, input, None);
+        let with = filter.get("with").and_then(Value::as_object);
+        for (name, expected) in with.into_iter().flatten() {
+            let actual = event.get(name).unwrap_or(&Value::Null);
+            let holds = match expected.as_str().map(crate::dsl::rules::expr::enclosed) {
+                Some(Some(_)) => scope
+                    .condition(expected, actual)
+                    .map_err(|e| errors::expression_error(&format!("{at}/with/{name}"), &e))?,
+                Some(None) => attribute_matches(expected.as_str().unwrap_or_default(), actual),
+                None => expected == actual,
+            };
+            if !holds {
+                return Ok(None);
+            }
+        }
+        let mut settled = BTreeMap::new();
+        let keys = filter.get("correlate").and_then(Value::as_object);
+        for (key, correlation) in keys.into_iter().flatten() {
+            let from = correlation.get("from").unwrap_or(&Value::Null);
+            let value = scope
+                .expression(from, event)
+                .map_err(|e| errors::expression_error(&format!("{at}/correlate/{key}/from"), &e))?;
+            let expected = match correlation.get("expect") {
+                Some(expect) => Some(scope.deep(expect, input).map_err(|e| {
+                    errors::expression_error(&format!("{at}/correlate/{key}/expect"), &e)
+                })?),
+                None => listening.correlations.get(key).cloned(),
+            };
+            match expected {
+                Some(expected) if expected != value => return Ok(None),
+                Some(_) => {}
+                None => {
+                    settled.insert(key.clone(), value);
+                }
+            }
+        }
+        Ok(Some(settled))
+    }
+}
+
+/// Whether an event attribute matches a filter's literal: equal to it, or, read as a regular
+/// expression, matching the whole attribute.
+fn attribute_matches(literal: &str, actual: &Value) -> bool {
+    let text = match actual {
+        Value::String(s) => s.clone(),
+        Value::Null => return false,
+        other => other.to_string(),
+    };
+    if text == literal {
+        return true;
+    }
+    regex::Regex::new(&format!("^(?:{literal})$")).is_ok_and(|re| re.is_match(&text))
+}
+
+/// An event as a `listen` reads it.
+fn read_as(event: &Value, read: Option<&str>) -> Value {
+    match read {
+        Some("envelope") => event.clone(),
+        Some("raw") => event
+            .get("data_base64")
+            .or_else(|| event.get("data"))
+            .cloned()
+            .unwrap_or_default(),
+        _ => event.get("data").cloned().unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_literal_matches_equal_or_as_a_whole_pattern() {
+        assert!(attribute_matches("com.x.a", &json!("com.x.a")));
+        assert!(attribute_matches("com\\.x\\..*", &json!("com.x.b")));
+        assert!(!attribute_matches("com.x", &json!("com.x.a")));
+        assert!(!attribute_matches("a", &Value::Null));
+        assert!(!attribute_matches("(", &json!("x")));
+    }
+
+    #[test]
+    fn strategies_name_their_filters_and_types() {
+        let to = json!({"all": [{"with": {"type": "b"}}, {"with": {"type": "a"}}]});
+        assert_eq!(filters(&to).0.len(), 2);
+        assert!(filters(&to).1);
+        assert_eq!(types(&to), ["a", "b"]);
+        assert_eq!(types(&json!({"one": {"with": {"type": "x"}}})), ["x"]);
+        assert!(types(&json!({"any": []})).is_empty());
+    }
+
+    #[test]
+    fn read_modes() {
+        let event = json!({"type": "t", "data": {"a": 1}});
+        assert_eq!(read_as(&event, None), json!({"a": 1}));
+        assert_eq!(read_as(&event, Some("envelope")), event);
+        assert_eq!(
+            read_as(&json!({"data_base64": "aGk="}), Some("raw")),
+            json!("aGk=")
+        );
+    }
+}

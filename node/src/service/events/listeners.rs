@@ -1,0 +1,129 @@
+//! Serverless Workflow `listen` tasks fed from Baton's own queues. The registered documents say
+//! which event types their `listen` tasks wait for (`MetaState::dsl_listened_types`); a message
+//! on `conductor:{type}` for such a type is consumed like a handler's, and offered, as a
+//! CloudEvent, to every instance whose running `listen` waits for that type (the partitions'
+//! listening rows name them) with `Input::Listened` under the message's id: the instance's
+//! decider consumes it if a filter matches, and remembers the id, so a message delivered again
+//! is not consumed twice. The message is acknowledged once every such instance took the offer;
+//! an offer that could not be made (no leader for the instance's partition) has the message
+//! delivered again. A message that comes while no instance waits for it is consumed by none:
+//! a `listen` sees the events published after it started.
+
+use super::{Events, Message, Verdict};
+use crate::error::Error;
+use crate::events::CONDUCTOR;
+use engine::Input;
+use proto::model::split_event;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+impl Events {
+    /// The own-queue events (`conductor:{type}`) that registered documents' `listen` tasks wait
+    /// for.
+    pub(super) fn listened_events(&self) -> BTreeSet<String> {
+        self.host
+            .defs
+            .dsl_listened_types()
+            .into_iter()
+            .map(|t| format!("{CONDUCTOR}:{t}"))
+            .collect()
+    }
+
+    /// Offers `message` to the instances listening for its event type (none: nothing to do).
+    pub(super) async fn offer_to_listeners(&self, message: &Message) -> Verdict {
+        let Some(event_type) = listened_type(&message.event) else {
+            return Verdict::Ack;
+        };
+        if !self.host.defs.dsl_listened_types().contains(event_type) {
+            return Verdict::Ack;
+        }
+        let listeners = match self.workflows.listening(event_type).await {
+            Ok(ids) => ids,
+            Err(e) => {
+                return Verdict::Retry(format!("the listening instances could not be read: {e}"))
+            }
+        };
+        let event = cloud_event(event_type, message);
+        let mut verdict = Verdict::Ack;
+        for id in listeners {
+            let input = Input::Listened {
+                message_id: message.id.clone(),
+                event: event.clone(),
+            };
+            match self.workflows.command(&id, input).await {
+                // Ended or removed since: it listens no more.
+                Ok(()) | Err(Error::NotFound(_) | Error::Conflict(_)) => {}
+                Err(e) => {
+                    tracing::debug!(workflow = %id, message = %message.id, error = %e, "a listening instance was not reached; the message will be delivered again");
+                    verdict = Verdict::Retry(format!("instance {id} was not reached: {e}"));
+                }
+            }
+        }
+        verdict
+    }
+}
+
+/// The event type of an own-queue event (`conductor:{type}`).
+fn listened_type(event: &str) -> Option<&str> {
+    match split_event(event) {
+        Some((provider, queue)) if provider == CONDUCTOR => Some(queue),
+        _ => None,
+    }
+}
+
+/// The CloudEvent a message is to a `listen`: its payload when that is one (it names its
+/// `specversion` and `type`), else a CloudEvent of the queue's type carrying the payload as its
+/// data.
+pub(crate) fn cloud_event(event_type: &str, message: &Message) -> Value {
+    let payload = &message.payload;
+    let is_cloud_event = payload.get("specversion").is_some_and(Value::is_string)
+        && payload.get("type").and_then(Value::as_str) == Some(event_type);
+    if is_cloud_event {
+        return payload.clone();
+    }
+    json!({
+        "specversion": "1.0",
+        "id": message.id,
+        "source": "baton",
+        "type": event_type,
+        "datacontenttype": "application/json",
+        "data": payload,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(payload: Value) -> Message {
+        Message {
+            id: "m-1".into(),
+            event: "conductor:com.example.ready".into(),
+            payload,
+            trace_id: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_payload_that_is_a_cloud_event_is_offered_as_it_is() {
+        let event = json!({"specversion": "1.0", "id": "e", "source": "s",
+            "type": "com.example.ready", "data": {"a": 1}});
+        assert_eq!(
+            cloud_event("com.example.ready", &message(event.clone())),
+            event
+        );
+    }
+
+    #[test]
+    fn another_payload_is_the_data_of_a_cloud_event_of_the_queues_type() {
+        let made = cloud_event("com.example.ready", &message(json!({"a": 1})));
+        assert_eq!(made["type"], "com.example.ready");
+        assert_eq!(made["id"], "m-1");
+        assert_eq!(made["data"], json!({"a": 1}));
+        assert_eq!(
+            listened_type("conductor:com.example.ready"),
+            Some("com.example.ready")
+        );
+        assert_eq!(listened_type("nats:subject"), None);
+    }
+}
