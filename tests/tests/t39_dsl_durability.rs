@@ -1,6 +1,7 @@
 //! A Serverless Workflow instance survives `kill -9` of its node: an instance that exported to
-//! `$context`, then forked a durable `wait` beside a worker's function, is killed with the
-//! function leased; after the restart the timer still fires, the worker's result is taken, the
+//! `$context`, then forked a durable `wait`, a worker's function and a `listen` for an event,
+//! is killed with the function leased and the listen waiting; after the restart the timer still
+//! fires, the event published then reaches the listen, the worker's result is taken, the
 //! instance completes with its `$context` intact, and the function ran once. In a 3-node
 //! cluster, the same holds when the instance's partition leader dies instead.
 
@@ -32,11 +33,40 @@ do:
               call: dsl_charge
               with:
                 order: ${ .order }
+          - approval:
+              listen:
+                to:
+                  one:
+                    with:
+                      type: durable.approved
+                    correlate:
+                      order:
+                        from: .data.order
+                        expect: ${ .order }
   - finish:
       set:
         order: ${ $context.order }
         charged: ${ .[1].charged }
+        approvedBy: ${ .[2][0].by }
 "#;
+
+/// The event type the instance listens for.
+const APPROVED: &str = "durable.approved";
+
+/// Publishes the approval of `order` to Baton's own queue of its type, retrying while the
+/// queue's partition has no leader; then another order's, which the instance must not take.
+fn approve(api: &Api, order: u64) {
+    for (id, order) in [("other", order + 1), ("mine", order)] {
+        let message = format!("approval-{order}-{id}");
+        let event = json!({"specversion": "1.0", "id": message, "source": "test",
+            "type": APPROVED, "data": {"order": order, "by": "ops"}});
+        let path = format!("/api/event/publish/{APPROVED}?messageId={message}");
+        wait_for(WAIT, "the approval to be published", || {
+            let sent = api.try_post_json(&path, &event).ok()?;
+            sent.is_success().then_some(())
+        });
+    }
+}
 
 /// Waits for the instance to end, and checks it completed with its `$context` intact and its
 /// function run once.
@@ -46,7 +76,10 @@ fn completed_once(api: &Api, id: &str, order: u64) {
         (view["phase"] == "completed" || view["phase"] == "faulted").then_some(view)
     });
     assert_eq!(done["phase"], "completed", "{done:#}");
-    assert_eq!(done["output"], json!({"order": order, "charged": true}));
+    assert_eq!(
+        done["output"],
+        json!({"order": order, "charged": true, "approvedBy": "ops"})
+    );
     assert_eq!(done["context"], json!({"order": order}));
     let tasks = done["tasks"].as_array().expect("tasks");
     let charges = tasks.iter().filter(|t| t["name"] == "charge").count();
@@ -71,6 +104,7 @@ fn an_instance_that_waits_and_forks_survives_kill_9() {
 
     server.kill9();
     server.restart();
+    approve(&api, 42);
 
     let result = json!({"workflowInstanceId": id, "taskId": leased["taskId"],
                         "status": "COMPLETED", "outputData": {"charged": true}});
@@ -127,6 +161,7 @@ fn an_instance_that_waits_and_forks_completes_after_its_leader_dies() {
         None
     });
     c.kill9(leader);
+    approve(&api, 7);
     let result = json!({"workflowInstanceId": id, "taskId": leased["taskId"],
                         "status": "COMPLETED", "outputData": {"charged": true}});
     wait_for(WAIT, "the new leader to take the result", || {

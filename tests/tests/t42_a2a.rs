@@ -428,3 +428,66 @@ fn a_dsl_document_marked_as_a_skill_is_served_like_a_workflow() {
     let got = ok(api, "tasks/get", json!({"id": id}));
     assert_eq!(got["status"]["state"], "completed");
 }
+
+/// A document marked as a skill that waits for an approval event before it answers.
+const APPROVER: &str = r#"document:
+  dsl: '1.0.3'
+  namespace: agents
+  name: approver
+  version: '1.0.0'
+  metadata:
+    a2a:
+      skill:
+        id: approve
+do:
+  - ask:
+      listen:
+        to:
+          one:
+            with:
+              type: com.example.approval
+  - answer:
+      set:
+        item: ${ $workflow.input.item }
+        approved: ${ .[0].ok }
+"#;
+
+#[test]
+fn a_listen_asks_for_input_and_a_message_with_the_task_id_delivers_it() {
+    let server = start();
+    let api = server.api();
+    let reply = api
+        .try_post_raw("/api/dsl/workflows", APPROVER, "application/yaml")
+        .expect("register");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let sent = message(
+        "approve",
+        json!([{"kind": "data", "data": {"item": "laptop"}}]),
+    );
+    let task = ok(
+        api,
+        "message/send",
+        json!({"message": sent, "configuration": {"blocking": true}}),
+    );
+    assert_eq!(task["status"]["state"], "input-required", "{task:#}");
+    let id = task["id"].as_str().expect("id").to_owned();
+    let got = ok(api, "GetTask", json!({"id": id}));
+    assert_eq!(
+        got["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{got:#}"
+    );
+
+    let answer = json!({"messageId": nonce(), "role": "user", "taskId": id, "kind": "message",
+                        "parts": [{"kind": "data", "data": {"ok": true}}]});
+    let params = json!({"message": answer, "configuration": {"blocking": true}});
+    let done = ok(api, "message/send", params.clone());
+    assert_eq!(done["status"]["state"], "completed", "{done:#}");
+    let output = &done["artifacts"][0]["parts"][0]["data"];
+    assert_eq!(
+        output,
+        &json!({"item": "laptop", "approved": true}),
+        "{done:#}"
+    );
+    // The same message again finds the task ended.
+    assert_eq!(code(api, "message/send", params), -32004);
+}

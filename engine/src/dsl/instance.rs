@@ -63,7 +63,7 @@ fn is_composite(t: &Task) -> bool {
 
 /// A task waiting for time or an event rather than working.
 fn is_waiting(t: &Task) -> bool {
-    t.task_type == task_type::WAIT || t.task_type == "dsl/listen"
+    t.task_type == task_type::WAIT || t.task_type == super::run::LISTEN_TASK_TYPE
 }
 
 /// The DSL phase of one task.

@@ -244,8 +244,8 @@ impl A2a {
         pick_skill(self.skills(), id)
     }
 
-    /// Starts the skill's workflow; answers it as it stands once it ended or the wait is over
-    /// (at once without a wait).
+    /// Starts the skill's workflow; answers it as it stands once it ended or asks for input, or
+    /// the wait is over (at once without a wait).
     pub async fn send(&self, send: SendRequest) -> Result<Workflow, A2aError> {
         let request = StartWorkflowRequest {
             name: send.skill.workflow.clone(),
@@ -264,7 +264,10 @@ impl A2a {
             }
             None => self.workflows.prepare_start(request, None).await,
         };
-        let until = Until::default();
+        let until = Until {
+            listening: true,
+            ..Until::default()
+        };
         let started = async {
             self.workflows
                 .execute_prepared(prepared?, &until, deadline)

@@ -1,0 +1,114 @@
+//! Serverless Workflow `listen` end to end: an instance waits for a CloudEvent that another
+//! instance emits (through Baton's own queue of the event's type), events sent to one instance
+//! are consumed once each and in order, and a listen that names no event type is refused at
+//! registration with the filter's pointer.
+
+use std::time::Duration;
+
+use harness::{wait_for, Api, Server};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Registers a document of namespace `test` with the given tasks (YAML, indented as under
+/// `do:`); answers the status and body.
+fn register(api: &Api, name: &str, tasks: &str) -> (u16, Value) {
+    let text = format!(
+        "document:\n  dsl: '1.0.3'\n  namespace: test\n  name: {name}\n  version: '1.0.0'\ndo:\n{tasks}"
+    );
+    let reply = api
+        .try_post_raw("/api/dsl/workflows", &text, "application/yaml")
+        .expect("POST a document");
+    let body = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
+    (reply.status, body)
+}
+
+fn start(api: &Api, name: &str, input: &Value) -> String {
+    let started = api
+        .post_json(
+            &format!("/api/dsl/workflows/test/{name}/1.0.0/instances"),
+            input,
+        )
+        .expect_ok("start")
+        .json();
+    started["id"].as_str().expect("id").to_owned()
+}
+
+fn view(api: &Api, id: &str) -> Value {
+    api.get(&format!("/api/dsl/instances/{id}"))
+        .expect_ok("view")
+        .json()
+}
+
+/// Waits for the instance to reach `phase`; answers its view then.
+fn reaches(api: &Api, id: &str, phase: &str) -> Value {
+    wait_for(WAIT, &format!("the instance to be {phase}"), || {
+        let view = view(api, id);
+        (view["phase"] == phase).then_some(view)
+    })
+}
+
+const LISTENER: &str = "  - hear:\n      listen:\n        to:\n          one:\n            with:\n              type: com.example.order.placed\n              data: ${ .total > 100 }\n  - note:\n      set:\n        big: ${ .[0].total }\n";
+
+const EMITTER: &str = "  - tell:\n      emit:\n        event:\n          with:\n            source: https://shop.example.com\n            type: com.example.order.placed\n            data:\n              total: ${ .total }\n";
+
+#[test]
+fn an_event_one_instance_emits_resumes_another_that_listens() {
+    let server = Server::start();
+    let api = server.api();
+    for (name, tasks) in [("listener", LISTENER), ("emitter", EMITTER)] {
+        let (status, body) = register(api, name, tasks);
+        assert_eq!(status, 200, "{body}");
+    }
+    let listener = start(api, "listener", &json!({}));
+    let waiting = reaches(api, &listener, "waiting");
+    assert_eq!(waiting["tasks"][0]["phase"], "waiting", "{waiting:#}");
+    // A small order does not pass the filter; a big one does.
+    for total in [5, 250] {
+        let emitter = start(api, "emitter", &json!({"total": total}));
+        reaches(api, &emitter, "completed");
+    }
+    let done = reaches(api, &listener, "completed");
+    assert_eq!(done["output"], json!({"big": 250}), "{done:#}");
+}
+
+#[test]
+fn events_sent_to_an_instance_are_consumed_once_each_in_order() {
+    let server = Server::start();
+    let api = server.api();
+    let tasks = "  - collect:\n      listen:\n        to:\n          any:\n            - with:\n                type: com.example.reading\n          until: ${ length >= 2 }\n        read: envelope\n      output:\n        as: ${ map(.data.v) }\n";
+    let (status, body) = register(api, "collector", tasks);
+    assert_eq!(status, 200, "{body}");
+    let id = start(api, "collector", &json!({}));
+    reaches(api, &id, "waiting");
+    let path = format!("/api/dsl/instances/{id}/events");
+    let event = |id: &str, v: u64| {
+        json!({"specversion": "1.0", "id": id, "source": "test", "type": "com.example.reading",
+               "data": {"v": v}})
+    };
+    for (event_id, v) in [("r1", 1), ("r1", 1), ("r2", 2)] {
+        api.post_json(&path, &event(event_id, v))
+            .expect_ok("deliver an event");
+    }
+    let done = reaches(api, &id, "completed");
+    assert_eq!(done["output"], json!([1, 2]), "{done:#}");
+    let refused = api.try_post_json(&path, &json!({"data": 1})).expect("POST");
+    assert_eq!(
+        refused.status, 400,
+        "an event without id and type: {}",
+        refused.body
+    );
+}
+
+#[test]
+fn a_listen_that_names_no_event_type_is_refused_where_it_says_so() {
+    let server = Server::start();
+    let api = server.api();
+    let tasks = "  - hear:\n      listen:\n        to:\n          any:\n            - with:\n                source: https://example.com\n";
+    let (status, body) = register(api, "untyped", tasks);
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["instance"], "/do/0/hear/listen/to/any/0/with",
+        "{body}"
+    );
+}
