@@ -174,6 +174,16 @@ impl Workflows {
             input: instance_input(input)?,
             ..StartWorkflowRequest::default()
         };
+        self.start_dsl_with(key, request).await
+    }
+
+    /// [`Workflows::start_dsl`] with what a Conductor start may set besides the input
+    /// (correlation id, idempotency key).
+    pub async fn start_dsl_with(
+        &self,
+        key: (&str, &str, &str),
+        request: StartWorkflowRequest,
+    ) -> Result<String> {
         let prepared = self.prepare_dsl(key, request).await?;
         self.submit_start(prepared).await
     }

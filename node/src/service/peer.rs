@@ -115,7 +115,18 @@ async fn answer_scan(node: &Serving, request: Request) -> Result<Reply> {
         Request::Listening {
             event_type,
             partitions,
-        } => workflows::listening_in(&host.replicas_of(&partitions)?, &event_type).map(Reply::Ids),
+        } => {
+            let replicas = host.replicas_of(&partitions)?;
+            for replica in &replicas {
+                if !replica.is_local_leader().await {
+                    let p = replica.id;
+                    return Err(Error::Unavailable(format!(
+                        "partition {p} is not led here; retry"
+                    )));
+                }
+            }
+            workflows::listening_in(&replicas, &event_type).map(Reply::Ids)
+        }
         Request::Executions {
             partitions,
             handler,

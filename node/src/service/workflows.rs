@@ -526,25 +526,31 @@ impl Workflows {
     }
 
     /// Ids of the workflows, on every partition, whose running Serverless Workflow `listen`
-    /// tasks wait for events of `event_type`.
+    /// tasks wait for events of `event_type`, as each partition's leader has them (a follower's
+    /// replica may not have applied a listen that just began).
     pub async fn listening(&self, event_type: &str) -> Result<Vec<String>> {
         through_failover(|| self.listening_once(event_type)).await
     }
 
     async fn listening_once(&self, event_type: &str) -> Result<Vec<String>> {
-        self.host
-            .list_every_partition(
-                |hosted| listening_in(hosted, event_type),
-                |partitions| Request::Listening {
-                    event_type: event_type.to_owned(),
-                    partitions,
-                },
-                |reply| match reply {
-                    Reply::Ids(ids) => Ok(ids),
-                    other => Err(other),
-                },
-            )
-            .await
+        let led = self.host.led_partitions().await;
+        let led: Vec<PartitionId> = led.into_iter().collect();
+        let mut out = listening_in(&self.host.replicas_of(&led)?, event_type)?;
+        for (leader, partitions) in self
+            .host
+            .led_elsewhere(&led.iter().copied().collect())
+            .await?
+        {
+            let ask = Request::Listening {
+                event_type: event_type.to_owned(),
+                partitions: partitions.clone(),
+            };
+            match self.host.ask_leader_of(&partitions, leader, ask).await? {
+                Reply::Ids(ids) => out.extend(ids),
+                other => return Err(Error::Internal(format!("unexpected answer {other:?}"))),
+            }
+        }
+        Ok(out)
     }
 
     /// Every workflow matching `query`, newest first, from every partition (as [`Workflows::running`]).

@@ -180,8 +180,8 @@ impl Runner<'_, '_> {
     }
 
     /// Opens the Conductor task that shows a run of the task at `at`: `task_type` is a
-    /// worker's function (`def_name` set), `HTTP`, `EVENT`, `SUB_WORKFLOW`, `WAIT` or a `dsl/` kind.
-    /// Answers its id.
+    /// worker's function (`def_name` set), `HTTP`, `EVENT`, `SUB_WORKFLOW`, `WAIT` or a `dsl/` kind;
+    /// its `iteration` counts the runs of `at` before it. Answers its id.
     pub(super) fn open_task(
         &mut self,
         at: &str,
@@ -201,6 +201,15 @@ impl Runner<'_, '_> {
             ..WorkflowTask::default()
         };
         let mut task = schedule::new_task(self.ctx, &wt, 0, Some(as_map(input)));
+        // Each run of the task at `at` (a `for`'s iterations, a `try`'s retries) is its own
+        // iteration: (reference, iteration) names one run, as for Conductor's loops.
+        let runs = self
+            .ctx
+            .wf
+            .tasks
+            .iter()
+            .filter(|t| t.reference_task_name == at);
+        task.iteration = u32::try_from(runs.count()).unwrap_or(u32::MAX);
         // A task the runtime performs work for (an HTTP call, a child's start) waits SCHEDULED.
         let work =
             [task_type::HTTP, task_type::SUB_WORKFLOW, task_type::EVENT].contains(&task_type);

@@ -567,3 +567,18 @@ fn a_listen_in_a_fork_waits_beside_the_other_branch() {
     assert!(offer(&mut h, "m", "x.ready", json!({"v": 1})));
     assert_eq!(h.status(), WorkflowStatus::Completed);
 }
+
+#[test]
+fn each_run_of_a_task_is_its_own_iteration() {
+    let yaml = "do:\n  - each:\n      for:\n        each: n\n        in: '${ [1, 2, 3] }'\n      do:\n        - double:\n            set:\n              v: '${ $n * 2 }'\n";
+    let h = start(&doc(yaml), json!({}));
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+    let iterations: Vec<u32> = h
+        .wf()
+        .tasks
+        .iter()
+        .filter(|t| t.reference_task_name == "/do/0/each/do/0/double")
+        .map(|t| t.iteration)
+        .collect();
+    assert_eq!(iterations, [0, 1, 2]);
+}
