@@ -105,6 +105,35 @@ impl Host {
         Ok(by_leader)
     }
 
+    /// Every partition by the node that leads it now: those this node leads, and the others
+    /// grouped by their leader. A partition becoming led here, or with no known leader, is
+    /// `Unavailable`: a question that must reach every leader is asked again later.
+    pub(crate) async fn every_leader(
+        &self,
+    ) -> Result<(Vec<PartitionId>, BTreeMap<NodeId, Vec<PartitionId>>)> {
+        let led = self.led_partitions().await;
+        let mut by_leader: BTreeMap<NodeId, Vec<PartitionId>> = BTreeMap::new();
+        for p in (0..self.partition_count()).map(PartitionId) {
+            if led.contains(&p) {
+                continue;
+            }
+            let known = self.partition(p).and_then(|r| r.group.leader());
+            let leader = match known {
+                Some(l) => Some(l),
+                None => self.locate(p).await,
+            };
+            match leader {
+                Some(l) if l != self.node => by_leader.entry(l).or_default().push(p),
+                _ => {
+                    return Err(Error::Unavailable(format!(
+                        "partition {p} has no leader to ask now; retry"
+                    )))
+                }
+            }
+        }
+        Ok((led.into_iter().collect(), by_leader))
+    }
+
     /// The local replicas of `partitions`; all of them must be hosted here.
     pub(crate) fn replicas_of(&self, partitions: &[PartitionId]) -> Result<Vec<Arc<Partition>>> {
         partitions

@@ -533,14 +533,9 @@ impl Workflows {
     }
 
     async fn listening_once(&self, event_type: &str) -> Result<Vec<String>> {
-        let led = self.host.led_partitions().await;
-        let led: Vec<PartitionId> = led.into_iter().collect();
+        let (led, elsewhere) = self.host.every_leader().await?;
         let mut out = listening_in(&self.host.replicas_of(&led)?, event_type)?;
-        for (leader, partitions) in self
-            .host
-            .led_elsewhere(&led.iter().copied().collect())
-            .await?
-        {
+        for (leader, partitions) in elsewhere {
             let ask = Request::Listening {
                 event_type: event_type.to_owned(),
                 partitions: partitions.clone(),

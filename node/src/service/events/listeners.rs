@@ -43,6 +43,7 @@ impl Events {
                 return Verdict::Retry(format!("the listening instances could not be read: {e}"))
             }
         };
+        tracing::debug!(message = %message.id, event_type, listeners = ?listeners, "offering an event to the instances listening for it");
         let event = cloud_event(event_type, message);
         let mut verdict = Verdict::Ack;
         for id in listeners {
