@@ -208,30 +208,7 @@ impl Runner<'_, '_> {
             self.a2a_poll(at, name, call_id, call);
             return Ok(None);
         }
-        let what = match call.stage {
-            A2aStage::Card => "reading the agent card",
-            A2aStage::Send => "sending the request",
-            A2aStage::Wait | A2aStage::Poll => "reading the task",
-        };
-        if step.status != TaskStatus::Completed {
-            let status = step
-                .output_data
-                .get("response")
-                .and_then(|r| r.get("statusCode"));
-            let status = status
-                .and_then(Value::as_u64)
-                .and_then(|s| u16::try_from(s).ok());
-            let reason = step.reason_for_incompletion.clone().unwrap_or_default();
-            let status = status.filter(|s| *s >= 400).unwrap_or(500);
-            return Err(Failure::Http {
-                what,
-                status,
-                reason,
-            });
-        }
-        let response = step.output_data.get("response");
-        let body = response.and_then(|r| r.get("body")).cloned();
-        let body = body.unwrap_or_default();
+        let body = self.answered(call)?;
         if call.stage == A2aStage::Card {
             call.url = card_url(&body, &self.step_uri(&call.step)).ok_or(Failure::Card)?;
             self.a2a_send(at, name, call_id, call);
@@ -242,13 +219,48 @@ impl Runner<'_, '_> {
         let Some(task) = task_of(&result).filter(|_| follows) else {
             return Ok(Some(result));
         };
+        let running = self.a2a_follow(at, name, call, task)?;
+        Ok((!running).then_some(result))
+    }
+
+    /// The body the stage's HTTP task answered, or how it failed.
+    fn answered(&self, call: &A2aCall) -> Result<Value, Failure> {
+        let step = self.task(&call.step).ok_or(Failure::Record)?;
+        let response = step.output_data.get("response");
+        if step.status == TaskStatus::Completed {
+            let body = response.and_then(|r| r.get("body")).cloned();
+            return Ok(body.unwrap_or_default());
+        }
+        let what = match call.stage {
+            A2aStage::Card => "reading the agent card",
+            A2aStage::Send => "sending the request",
+            A2aStage::Wait | A2aStage::Poll => "reading the task",
+        };
+        let status = response.and_then(|r| r.get("statusCode"));
+        let status = status
+            .and_then(Value::as_u64)
+            .and_then(|s| u16::try_from(s).ok());
+        Err(Failure::Http {
+            what,
+            status: status.filter(|s| *s >= 400).unwrap_or(500),
+            reason: step.reason_for_incompletion.clone().unwrap_or_default(),
+        })
+    }
+
+    /// Follows the remote `task` a result is: whether it still runs (then the wait before the
+    /// next poll starts), or how it failed.
+    fn a2a_follow(
+        &mut self,
+        at: &str,
+        name: &str,
+        call: &mut A2aCall,
+        task: &Value,
+    ) -> Result<bool, Failure> {
         let id = task.get("id").and_then(Value::as_str).unwrap_or_default();
-        let state = task
-            .pointer("/status/state")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let state = task.pointer("/status/state").and_then(Value::as_str);
+        let state = state.unwrap_or_default();
         match standing(state) {
-            Standing::Settled => Ok(Some(result)),
+            Standing::Settled => Ok(false),
             Standing::Failed => Err(Failure::Task {
                 id: id.to_owned(),
                 state: state.to_owned(),
@@ -260,11 +272,10 @@ impl Runner<'_, '_> {
                 let due = self.ctx.now.saturating_add(poll_delay_ms(call.polls));
                 call.step = self.open_wait(at, name, due, &json!({ "a2aTask": id }));
                 call.stage = A2aStage::Wait;
-                Ok(None)
+                Ok(true)
             }
         }
     }
-
     /// Sends the call's request: an HTTP task, at most once unless the method only reads.
     fn a2a_send(&mut self, at: &str, name: &str, call_id: &TaskId, call: &mut A2aCall) {
         let body = rpc(call_id, &call.method, &call.params);
