@@ -345,8 +345,9 @@ pub(crate) fn performed(
     outcome: Result<Value, String>,
 ) {
     let t = &ctx.wf.tasks[i];
-    let waits = work_of(&ctx.wf, t).is_some() || claimed(t);
-    if !waits || t.iteration != iteration || ctx.wf.status != WorkflowStatus::Running {
+    // A claimed call's report is taken while the workflow is paused too: the call was made.
+    let waits = work_of(&ctx.wf, t).is_some() || (claimed(t) && !ctx.wf.status.is_terminal());
+    if !waits || t.iteration != iteration {
         return;
     }
     if t.workflow_task.task_type == task_type::DO_WHILE {

@@ -76,3 +76,21 @@ fn a_claimed_call_without_a_report_fails_after_its_timeouts() {
     assert_eq!(h.status(), WorkflowStatus::Failed);
     assert!(pending_work(h.wf()).is_empty(), "never called again");
 }
+
+#[test]
+fn a_claimed_calls_report_is_taken_while_the_workflow_is_paused() {
+    let mut h = H::start(call(true), json!({}));
+    claim(&mut h).expect("claimed");
+    h.ok(Input::Pause);
+    let ok = json!({"response": {"statusCode": 200, "body": {}}});
+    assert!(
+        h.perform("call", Ok(ok)),
+        "the call was made: its answer is kept"
+    );
+    assert_eq!(
+        (h.st("call"), h.status()),
+        (Completed, WorkflowStatus::Paused)
+    );
+    h.ok(Input::Resume);
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+}

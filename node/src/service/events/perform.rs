@@ -75,13 +75,15 @@ impl Events {
             iteration,
             outcome,
         };
+        if once {
+            // Not repeated if lost: the report is tried again while the partition has no leader.
+            self.notify(workflow_id, input).await;
+            crate::failpoint::hit("http-once-reported");
+            return;
+        }
         let op = WorkflowOp::Input(Box::new(input));
-        match self.host.route_op(workflow_id, op).await {
-            Err(e) => {
-                tracing::warn!(workflow = %workflow_id, task = %task_id, error = %e, "could not report a task's work; its timer repeats it");
-            }
-            Ok(_) if once => crate::failpoint::hit("http-once-reported"),
-            Ok(_) => {}
+        if let Err(e) = self.host.route_op(workflow_id, op).await {
+            tracing::warn!(workflow = %workflow_id, task = %task_id, error = %e, "could not report a task's work; its timer repeats it");
         }
     }
 
