@@ -4,7 +4,8 @@
 //! a while before it completes, so the call follows it with `tasks/get`) and a skill of the
 //! calling node itself. Killed with the send made and reported, the node follows the same
 //! remote task after its restart without sending again; killed with the send claimed and not
-//! made, it does not make it after the restart: the call fails, saying why.
+//! made, it does not make it after the restart: the call fails, saying why. An agent's JSON-RPC
+//! error faults the call with the communication error.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -224,4 +225,25 @@ fn a_send_claimed_before_a_crash_is_not_made_after_the_restart() {
         agent.received().is_empty(),
         "the claimed send was never made"
     );
+}
+
+#[test]
+fn an_agents_json_rpc_error_faults_the_call_with_the_communication_error() {
+    let server = Server::start();
+    let api = server.api();
+    let card = format!("{}/.well-known/agent-card.json", server.base_url());
+    let parameters = json!({"message": {"role": "user", "kind": "message",
+        "metadata": {"skill": "no_such_skill"}, "parts": [{"kind": "text", "text": "hi"}]}});
+    let document = asking("ask-nobody", &card, &parameters);
+    let id = start(api, "ask-nobody", &document, &json!({}));
+    let view = ended(api, &id);
+    assert_eq!(view["phase"], "faulted", "{view:#}");
+    let error = &view["error"];
+    assert_eq!(
+        error["type"],
+        "https://serverlessworkflow.io/spec/1.0.0/errors/communication"
+    );
+    assert_eq!(error["instance"], "/do/0/ask");
+    let detail = error["detail"].as_str().unwrap_or_default();
+    assert!(detail.starts_with("A2A error -32"), "{view:#}");
 }
