@@ -203,6 +203,10 @@ fn decide_in(
         Input::Listened { message_id, event } => {
             crate::dsl::run::listened(&mut ctx, &message_id, &event)?;
         }
+        Input::Claim { task_id, iteration } => {
+            let i = find_task(&ctx, task_id.as_str())?;
+            super::work::claim(&mut ctx, i, iteration)?;
+        }
     }
     Ok(ctx.finish(record.version))
 }
@@ -541,6 +545,9 @@ fn timer(ctx: &mut Ctx<'_>, key: &TimerKey) {
     };
     match key.kind {
         TimerKind::EventPublish => attempt_again(ctx, i),
+        TimerKind::Perform if super::work::claimed(&ctx.wf.tasks[i]) => {
+            super::work::claim_lost(ctx, i);
+        }
         TimerKind::Perform => {
             attempt_again(ctx, i);
             let check = super::work::check_child(&ctx.wf, &ctx.wf.tasks[i]);

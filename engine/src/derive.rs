@@ -163,7 +163,7 @@ pub fn timers(workflow: &Workflow) -> Vec<Timer> {
             }
         }
         // Work is pending on SCHEDULED tasks and on an IN_PROGRESS DO_WHILE; a SUB_WORKFLOW
-        // in progress asks after its child.
+        // in progress asks after its child; a claimed at-most-once call waits for its report.
         for t in workflow.tasks.iter().filter(|t| !t.status.is_terminal()) {
             let key = TimerKey {
                 kind: TimerKind::Perform,

@@ -187,4 +187,6 @@ pub use decide::{
 pub use derive::{in_progress_tasks, outbound, pending_events, ready_tasks, timers, PendingEvent};
 pub use listener::{status_publication, status_timer, StatusPublication};
 pub use validate::validate_workflow_def;
-pub use work::{pending_work, HttpRequest, PendingWork, StartRequest, Work};
+pub use work::{
+    pending_work, HttpRequest, PendingWork, StartRequest, Work, AT_MOST_ONCE, CLAIM_LOST,
+};

@@ -11,6 +11,12 @@
 //! runtime lost it, or the leader changed in between), backing off from attempt to attempt.
 //! Performing work twice is harmless: scripts and queries are pure, and a started workflow's id
 //! is derived from the task, so a repeat finds it started.
+//!
+//! An HTTP call is not pure. An HTTP task whose input sets [`AT_MOST_ONCE`] is called at most
+//! once: the leader first commits its claim ([`Input::Claim`], SCHEDULED -> IN_PROGRESS), and
+//! only then makes the call; work is derived only for the SCHEDULED task, so no leader makes it
+//! again. A claimed task whose report never comes (the leader died in between) is failed by its
+//! `Perform` timer ([`CLAIM_LOST`]) instead of being called again.
 
 use super::derived::spread_id;
 use super::nav;
@@ -54,7 +60,18 @@ pub struct HttpRequest {
     pub content_type: String,
     pub connect_timeout_ms: u64,
     pub read_timeout_ms: u64,
+    /// Claim the task ([`Input::Claim`]) and make the call only once that committed.
+    #[serde(default)]
+    pub at_most_once: bool,
 }
+
+/// The key of an HTTP task's input that asks for an at-most-once call (`true`).
+pub const AT_MOST_ONCE: &str = "atMostOnce";
+/// Why a claimed at-most-once HTTP task fails when its report never came.
+pub const CLAIM_LOST: &str =
+    "the leader changed after claiming the call: the call may have been made; not repeated";
+/// How long past its timeouts a claimed call's report may take before the task fails.
+pub const CLAIM_MARGIN_MS: NowMs = 5_000;
 
 /// An HTTP call's connection timeout when the task gives none (`connectionTimeOut`).
 pub const HTTP_CONNECT_TIMEOUT_MS: u64 = 5_000;
@@ -139,7 +156,10 @@ pub(crate) fn work_of(wf: &Workflow, t: &Task) -> Option<Work> {
             query: text("queryExpression")?,
             input: Value::Object(input.clone()),
         }),
-        task_type::HTTP => Some(Work::Http(http_request(input))),
+        task_type::HTTP => Some(Work::Http(HttpRequest {
+            at_most_once: at_most_once(t),
+            ..http_request(input)
+        })),
         task_type::SUB_WORKFLOW => Some(Work::Start(super::child::start_request(wf, t))),
         task_type::SWITCH | task_type::DECISION if nav::is_scripted_switch(wt) => {
             let script = match wt.task_type.as_str() {
@@ -229,7 +249,49 @@ fn http_request(input: &Json) -> HttpRequest {
         content_type: text("contentType").unwrap_or_else(|| "application/json".into()),
         connect_timeout_ms: ms("connectionTimeOut", HTTP_CONNECT_TIMEOUT_MS),
         read_timeout_ms: ms("readTimeOut", HTTP_READ_TIMEOUT_MS),
+        at_most_once: false,
     }
+}
+
+/// Whether `t` is an HTTP task whose call is made at most once.
+pub(crate) fn at_most_once(t: &Task) -> bool {
+    t.workflow_task.task_type == task_type::HTTP
+        && t.input_data.get(AT_MOST_ONCE) == Some(&Value::Bool(true))
+}
+
+/// Whether `t` is an at-most-once HTTP task whose call was claimed and not yet reported.
+pub(crate) fn claimed(t: &Task) -> bool {
+    at_most_once(t) && t.status == TaskStatus::InProgress
+}
+
+/// The leader claims an at-most-once HTTP task's call before making it (see the module's
+/// header): refused unless the task waits SCHEDULED for it in this `iteration`.
+pub(crate) fn claim(ctx: &mut Ctx<'_>, i: usize, iteration: u32) -> Result<(), Error> {
+    let t = &ctx.wf.tasks[i];
+    let waits = work_of(&ctx.wf, t).is_some() && at_most_once(t) && t.iteration == iteration;
+    if !waits {
+        let detail = format!("task {} does not wait for a call to claim", t.task_id);
+        return Err(Error::Conflict(detail));
+    }
+    let now = ctx.now;
+    let t = &mut ctx.wf.tasks[i];
+    t.status = TaskStatus::InProgress;
+    t.start_time = now;
+    t.update_time = now;
+    ctx.changed = true;
+    Ok(())
+}
+
+/// A claimed call's report did not come in time: the task fails, not called again.
+pub(crate) fn claim_lost(ctx: &mut Ctx<'_>, i: usize) {
+    let now = ctx.now;
+    let t = &mut ctx.wf.tasks[i];
+    t.status = TaskStatus::Failed;
+    t.end_time = now;
+    t.update_time = now;
+    t.reason_for_incompletion = Some(CLAIM_LOST.to_owned());
+    ctx.changed = true;
+    super::advance::advance(ctx);
 }
 
 /// Every pending work of `workflow` (none unless it is RUNNING).
@@ -262,6 +324,12 @@ pub(crate) fn redo_due(wf: &Workflow, t: &Task) -> Option<NowMs> {
             return Some(due);
         }
     }
+    if claimed(t) && wf.status == WorkflowStatus::Running {
+        let call = http_request(&t.input_data);
+        let limit = call.connect_timeout_ms + call.read_timeout_ms;
+        let limit = NowMs::try_from(limit).unwrap_or(NowMs::MAX);
+        return Some(t.update_time.saturating_add(limit + CLAIM_MARGIN_MS));
+    }
     work_of(wf, t)?;
     let doubled = REDO_FIRST_MS.saturating_mul(1 << t.poll_count.min(16));
     let last = t.update_time.max(t.scheduled_time);
@@ -277,7 +345,9 @@ pub(crate) fn performed(
     outcome: Result<Value, String>,
 ) {
     let t = &ctx.wf.tasks[i];
-    if work_of(&ctx.wf, t).is_none() || t.iteration != iteration {
+    // A claimed call's report is taken while the workflow is paused too: the call was made.
+    let waits = work_of(&ctx.wf, t).is_some() || (claimed(t) && !ctx.wf.status.is_terminal());
+    if !waits || t.iteration != iteration {
         return;
     }
     if t.workflow_task.task_type == task_type::DO_WHILE {

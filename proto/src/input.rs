@@ -149,6 +149,14 @@ pub enum Input {
         message_id: String,
         event: serde_json::Value,
     },
+    /// The leader is about to make the call of an at-most-once HTTP task: the task goes from
+    /// SCHEDULED to IN_PROGRESS, committed before the call is made, so no leader makes it
+    /// again. Refused (`Conflict`) for a task that is not waiting for such a call (claimed
+    /// already, ended, another iteration): the caller then makes no call.
+    Claim {
+        task_id: TaskId,
+        iteration: u32,
+    },
 }
 
 /// The kinds of timer a workflow may have armed.

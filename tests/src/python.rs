@@ -14,7 +14,7 @@ pub fn venv_python() -> PathBuf {
     assert!(
         python.is_file(),
         "{} is missing: create the venv as `.ci/run` does (python3 -m venv .venv && \
-         .venv/bin/pip install conductor-python==2.0.0 pytest)",
+         .venv/bin/pip install conductor-python==2.0.0 pytest 'a2a-sdk[http-server]==1.3.0' uvicorn)",
         python.display()
     );
     python

@@ -2,8 +2,8 @@
 //! registered, so that such a document is refused with the place it asks for it instead of
 //! faulting when an instance reaches it: `listen` filters without an event type, `until` as
 //! events and `foreach`, `run` of a shell, script or container
-//! (or of a workflow not awaited), calls of grpc, asyncapi, mcp and a2a and of cataloged or URI
-//! functions, schemas given by `resource`, authentication other than basic and bearer, secrets
+//! (or of a workflow not awaited), calls of grpc, asyncapi and mcp, a2a's streaming methods,
+//! calls of cataloged or URI functions, schemas given by `resource`, authentication other than basic and bearer, secrets
 //! and `schedule`.
 
 use super::error::{Error, Problem, Problems};
@@ -154,12 +154,42 @@ fn call(def: &Value, at: &str, problems: &mut Vec<Problem>) {
     if UNSUPPORTED_CALLS.contains(&target) || foreign {
         problems.push(not_yet(&child(at, "call"), &format!("'call: {target}'")));
     }
+    if target == "a2a" && at.starts_with("/use/functions") {
+        problems.push(not_yet(&child(at, "call"), "a function that calls a2a"));
+    } else if target == "a2a" {
+        a2a(
+            def.get("with").unwrap_or(&Value::Null),
+            &child(at, "with"),
+            problems,
+        );
+    }
     if let Some(policy) = def.pointer("/with/endpoint/authentication") {
         authentication(
             policy,
             &format!("{at}/with/endpoint/authentication"),
             problems,
         );
+    }
+}
+
+/// An A2A call names its method and where the agent is (`agentCard` or `server`); it does
+/// not stream.
+fn a2a(with: &Value, at: &str, problems: &mut Vec<Problem>) {
+    match with.get("method").and_then(Value::as_str) {
+        None => problems.push(Problem::new(at, "an a2a call needs a 'method'".to_owned())),
+        Some(method @ ("message/stream" | "tasks/resubscribe")) => {
+            problems.push(not_yet(&child(at, "method"), &format!("'{method}'")));
+        }
+        Some(_) => {}
+    }
+    if with.get("agentCard").is_none() && with.get("server").is_none() {
+        let detail = "an a2a call needs an 'agentCard' or a 'server'".to_owned();
+        problems.push(Problem::new(at, detail));
+    }
+    for key in ["agentCard/endpoint/authentication", "server/authentication"] {
+        if let Some(policy) = with.pointer(&format!("/{key}")) {
+            authentication(policy, &format!("{at}/{key}"), problems);
+        }
     }
 }
 

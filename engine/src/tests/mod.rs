@@ -1,6 +1,7 @@
 //! Engine tests: feed inputs to `start`/`decide` through the driver in [`crate::testing`] and
 //! assert exact states and effects.
 
+mod at_most_once;
 mod catalogue;
 mod do_while;
 mod fork;

@@ -110,6 +110,48 @@ pub enum Body {
     },
     /// `listen`: waiting for events (see [`Listening`]).
     Listen(Box<Listening>),
+    /// `call: a2a`: a call to an A2A agent, one stage at a time (see [`A2aCall`]).
+    A2a(Box<A2aCall>),
+}
+
+/// A `call: a2a` as it goes: the agent card read, the request sent (at most once), the remote
+/// task followed with `tasks/get` until it settles. Each stage is a Conductor task of the
+/// workflow (`step`), so a restart resumes the stage it was in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct A2aCall {
+    pub stage: A2aStage,
+    /// The stage's Conductor task: an HTTP task, or the WAIT between two polls.
+    pub step: TaskId,
+    /// The JSON-RPC method and its parameters (a `message/send`'s with its `messageId`).
+    pub method: String,
+    pub params: Value,
+    /// The agent's JSON-RPC endpoint, once known (`server`, or the card's).
+    #[serde(default)]
+    pub url: String,
+    /// The `Authorization` header the calls carry, if the endpoint authenticates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<String>,
+    /// The remote task being followed, once the send answered one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_task: Option<String>,
+    /// The `tasks/get` polls made so far (the wait between two grows with them).
+    #[serde(default)]
+    pub polls: u32,
+}
+
+/// Where a `call: a2a` stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum A2aStage {
+    /// Reading the agent card.
+    Card,
+    /// The request sent (an at-most-once HTTP task).
+    Send,
+    /// Waiting before the next poll.
+    Wait,
+    /// A `tasks/get` poll.
+    Poll,
 }
 
 /// A `listen` as it waits: the events it consumed and what they settled.
@@ -161,7 +203,7 @@ impl Seq {
 impl Frame {
     fn listening<'a>(&'a self, types: &mut Vec<&'a str>) {
         match &self.body {
-            Body::External => {}
+            Body::External | Body::A2a(_) => {}
             Body::Do { seq } | Body::Try { seq, .. } => seq.listening(types),
             Body::For { seq, .. } => {
                 if let Some(seq) = seq {

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 
 /// The calls the DSL defines that this runtime does not make.
-pub(crate) const UNSUPPORTED_CALLS: [&str; 4] = ["grpc", "asyncapi", "mcp", "a2a"];
+pub(crate) const UNSUPPORTED_CALLS: [&str; 3] = ["grpc", "asyncapi", "mcp"];
 
 impl Runner<'_, '_> {
     /// Starts a `call`.
@@ -31,6 +31,9 @@ impl Runner<'_, '_> {
             .deep(&with, &input)
             .map_err(|e| errors::expression_error(&format!("{at}/with"), &e))?;
         let declared = crate::dsl::rules::child("/use/functions", target);
+        if target == "a2a" && self.doc.pointer(&declared).is_none() {
+            return self.start_a2a(at, name, &args, input);
+        }
         let task_id = match self.doc.pointer(&declared).cloned() {
             Some(function) => self.call_function(at, name, &function, args, vars)?,
             None if target == "http" => {
@@ -88,7 +91,11 @@ impl Runner<'_, '_> {
         if target == "openapi" {
             return self.start_openapi(at, name, &args);
         }
-        if UNSUPPORTED_CALLS.contains(&target) || target.contains(':') || target.contains('@') {
+        if UNSUPPORTED_CALLS.contains(&target)
+            || target == "a2a"
+            || target.contains(':')
+            || target.contains('@')
+        {
             let detail = format!("'call: {target}' is not supported by this runtime");
             return Err(errors::configuration_error(&format!("{at}/call"), &detail));
         }

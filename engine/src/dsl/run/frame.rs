@@ -248,6 +248,7 @@ impl Runner<'_, '_> {
             Body::Fork { .. } => self.fork(frame, vars),
             Body::Try { .. } => self.try_task(frame, vars),
             Body::Listen(_) => self.listen(frame, vars),
+            Body::A2a(_) => self.a2a(frame),
         }
         .located(&at);
         if !matches!(outcome, Outcome::Pending) {
@@ -373,6 +374,7 @@ impl Runner<'_, '_> {
                 }
             }
             Body::For { seq: None, .. } | Body::External | Body::Listen(_) => {}
+            Body::A2a(call) => self.end_task(&call.step, TaskStatus::Canceled, &Value::Null, None),
         }
         if let Body::Try {
             delay: Some(delay), ..

@@ -12,6 +12,7 @@
 //! they see any task; every task that runs is one too, so the instance's history is its task
 //! list.
 
+mod a2a;
 mod auth;
 mod call;
 mod child;
@@ -274,5 +275,7 @@ pub(crate) fn refuses(input: &crate::Input) -> Option<String> {
     ))
 }
 
+#[cfg(test)]
+mod a2a_tests;
 #[cfg(test)]
 mod tests;

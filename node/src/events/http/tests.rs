@@ -16,6 +16,7 @@ fn request(uri: &str) -> HttpRequest {
         content_type: "application/json".into(),
         connect_timeout_ms: 2_000,
         read_timeout_ms: 5_000,
+        at_most_once: false,
     }
 }
 

@@ -6,8 +6,10 @@
 //! reported for the engine to judge, and no answer (refused, timed out, a host not allowed) as
 //! the reason, so the attempt fails and is retried as the task's definition says. A call is
 //! not pure: a leader that dies after the call and before its report committed has it made
-//! again by the next leader. Work waits for its time first (`PendingWork::not_before`: a
-//! retry's backoff).
+//! again by the next leader, unless the task asks for at most one call
+//! (`HttpRequest::at_most_once`): then the task's claim (`Input::Claim`) commits first, and the
+//! call is made only if it did; a repeat's claim is refused, and so is its call. Work waits for
+//! its time first (`PendingWork::not_before`: a retry's backoff).
 //!
 //! A SUB_WORKFLOW task resumed by a retry with `resumeSubworkflowTasks` has its child retried
 //! the same way on the child's partition (`Work::RetryChild`), the cross-partition step of that
@@ -46,6 +48,7 @@ impl Events {
             tracing::debug!(workflow = %workflow_id, task = %task_id, "task work not due yet; its timer repeats it");
             return;
         }
+        let once = matches!(&pending.work, Work::Http(request) if request.at_most_once);
         let outcome = match pending.work {
             Work::CheckChild(child) => return self.check_child(workflow_id, task_id, &child).await,
             Work::Start(request) => self.start_for_task(request).await,
@@ -56,7 +59,12 @@ impl Events {
             Work::Jq { query, input } => {
                 script_outcome(self.scripts.query(&query, &input, &Limits::task()).await)
             }
-            Work::Http(request) => Some(self.http.call(&request).await.map_err(|e| e.to_string())),
+            Work::Http(request) => {
+                if once && !self.claim(workflow_id, &task_id, iteration).await {
+                    return;
+                }
+                Some(self.http.call(&request).await.map_err(|e| e.to_string()))
+            }
         };
         let Some(outcome) = outcome else {
             tracing::debug!(workflow = %workflow_id, task = %task_id, "task work not done; its timer repeats it");
@@ -67,9 +75,40 @@ impl Events {
             iteration,
             outcome,
         };
+        if once {
+            // Not repeated if lost: the report is tried again while the partition has no leader.
+            self.notify(workflow_id, input).await;
+            crate::failpoint::hit("http-once-reported");
+            return;
+        }
         let op = WorkflowOp::Input(Box::new(input));
         if let Err(e) = self.host.route_op(workflow_id, op).await {
             tracing::warn!(workflow = %workflow_id, task = %task_id, error = %e, "could not report a task's work; its timer repeats it");
+        }
+    }
+
+    /// Claims an at-most-once HTTP task's call: whether the claim committed (only then is the
+    /// call made; otherwise another attempt claimed it, or the task no longer waits).
+    async fn claim(
+        &self,
+        workflow_id: &WorkflowId,
+        task_id: &proto::TaskId,
+        iteration: u32,
+    ) -> bool {
+        let input = Input::Claim {
+            task_id: task_id.clone(),
+            iteration,
+        };
+        let op = WorkflowOp::Input(Box::new(input));
+        match self.host.route_op(workflow_id, op).await {
+            Ok(_) => {
+                crate::failpoint::hit("http-once-claimed");
+                true
+            }
+            Err(e) => {
+                tracing::debug!(workflow = %workflow_id, task = %task_id, error = %e, "an at-most-once call was not claimed; it is not made");
+                false
+            }
         }
     }
 
