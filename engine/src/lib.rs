@@ -189,4 +189,5 @@ pub use listener::{status_publication, status_timer, StatusPublication};
 pub use validate::validate_workflow_def;
 pub use work::{
     pending_work, HttpRequest, PendingWork, StartRequest, Work, AT_MOST_ONCE, CLAIM_LOST,
+    CLAIM_MARGIN_MS, HTTP_CONNECT_TIMEOUT_MS, HTTP_READ_TIMEOUT_MS,
 };

@@ -66,7 +66,7 @@ pub struct HttpRequest {
 }
 
 /// The key of an HTTP task's input that asks for an at-most-once call (`true`).
-pub const AT_MOST_ONCE: &str = "atMostOnce";
+pub use proto::model::HTTP_AT_MOST_ONCE as AT_MOST_ONCE;
 /// Why a claimed at-most-once HTTP task fails when its report never came.
 pub const CLAIM_LOST: &str =
     "the leader changed after claiming the call: the call may have been made; not repeated";

@@ -257,6 +257,10 @@ pub struct SubWorkflowParams {
     pub extra: Json,
 }
 
+/// The key of an HTTP task's input that asks for an at-most-once call (`true`): a Baton
+/// extension (see `engine::work`).
+pub const HTTP_AT_MOST_ONCE: &str = "atMostOnce";
+
 /// Conductor's task type names.
 pub mod task_type {
     pub const SIMPLE: &str = "SIMPLE";

@@ -281,7 +281,7 @@ impl Runner<'_, '_> {
         let body = rpc(call_id, &call.method, &call.params);
         let mut input = json!({ "http_request": post(call, body) });
         if !READS.contains(&call.method.as_str()) {
-            input[crate::work::AT_MOST_ONCE] = true.into();
+            input[proto::model::HTTP_AT_MOST_ONCE] = true.into();
         }
         call.step = self.open_task(at, name, task_type::HTTP, "", &input);
         call.stage = A2aStage::Send;

@@ -218,11 +218,8 @@ fn a_claimed_send_whose_report_never_comes_fails_without_a_second_call() {
         .into_iter()
         .find(|timer| timer.key == key);
     let due = due.expect("a claimed call's timer").due_ms;
-    let limit = crate::work::HTTP_CONNECT_TIMEOUT_MS + crate::work::HTTP_READ_TIMEOUT_MS;
-    assert_eq!(
-        due,
-        t.update_time + limit as i64 + crate::work::CLAIM_MARGIN_MS
-    );
+    let limit = crate::HTTP_CONNECT_TIMEOUT_MS + crate::HTTP_READ_TIMEOUT_MS;
+    assert_eq!(due, t.update_time + limit as i64 + crate::CLAIM_MARGIN_MS);
     h.now = due;
     h.ok(Input::Timer(key));
     assert_eq!(
