@@ -112,26 +112,14 @@ impl Host {
         &self,
     ) -> Result<(Vec<PartitionId>, BTreeMap<NodeId, Vec<PartitionId>>)> {
         let led = self.led_partitions().await;
-        let mut by_leader: BTreeMap<NodeId, Vec<PartitionId>> = BTreeMap::new();
-        for p in (0..self.partition_count()).map(PartitionId) {
-            if led.contains(&p) {
-                continue;
-            }
-            let known = self.partition(p).and_then(|r| r.group.leader());
-            let leader = match known {
-                Some(l) => Some(l),
-                None => self.locate(p).await,
-            };
-            match leader {
-                Some(l) if l != self.node => by_leader.entry(l).or_default().push(p),
-                _ => {
-                    return Err(Error::Unavailable(format!(
-                        "partition {p} has no leader to ask now; retry"
-                    )))
-                }
-            }
+        let elsewhere = self.led_elsewhere(&led).await?;
+        let placed = led.len() + elsewhere.values().map(Vec::len).sum::<usize>();
+        if placed < usize::from(self.partition_count()) {
+            return Err(Error::Unavailable(
+                "a partition is becoming led here and has no leader to ask now; retry".into(),
+            ));
         }
-        Ok((led.into_iter().collect(), by_leader))
+        Ok((led.into_iter().collect(), elsewhere))
     }
 
     /// The local replicas of `partitions`; all of them must be hosted here.
