@@ -43,13 +43,12 @@ pub enum Request {
     },
     /// A workflow's record as its partition's leader has it.
     Read { id: WorkflowId },
-    /// The same, once the workflow finished or holds a task of one of `task_refs` (or, with
-    /// `listening`, waits in a Serverless Workflow `listen`), waiting up to `wait_ms` for that.
+    /// The same, once the workflow finished or holds a task of one of `task_refs`, waiting up to
+    /// `wait_ms` for that.
     Wait {
         id: WorkflowId,
         task_refs: Vec<String>,
         wait_ms: u64,
-        listening: bool,
     },
     /// The workflow a task belongs to.
     TaskOwner { task: TaskId },
@@ -166,6 +165,13 @@ pub enum Request {
     Listening {
         event_type: String,
         partitions: Vec<PartitionId>,
+    },
+    /// [`Request::Wait`] that also ends once the workflow waits in a Serverless Workflow
+    /// `listen` (an A2A task asking for input).
+    WaitSettled {
+        id: WorkflowId,
+        task_refs: Vec<String>,
+        wait_ms: u64,
     },
 }
 

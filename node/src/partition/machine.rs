@@ -90,14 +90,16 @@ impl WorkflowMachine {
         if let Some(c) = wf.correlation_id {
             batch.insert(keys::correlated(c, id), Vec::new());
         }
-        if let Some(types) = &wf.listening {
-            let key = keys::listening(id);
-            if wf.terminal || types.is_empty() {
-                batch.remove(key);
-            } else {
-                // A list of strings always encodes.
-                batch.insert(key, serde_json::to_vec(types).unwrap_or_default());
-            }
+        // A terminal workflow listens no more; a running one's head says for what it listens.
+        match &wf.listening {
+            _ if wf.terminal => batch.remove(keys::listening(id)),
+            Some(types) if types.is_empty() => batch.remove(keys::listening(id)),
+            // A list of strings always encodes.
+            Some(types) => batch.insert(
+                keys::listening(id),
+                serde_json::to_vec(types).unwrap_or_default(),
+            ),
+            None => {}
         }
     }
 

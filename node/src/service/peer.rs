@@ -46,6 +46,7 @@ async fn answer_bytes(node: &Serving, peer: NodeId, bytes: Vec<u8>) -> Vec<u8> {
 /// Answers a request that arrived after `hops` hops.
 async fn answer(node: &Serving, hops: u8, request: Request) -> Result<Reply> {
     let host = &node.host;
+    let settled = matches!(request, Request::WaitSettled { .. });
     match request {
         Request::Workflow { id, op } => host.route_op_hops(&id, op, hops).await.map(Reply::Tasks),
         Request::Read { id } => host
@@ -56,12 +57,16 @@ async fn answer(node: &Serving, hops: u8, request: Request) -> Result<Reply> {
             id,
             task_refs,
             wait_ms,
-            listening,
+        }
+        | Request::WaitSettled {
+            id,
+            task_refs,
+            wait_ms,
         } => {
             let wait = Duration::from_millis(wait_ms.min(wait::EXECUTE_WAIT_MAX_S * 1_000));
             let until = wait::Until {
                 task_refs,
-                listening,
+                listening: settled,
             };
             let deadline = tokio::time::Instant::now() + wait;
             node.workflows

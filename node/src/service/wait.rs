@@ -192,11 +192,19 @@ impl Workflows {
         hops: u8,
     ) -> Result<Asked> {
         let left = deadline.saturating_duration_since(Instant::now());
-        let request = Request::Wait {
-            id: id.clone(),
-            task_refs: until.task_refs.clone(),
-            wait_ms: left.as_millis() as u64,
-            listening: until.listening,
+        let (task_refs, wait_ms) = (until.task_refs.clone(), left.as_millis() as u64);
+        let request = if until.listening {
+            Request::WaitSettled {
+                id: id.clone(),
+                task_refs,
+                wait_ms,
+            }
+        } else {
+            Request::Wait {
+                id: id.clone(),
+                task_refs,
+                wait_ms,
+            }
         };
         let within = left + Duration::from_millis(FORWARD_TIMEOUT_MS);
         let partition = self.host.partition_id_of(id);

@@ -96,7 +96,6 @@ fn requests() -> Vec<Request> {
             id: wid(),
             task_refs: vec!["a".into()],
             wait_ms: 10,
-            listening: true,
         },
         Request::TaskOwner { task: tid() },
         Request::Poll {
@@ -201,6 +200,11 @@ fn requests() -> Vec<Request> {
         Request::Listening {
             event_type: "com.example.ready".into(),
             partitions: vec![p],
+        },
+        Request::WaitSettled {
+            id: wid(),
+            task_refs: vec!["a".into()],
+            wait_ms: 10,
         },
     ]
 }

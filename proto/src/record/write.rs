@@ -8,8 +8,10 @@
 //! Every other command of a partition's log is a [`super::PartitionCommand`] record.
 //!
 //! Layout: the two-byte tag [`WRITE_TAG`], or [`WRITE_OWING_TAG`] for a terminal workflow that
-//! still owes its status listener a publication (little-endian, like a record's format version), the
-//! [`WriteHead`] in bincode's standard encoding, then the JSON body to the end.
+//! still owes its status listener a publication, or [`WRITE_LISTENING_TAG`] for a running
+//! Serverless Workflow instance (little-endian, like a record's format version), the
+//! [`WriteHead`] in bincode's standard encoding, under [`WRITE_LISTENING_TAG`] the event types
+//! its `listen` tasks wait for (bincode), then the JSON body to the end.
 
 use super::{CodecError, WorkflowRecord};
 use serde::{Deserialize, Serialize};
@@ -21,6 +23,11 @@ pub const WRITE_TAG: u16 = 0x5701;
 /// the publication of its end ([`WriteHead::owes_status_notice`]): the tag carries the flag, so
 /// the head's encoding, and every write made before the flag existed, stay as they were.
 pub const WRITE_OWING_TAG: u16 = 0x5703;
+
+/// The first two bytes of a write of a running Serverless Workflow instance: the head is followed
+/// by the event types its `listen` tasks wait for ([`WriteHead::listening`]), so the head's
+/// encoding, and every write made before the list existed, stay as they were.
+pub const WRITE_LISTENING_TAG: u16 = 0x5705;
 
 /// What a write replaces or extends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,10 +60,11 @@ pub struct WriteHead<'a> {
     /// its next leader's recovery finds it by. Carried by the tag ([`WRITE_OWING_TAG`]).
     #[serde(skip)]
     pub owes_status_notice: bool,
-    /// For a Serverless Workflow instance: the event types its running `listen` tasks wait for
-    /// (none: it waits for none), kept as the partition's listening row. `None` for a
-    /// Conductor workflow, which never listens.
-    #[serde(borrow)]
+    /// For a running Serverless Workflow instance: the event types its `listen` tasks wait for
+    /// (none: it waits for none), kept as the partition's listening row. `None` for a Conductor
+    /// workflow, which never listens, and for a terminal one. Carried after the head under
+    /// [`WRITE_LISTENING_TAG`].
+    #[serde(skip)]
     pub listening: Option<Vec<&'a str>>,
 }
 
@@ -74,7 +82,11 @@ impl<'a> WriteHead<'a> {
             terminal: wf.status.is_terminal(),
             correlation_id: wf.correlation_id.as_deref(),
             owes_status_notice: record.owes_status_notice(),
-            listening: wf.dsl.as_ref().map(|run| run.listening()),
+            listening: wf
+                .dsl
+                .as_ref()
+                .filter(|_| !wf.status.is_terminal())
+                .map(|run| run.listening()),
         }
     }
 }
@@ -148,14 +160,18 @@ impl serde_json::ser::Formatter for Nesting<'_> {
 
 fn encode_head(head: &WriteHead<'_>, body_len: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + head.workflow_name.len() + body_len);
-    let tag = if head.owes_status_notice {
-        WRITE_OWING_TAG
-    } else {
-        WRITE_TAG
+    let tag = match (&head.listening, head.owes_status_notice) {
+        (_, true) => WRITE_OWING_TAG,
+        (Some(_), false) => WRITE_LISTENING_TAG,
+        (None, false) => WRITE_TAG,
     };
     out.extend_from_slice(&tag.to_le_bytes());
     bincode::serde::encode_into_std_write(head, &mut out, config())
         .expect("a write head encodes into a Vec");
+    if let (WRITE_LISTENING_TAG, Some(types)) = (tag, &head.listening) {
+        bincode::serde::encode_into_std_write(types, &mut out, config())
+            .expect("a list of strings encodes into a Vec");
+    }
     out
 }
 
@@ -164,15 +180,21 @@ pub fn decode(bytes: &[u8]) -> Result<Option<(WriteHead<'_>, &[u8])>, CodecError
     let [a, b, rest @ ..] = bytes else {
         return Ok(None);
     };
-    let owes = match u16::from_le_bytes([*a, *b]) {
-        WRITE_TAG => false,
-        WRITE_OWING_TAG => true,
-        _ => return Ok(None),
-    };
-    let (mut head, used): (WriteHead<'_>, usize) =
-        bincode::serde::borrow_decode_from_slice(rest, config())
-            .map_err(|e| CodecError::Head(e.to_string()))?;
-    head.owes_status_notice = owes;
+    let tag = u16::from_le_bytes([*a, *b]);
+    if ![WRITE_TAG, WRITE_OWING_TAG, WRITE_LISTENING_TAG].contains(&tag) {
+        return Ok(None);
+    }
+    let head_error = |e: bincode::error::DecodeError| CodecError::Head(e.to_string());
+    let (mut head, mut used): (WriteHead<'_>, usize) =
+        bincode::serde::borrow_decode_from_slice(rest, config()).map_err(head_error)?;
+    head.owes_status_notice = tag == WRITE_OWING_TAG;
+    if tag == WRITE_LISTENING_TAG {
+        let (types, more): (Vec<&str>, usize) =
+            bincode::serde::borrow_decode_from_slice(&rest[used..], config())
+                .map_err(head_error)?;
+        head.listening = Some(types);
+        used += more;
+    }
     Ok(Some((head, &rest[used..])))
 }
 
@@ -191,7 +213,7 @@ mod tests {
             terminal: false,
             correlation_id: Some("order-7"),
             owes_status_notice: false,
-            listening: Some(vec!["com.example.ready"]),
+            listening: None,
         }
     }
 
@@ -204,6 +226,35 @@ mod tests {
         assert_eq!(rest, body);
         let value: serde_json::Value = serde_json::from_slice(body).expect("JSON");
         assert_eq!(encode_json(&head(), &value), bytes);
+    }
+
+    #[test]
+    fn a_listening_instance_s_types_follow_the_head_under_their_own_tag() {
+        let listening = WriteHead {
+            listening: Some(vec!["com.example.ready", "com.example.gone"]),
+            ..head()
+        };
+        let body = br#"{"version":4}"#;
+        let (a, b) = (encode(&listening, body), encode(&head(), body));
+        assert_eq!(a[..2], WRITE_LISTENING_TAG.to_le_bytes());
+        assert_eq!(b[..2], WRITE_TAG.to_le_bytes());
+        assert!(
+            a[2..].starts_with(&b[2..b.len() - body.len()]),
+            "the head's encoding is the same"
+        );
+        let (decoded, rest) = decode(&a).expect("decodes").expect("a write");
+        assert_eq!((decoded, rest), (listening, body.as_slice()));
+        let none = WriteHead {
+            listening: Some(Vec::new()),
+            ..head()
+        };
+        assert_eq!(
+            decode(&encode(&none, body))
+                .expect("decodes")
+                .expect("a write")
+                .0,
+            none
+        );
     }
 
     #[test]
