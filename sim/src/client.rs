@@ -20,6 +20,13 @@ pub enum Request {
     Update(TaskResult),
     Workflow(String),
     AddHandler(Box<EventHandler>),
+    /// Registers a Serverless Workflow document (its text).
+    DefineDsl(String),
+    /// Starts an instance of the registered document `namespace/name/version`.
+    StartDsl {
+        key: (String, String, String),
+        request: Box<StartWorkflowRequest>,
+    },
 }
 
 /// Its answer (errors as the node's message).
@@ -71,6 +78,22 @@ pub async fn serve(node: &node::Node, request: Request) -> Reply {
                 .await
                 .map_err(|e| e.to_string()),
         ),
+        Request::DefineDsl(text) => Reply::Defined(
+            node.definitions
+                .put_dsl(&text, true)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+        ),
+        Request::StartDsl { key, request } => {
+            let key = (key.0.as_str(), key.1.as_str(), key.2.as_str());
+            Reply::Started(
+                node.workflows
+                    .start_dsl_with(key, *request)
+                    .await
+                    .map_err(|e| e.to_string()),
+            )
+        }
         Request::Workflow(id) => Reply::Workflow(
             node.workflows
                 .workflow(&id, true)

@@ -43,6 +43,7 @@ counters! {
     TaskTimedOut => "task attempt timed out",
     TimedOutAfterHealing => "task attempt timed out after the faults healed",
     JoinCompleted => "join completed",
+    ListenConsumed => "Serverless Workflow listen consumed its event",
     EventPublishedAgain => "EVENT task published again by its timer",
     StaleProposal => "proposal of an ended leadership refused or awaited",
     ReplicaReopened => "partition replica stopped by a storage error, reopened in place",

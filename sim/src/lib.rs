@@ -15,6 +15,7 @@
 pub mod client;
 pub mod counters;
 pub mod disk;
+pub mod dsl_doc;
 pub mod faults;
 pub mod host;
 pub mod invariants;

@@ -857,6 +857,11 @@ impl Run {
                 if t.task_type == proto::model::task_type::EVENT && t.poll_count > 0 {
                     self.counters.bump(Counter::EventPublishedAgain);
                 }
+                if t.task_type == engine::dsl::run::LISTEN_TASK_TYPE
+                    && t.status == proto::model::TaskStatus::Completed
+                {
+                    self.counters.bump(Counter::ListenConsumed);
+                }
             }
         }
         outcomes

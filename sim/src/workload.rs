@@ -1,6 +1,8 @@
 //! The seeded workload: definitions (sequential, fork/join nested with optional and permissive
 //! branches, retrying, timing-out, a DO_WHILE loop, a SUB_WORKFLOW beside a task, an EVENT task
-//! whose message an event handler turns into another workflow), clients that start workflows with an idempotency key and retry
+//! whose message an event handler turns into another workflow, and a Serverless Workflow document
+//! that loops, forks, listens for an event it emits and retries: `dsl_doc`), clients that start
+//! workflows with an idempotency key and retry
 //! on timeouts, and workers that poll every node and sometimes die mid-task, answer late, fail, or
 //! send their result twice. The client oracle ([`Oracle`]) records only what was acknowledged; a
 //! request that timed out is unknown, never failed.
@@ -211,6 +213,16 @@ impl Workload {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        // After the task types: the document calls them as functions.
+        loop {
+            let reply = self
+                .call(Request::DefineDsl(crate::dsl_doc::DOCUMENT.to_owned()))
+                .await;
+            if let Some(Reply::Defined(Ok(()))) = reply {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         loop {
             match self
                 .call(Request::AddHandler(Box::new(event_handler())))
@@ -244,7 +256,8 @@ impl Workload {
                 workers.push(tokio::spawn(w.worker(task_type, name)));
             }
         }
-        let names: Vec<String> = workflow_defs().into_iter().map(|d| d.name).collect();
+        let mut names: Vec<String> = workflow_defs().into_iter().map(|d| d.name).collect();
+        names.push(crate::dsl_doc::NAME.to_owned());
         let mut starts = Vec::new();
         let early = self.workflows.saturating_sub(self.late_starts);
         let gap = self.start_window_ms / early.max(1) as u64;
@@ -286,7 +299,16 @@ impl Workload {
                 idempotency_key: Some(key.clone()),
                 ..Default::default()
             };
-            match self.call(Request::Start(Box::new(request))).await {
+            let request = if name == crate::dsl_doc::NAME {
+                let (namespace, name, version) = crate::dsl_doc::KEY;
+                Request::StartDsl {
+                    key: (namespace.into(), name.into(), version.into()),
+                    request: Box::new(request),
+                }
+            } else {
+                Request::Start(Box::new(request))
+            };
+            match self.call(request).await {
                 Some(Reply::Started(Ok(id))) => {
                     self.oracle.facts().started.insert(key, id);
                     return;

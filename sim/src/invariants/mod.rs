@@ -6,6 +6,7 @@
 mod acked_flushed;
 mod acked_results;
 mod attempts;
+mod dsl_instances;
 mod durable_votes;
 mod event_once;
 mod fork_once;
@@ -166,6 +167,7 @@ impl Checker {
         }
         for record in end.records.values() {
             found.extend(attempts::check_final(record, end.skew_ms));
+            found.extend(dsl_instances::check(record));
             found.extend(join_complete::check(record, end.skew_ms));
             found.extend(fork_once::check(record));
             found.extend(loop_order::check(record, end.skew_ms));
