@@ -103,3 +103,6 @@ pub const SCHEMA_ERRORS_MAX: usize = 10;
 /// Most Serverless Workflow document versions the meta group holds (each up to
 /// [`DSL_DOCUMENT_BYTES_MAX`]).
 pub const DSL_WORKFLOWS_MAX: usize = 1_000;
+/// Shortest `schedule.every` or `schedule.after` of a DSL document: a document cannot start
+/// instances faster than one per second by itself.
+pub const DSL_SCHEDULE_INTERVAL_MIN_MS: i64 = 1_000;

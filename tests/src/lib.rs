@@ -519,6 +519,16 @@ impl Api {
 
     // ---- metadata ----
 
+    /// `POST /api/dsl/workflows` with a Serverless Workflow document (YAML); answers the
+    /// status and the body as JSON (null when it is not).
+    pub fn register_dsl(&self, text: &str) -> (u16, Value) {
+        let reply = self
+            .try_post_raw("/api/dsl/workflows", text, "application/yaml")
+            .unwrap_or_else(|e| panic!("POST a document: {e:#}"));
+        let body = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
+        (reply.status, body)
+    }
+
     /// `POST /api/metadata/taskdefs` with a list of task definitions.
     pub fn register_task_defs(&self, defs: &[Value]) {
         self.post_json("/api/metadata/taskdefs", &Value::Array(defs.to_vec()))

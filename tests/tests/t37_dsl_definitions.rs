@@ -289,8 +289,21 @@ fn an_instance_is_started_read_in_the_dsl_terms_and_cancelled() {
     let waits = document("sleeper", "1.0.0", "  - nap:\n      wait: PT1H\n");
     assert_eq!(register(api, &waits, "").0, 200);
     let start = "/api/dsl/workflows/test/sleeper/1.0.0/instances";
-    api.post_json(start, &json!([1, 2]))
-        .assert_error_response(400, "an input that is not an object");
+    api.post_json(start, &json!({"$dslInput": [1, 2]}))
+        .assert_error_response(400, "an input holding the key that carries other inputs");
+    // An input that is not an object is the instance's input as it is.
+    let listed = api
+        .post_json(start, &json!([1, 2]))
+        .expect_ok("start")
+        .json();
+    let view = api
+        .get(&format!(
+            "/api/dsl/instances/{}",
+            listed["id"].as_str().unwrap_or("")
+        ))
+        .expect_ok("view")
+        .json();
+    assert_eq!(view["input"], json!([1, 2]), "{view:#}");
     api.post_json(
         "/api/dsl/workflows/test/nothing/1.0.0/instances",
         &json!({}),
@@ -415,6 +428,43 @@ fn a_run_of_a_registered_document_is_a_child_instance() {
         .json();
     assert_eq!(child["phase"], "completed");
     assert_eq!(child["output"], json!({"n": 42}));
+}
+
+/// A child's input and output that are not objects pass as they are, both ways.
+#[test]
+fn a_child_takes_and_gives_values_that_are_not_objects() {
+    let server = Server::start();
+    let api = server.api();
+    let child = document(
+        "adder",
+        "1.0.0",
+        "  - add:\n      set:\n        s: ${ add }\n      output:\n        as: .s\n",
+    );
+    let parent = document(
+        "pair",
+        "1.0.0",
+        "  - child:\n      input:\n        from: ${ [.x, .x] }\n      run:\n        workflow:\n          namespace: test\n          name: adder\n          version: '1.0.0'\n  - twice:\n      set:\n        sum: ${ . }\n",
+    );
+    for text in [&child, &parent] {
+        let (status, _, body) = register(api, text, "");
+        assert_eq!(status, 200, "{body}");
+    }
+    let started = api
+        .post_json(
+            "/api/dsl/workflows/test/pair/1.0.0/instances",
+            &json!({"x": 21}),
+        )
+        .expect_ok("start")
+        .json();
+    let id = started["id"].as_str().expect("id").to_owned();
+    let done = wait_for(Duration::from_secs(30), "the parent to end", || {
+        let view = api
+            .get(&format!("/api/dsl/instances/{id}"))
+            .expect_ok("view")
+            .json();
+        (view["phase"] == "completed" || view["phase"] == "faulted").then_some(view)
+    });
+    assert_eq!(done["output"], json!({"sum": 42}), "{done:#}");
 }
 
 #[test]

@@ -386,12 +386,8 @@ do:
 fn a_dsl_document_marked_as_a_skill_is_served_like_a_workflow() {
     let server = start();
     let api = server.api();
-    let reply = reqwest::blocking::Client::new()
-        .post(api.url("/api/dsl/workflows"))
-        .body(GREETER)
-        .send()
-        .expect("register the document");
-    assert_eq!(reply.status().as_u16(), 200);
+    let (status, body) = api.register_dsl(GREETER);
+    assert_eq!(status, 200, "{body}");
     let card = api
         .get("/.well-known/agent-card.json")
         .expect_ok("card")
@@ -456,10 +452,8 @@ do:
 fn a_listen_asks_for_input_and_a_message_with_the_task_id_delivers_it() {
     let server = start();
     let api = server.api();
-    let reply = api
-        .try_post_raw("/api/dsl/workflows", APPROVER, "application/yaml")
-        .expect("register");
-    assert_eq!(reply.status, 200, "{}", reply.body);
+    let (status, body) = api.register_dsl(APPROVER);
+    assert_eq!(status, 200, "{body}");
     let sent = message(
         "approve",
         json!([{"kind": "data", "data": {"item": "laptop"}}]),

@@ -13,14 +13,9 @@ const WAIT: Duration = Duration::from_secs(30);
 /// Registers a document of namespace `test` with the given tasks (YAML, indented as under
 /// `do:`); answers the status and body.
 fn register(api: &Api, name: &str, tasks: &str) -> (u16, Value) {
-    let text = format!(
+    api.register_dsl(&format!(
         "document:\n  dsl: '1.0.3'\n  namespace: test\n  name: {name}\n  version: '1.0.0'\ndo:\n{tasks}"
-    );
-    let reply = api
-        .try_post_raw("/api/dsl/workflows", &text, "application/yaml")
-        .expect("POST a document");
-    let body = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
-    (reply.status, body)
+    ))
 }
 
 fn start(api: &Api, name: &str, input: &Value) -> String {

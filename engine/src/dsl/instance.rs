@@ -26,6 +26,49 @@ pub fn workflow_def(doc: &Document) -> WorkflowDef {
     }
 }
 
+/// The workflow input key that holds an instance's input when it is not a JSON object (a
+/// workflow's input is an object); an object input may not use it.
+pub const INPUT_KEY: &str = "$dslInput";
+
+/// An instance's input (any JSON value) as its workflow's input, or why it cannot be one.
+pub fn stored_input(input: Value) -> Result<proto::model::Json, String> {
+    match input {
+        Value::Object(input) if input.contains_key(INPUT_KEY) => Err(format!(
+            "the input of a workflow instance may not hold the key '{INPUT_KEY}': it carries an input that is not an object"
+        )),
+        Value::Object(input) => Ok(input),
+        other => Ok(proto::model::Json::from_iter([(INPUT_KEY.to_owned(), other)])),
+    }
+}
+
+/// An instance's input as it was given: [`stored_input`] undone.
+pub fn instance_input(workflow_input: &proto::model::Json) -> Value {
+    match workflow_input.get(INPUT_KEY) {
+        Some(input) if workflow_input.len() == 1 => input.clone(),
+        _ => Value::Object(workflow_input.clone()),
+    }
+}
+
+/// The workflow output key that holds an instance's output when it is not a JSON object.
+pub const OUTPUT_KEY: &str = "$dslOutput";
+
+/// An instance's output (any JSON value) as its workflow's output (Conductor's view, and what a
+/// parent's SUB_WORKFLOW task receives).
+pub fn stored_output(output: &Value) -> proto::model::Json {
+    match output {
+        Value::Object(map) => map.clone(),
+        other => proto::model::Json::from_iter([(OUTPUT_KEY.to_owned(), other.clone())]),
+    }
+}
+
+/// An instance's output as it gave it: [`stored_output`] undone.
+pub fn instance_output(workflow_output: &proto::model::Json) -> Value {
+    match workflow_output.get(OUTPUT_KEY) {
+        Some(output) if workflow_output.len() == 1 => output.clone(),
+        _ => Value::Object(workflow_output.clone()),
+    }
+}
+
 /// Whether `workflow` runs a DSL document.
 pub fn is_dsl(workflow: &Workflow) -> bool {
     workflow.workflow_definition.dsl.is_some()
@@ -100,7 +143,7 @@ pub fn view(workflow: &Workflow) -> Option<Value> {
         "id": workflow.workflow_id.as_str(),
         "document": doc.get("document"),
         "phase": phase(workflow),
-        "input": workflow.input,
+        "input": instance_input(&workflow.input),
         "output": output,
         "context": run.map(|r| r.context.clone()).unwrap_or(Value::Null),
         "error": error,

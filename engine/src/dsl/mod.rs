@@ -15,6 +15,7 @@ mod instance;
 mod parse;
 mod rules;
 pub mod run;
+mod schedule;
 mod schema;
 mod support;
 
@@ -23,8 +24,12 @@ pub use duration::millis;
 pub use error::{
     Error, Location, Problem, ProblemDetails, Problems, CONFIGURATION_TYPE, VALIDATION_TYPE,
 };
-pub use instance::{is_dsl, phase, view, workflow_def};
+pub use instance::{
+    instance_input, instance_output, is_dsl, phase, stored_input, stored_output, view,
+    workflow_def, INPUT_KEY, OUTPUT_KEY,
+};
 pub use proto::model::dsl::TASK_TYPE_PREFIX;
+pub use schedule::{on_types, schedule, starts_on, Schedule};
 pub use support::check_supported;
 
 /// Parses and checks a document: size, syntax, DSL version, schema, then rules. The first step
@@ -46,9 +51,10 @@ pub fn load_with(text: &str, catalog: &dyn crate::Catalog) -> Result<Document, E
     Document::new(json)
 }
 
-/// The event types a document's `listen` tasks wait for, wherever they are in it.
+/// The event types a document consumes: those its `listen` tasks wait for, wherever they are
+/// in it, and those its `schedule.on` starts instances for.
 pub fn listened_types(doc: &Document) -> Vec<String> {
-    let mut types = Vec::new();
+    let mut types = on_types(doc.json());
     listens_in(doc.json(), &mut types);
     types.sort_unstable();
     types.dedup();

@@ -3,21 +3,34 @@
 //! faulting when an instance reaches it: `listen` filters without an event type, `until` as
 //! events and `foreach`, `run` of a shell, script or container
 //! (or of a workflow not awaited), calls of grpc, asyncapi and mcp, a2a's streaming methods,
-//! calls of cataloged or URI functions, schemas given by `resource`, authentication other than basic and bearer, secrets
-//! and `schedule`.
+//! calls of cataloged or URI functions, schemas given by `resource`, authentication other than basic and bearer, secrets,
+//! and a `schedule.on` that gathers several events (`all`, `until`, `correlate`). A schedule's
+//! `every` or `after` under [`DSL_SCHEDULE_INTERVAL_MIN_MS`] is refused as well.
 
 use super::error::{Error, Problem, Problems};
 use super::rules::child;
 use super::run::{kind_of, UNSUPPORTED_CALLS};
 use super::Document;
+use proto::limits::DSL_SCHEDULE_INTERVAL_MIN_MS;
 use serde_json::Value;
 
 /// Refuses a document that asks for something this runtime does not do yet.
 pub fn check_supported(doc: &Document) -> Result<(), Error> {
     let json = doc.json();
     let mut problems = Vec::new();
+    if let Some(on) = json.pointer("/schedule/on") {
+        schedule_on(on, &mut problems);
+    }
+    for key in ["every", "after"] {
+        let at = format!("/schedule/{key}");
+        let ms = json.pointer(&at).and_then(|d| super::millis(d).ok());
+        if ms.is_some_and(|ms| ms < DSL_SCHEDULE_INTERVAL_MIN_MS) {
+            let detail =
+                format!("a schedule's '{key}' is at least {DSL_SCHEDULE_INTERVAL_MIN_MS} ms");
+            problems.push(Problem::new(at, detail));
+        }
+    }
     for (key, what) in [
-        ("/schedule", "scheduled starts (schedule)"),
         ("/use/secrets", "secrets (use.secrets)"),
         (
             "/use/authentications",
@@ -128,6 +141,47 @@ fn listen(def: &Value, at: &str, problems: &mut Vec<Problem>) {
     }
     if def.get("foreach").is_some() {
         problems.push(not_yet(&child(at, "foreach"), "'foreach' on a listen"));
+    }
+}
+
+/// A `schedule.on` starts one instance per accepted event: `one`, or `any` without `until`,
+/// each filter naming its event `type`; `all`, `until` and `correlate` gather events across
+/// messages and are not supported yet.
+fn schedule_on(to: &Value, problems: &mut Vec<Problem>) {
+    for key in ["all", "until"] {
+        if to.get(key).is_some() {
+            let what = format!("'{key}' in a schedule's events");
+            problems.push(not_yet(&format!("/schedule/on/{key}"), &what));
+        }
+    }
+    let (filters, _) = super::run::listen_filters(to);
+    let base = match to.get("one") {
+        Some(_) => "/schedule/on/one".to_owned(),
+        None => "/schedule/on/any".to_owned(),
+    };
+    if filters.is_empty() && to.get("all").is_none() {
+        let detail = "a schedule must name the events that start it: a filter with their 'type'";
+        problems.push(Problem::new(&base, detail.to_owned()));
+    }
+    for (i, filter) in filters.iter().enumerate() {
+        let at = match to.get("one") {
+            Some(_) => base.clone(),
+            None => format!("{base}/{i}"),
+        };
+        if filter
+            .pointer("/with/type")
+            .and_then(Value::as_str)
+            .is_none()
+        {
+            let detail = "an event filter must name the event 'type'".to_owned();
+            problems.push(Problem::new(format!("{at}/with"), detail));
+        }
+        if filter.get("correlate").is_some() {
+            problems.push(not_yet(
+                &format!("{at}/correlate"),
+                "'correlate' in a schedule's events",
+            ));
+        }
     }
 }
 

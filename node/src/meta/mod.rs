@@ -7,7 +7,8 @@ use cluster::storage::{Batch, Tree};
 use engine::schema::Compiled;
 use proto::limits::{DSL_WORKFLOWS_MAX, SCHEMAS_MAX};
 use proto::model::{
-    DslWorkflow, EventHandler, SchemaDef, TaskDef, Webhook, WorkflowDef, WorkflowSchedule,
+    DslSchedule, DslWorkflow, EventHandler, SchemaDef, TaskDef, Webhook, WorkflowDef,
+    WorkflowSchedule,
 };
 use proto::record::{self, MetaCommand, MetaOutcome, NodeEntry};
 use proto::NodeId;
@@ -73,6 +74,11 @@ fn dsl_listens_key(namespace: &str, name: &str, version: &str) -> Vec<u8> {
     format!("dwl/{namespace}/{name}/{version}").into_bytes()
 }
 const DSL_LISTENS_PREFIX: &[u8] = b"dwl/";
+/// A DSL document's `schedule`, beside the document (present when it has one).
+fn dsl_schedule_key(namespace: &str, name: &str, version: &str) -> Vec<u8> {
+    format!("dws/{namespace}/{name}/{version}").into_bytes()
+}
+const DSL_SCHEDULES_PREFIX: &[u8] = b"dws/";
 
 /// Removes `key` if it exists.
 fn remove_existing(state: &Tree, batch: &mut Batch, key: Vec<u8>) -> MetaOutcome {
@@ -164,6 +170,7 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
             version,
         } => {
             batch.remove(dsl_listens_key(&namespace, &name, &version));
+            batch.remove(dsl_schedule_key(&namespace, &name, &version));
             remove_existing(state, batch, dsl_key(&namespace, &name, &version))
         }
     }
@@ -183,6 +190,11 @@ fn put_dsl_workflow(state: &Tree, batch: &mut Batch, def: &DslWorkflow) -> MetaO
         batch.remove(listens);
     } else {
         batch.insert(listens, record::encode(&def.listens));
+    }
+    let schedule = dsl_schedule_key(&def.namespace, &def.name, &def.version);
+    match DslSchedule::of(def) {
+        Some(s) => batch.insert(schedule, record::encode(&s)),
+        None => batch.remove(schedule),
     }
     MetaOutcome::Applied
 }
@@ -419,7 +431,12 @@ impl MetaState {
         }
     }
 
-    /// The event types the registered DSL documents' `listen` tasks wait for.
+    /// The schedules of the registered DSL documents that have one, in key order.
+    pub fn dsl_schedules(&self) -> Vec<DslSchedule> {
+        self.scan(DSL_SCHEDULES_PREFIX)
+    }
+
+    /// The event types the registered DSL documents consume (`listen` and `schedule.on`).
     pub fn dsl_listened_types(&self) -> BTreeSet<String> {
         let lists: Vec<Vec<String>> = self.scan(DSL_LISTENS_PREFIX);
         lists.into_iter().flatten().collect()

@@ -38,13 +38,20 @@ fn version_order(version: &str) -> (Vec<u64>, String) {
     (numbers, rest.to_owned())
 }
 
-/// An instance's input: a JSON object.
-fn instance_input(input: Value) -> Result<proto::model::Json> {
-    match input {
-        Value::Object(input) => Ok(input),
-        _ => Err(Error::Invalid(
-            "the input of a workflow instance must be a JSON object".into(),
-        )),
+/// A `schedule.cron` that this runtime's cron parser reads (five fields, or six with seconds
+/// first); else the rule it breaks, at its pointer.
+fn check_cron(doc: &Document) -> Result<(), engine::dsl::Error> {
+    let Some(expression) = doc.json().pointer("/schedule/cron").and_then(Value::as_str) else {
+        return Ok(());
+    };
+    match super::triggers::Cron::pattern("the cron expression", expression, chrono_tz::UTC) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let problem = engine::dsl::Problem::new("/schedule/cron", e.to_string());
+            Err(engine::dsl::Error::Rules(engine::dsl::Problems::new(vec![
+                problem,
+            ])))
+        }
     }
 }
 
@@ -64,6 +71,7 @@ impl Definitions {
     pub async fn validate_dsl(&self, text: &str) -> Result<Validated, PutDslError> {
         self.host.catch_up_meta().await?;
         let doc = engine::dsl::load_with(text, &self.host.defs)?;
+        check_cron(&doc)?;
         let unsupported = match engine::dsl::check_supported(&doc) {
             Ok(()) => Vec::new(),
             Err(e) => e.problems(),
@@ -84,6 +92,7 @@ impl Definitions {
         // declaration.
         let doc = engine::dsl::load_with(text, &self.host.defs)?;
         engine::dsl::check_supported(&doc)?;
+        check_cron(&doc)?;
         let header = doc.header().clone();
         let existing =
             self.host
@@ -171,7 +180,7 @@ impl Workflows {
     /// Starts an instance of a registered version with `input` (a JSON object); answers its id.
     pub async fn start_dsl(&self, key: (&str, &str, &str), input: Value) -> Result<String> {
         let request = StartWorkflowRequest {
-            input: instance_input(input)?,
+            input: engine::dsl::stored_input(input).map_err(Error::Invalid)?,
             ..StartWorkflowRequest::default()
         };
         self.start_dsl_with(key, request).await

@@ -19,6 +19,7 @@ mod admin;
 pub mod backlog;
 mod definitions;
 mod dsl;
+mod dsl_schedule;
 mod events;
 mod follow;
 mod membership;

@@ -1,7 +1,8 @@
 //! Triggers that are not brokers: webhooks (signed deliveries become messages on
 //! `webhook:{name}`, through the event gate) and cron schedules (a runner on the leader of the
 //! schedule's partition starts the workflow once per scheduled time; the workflow id derives
-//! from the schedule and the time, so a time fired twice across a failover starts once).
+//! from the schedule and the time, so a time fired twice across a failover starts once). The
+//! same runners fire Serverless Workflow documents' timed schedules (`dsl_schedule`).
 
 use super::follow::{follow, Followers};
 use super::{Definitions, Events, Loops, Workflows};
@@ -39,9 +40,12 @@ pub const WEBHOOK_TOLERANCE_SECONDS_MAX: u64 = 3_600;
 /// the next pass).
 const CATCH_UP_MAX: usize = 100;
 /// How late a time may start without catch-up (a failover's delay, not an outage or a pause).
-const LATE_GRACE_MS: i64 = 30_000;
+pub(super) const LATE_GRACE_MS: i64 = 30_000;
+/// What the runner of a Serverless Workflow document's schedule is named after (then the
+/// version's key; `dsl_schedule`). A Conductor schedule's name cannot hold the `:`.
+pub(super) const DSL_SCHEDULE_PREFIX: &str = "dsl:";
 /// Longest a schedule runner sleeps before looking at its schedule again.
-const SCHEDULE_RECHECK_MS: i64 = 1_000;
+pub(super) const SCHEDULE_RECHECK_MS: i64 = 1_000;
 
 fn check_name(kind: &str, name: &str) -> Result<()> {
     proto::check::name(&format!("{kind} name"), name)?;
@@ -83,27 +87,6 @@ pub struct Cron {
 
 impl Cron {
     pub fn parse(s: &WorkflowSchedule) -> Result<Self> {
-        // A field with an empty list item (`,` or `1,,2`) parses to no values at all, and the
-        // search for its next time then walks up to the year 5000 (seconds per call).
-        if let Some(field) = s
-            .cron_expression
-            .split_whitespace()
-            .find(|f| f.split(',').any(str::is_empty))
-        {
-            return Err(Error::Invalid(format!(
-                "schedule {}: cronExpression field '{field}' has an empty list item",
-                s.name
-            )));
-        }
-        let parser = croner::parser::CronParser::builder()
-            .seconds(croner::parser::Seconds::Optional)
-            .build();
-        let pattern = parser.parse(&s.cron_expression).map_err(|e| {
-            Error::Invalid(format!(
-                "schedule {}: cronExpression '{}' is invalid: {e}",
-                s.name, s.cron_expression
-            ))
-        })?;
         let zone = match s.zone_id.as_deref().filter(|z| !z.is_empty()) {
             None => chrono_tz::UTC,
             Some(z) => z.parse().map_err(|_| {
@@ -113,6 +96,28 @@ impl Cron {
                 ))
             })?,
         };
+        let field = format!("schedule {}: cronExpression", s.name);
+        Self::pattern(&field, &s.cron_expression, zone)
+    }
+
+    /// `expression` in `zone`; an error names the expression as `field`.
+    pub fn pattern(field: &str, expression: &str, zone: chrono_tz::Tz) -> Result<Self> {
+        // A field with an empty list item (`,` or `1,,2`) parses to no values at all, and the
+        // search for its next time then walks up to the year 5000 (seconds per call).
+        if let Some(item) = expression
+            .split_whitespace()
+            .find(|f| f.split(',').any(str::is_empty))
+        {
+            return Err(Error::Invalid(format!(
+                "{field} field '{item}' has an empty list item"
+            )));
+        }
+        let parser = croner::parser::CronParser::builder()
+            .seconds(croner::parser::Seconds::Optional)
+            .build();
+        let pattern = parser
+            .parse(expression)
+            .map_err(|e| Error::Invalid(format!("{field} '{expression}' is invalid: {e}")))?;
         Ok(Self { pattern, zone })
     }
 
@@ -183,7 +188,7 @@ const SCHEDULE_RETRY_MS: u64 = 500;
 pub struct Triggers {
     pub(crate) host: Arc<Host>,
     definitions: Arc<Definitions>,
-    workflows: Arc<Workflows>,
+    pub(super) workflows: Arc<Workflows>,
     events: Arc<Events>,
     pub(crate) loops: Loops,
 }
@@ -438,6 +443,9 @@ impl Triggers {
     /// One pass of a schedule's runner: starts the workflow for every due time since the last
     /// one fired (only the latest without catch-up), marks it, and answers how long to sleep.
     pub(crate) async fn run_schedule(&self, name: &str) -> Result<Duration> {
+        if let Some(key) = name.strip_prefix(DSL_SCHEDULE_PREFIX) {
+            return self.run_dsl_schedule(key).await;
+        }
         let recheck = Duration::from_millis(SCHEDULE_RECHECK_MS.unsigned_abs());
         let Some(s) = self.host.defs.schedule(name) else {
             return Ok(recheck);
@@ -507,12 +515,10 @@ impl Followers for Triggers {
 
     async fn wanted(self: Arc<Self>) -> BTreeSet<String> {
         let led = self.host.led_partitions().await;
-        self.host
-            .defs
-            .schedules()
-            .into_iter()
-            .filter(|s| led.contains(&self.schedule_partition(&s.name)))
-            .map(|s| s.name)
+        let conductor = self.host.defs.schedules().into_iter().map(|s| s.name);
+        conductor
+            .chain(self.dsl_schedule_names())
+            .filter(|name| led.contains(&self.schedule_partition(name)))
             .collect()
     }
 
@@ -538,7 +544,10 @@ async fn run_schedule_while_led(triggers: Weak<Triggers>, name: String) {
 }
 
 /// The first time of `cron` after `after`, searched on the blocking pool.
-async fn next_off_runtime(cron: std::sync::Arc<Cron>, after: EpochMs) -> Result<Option<EpochMs>> {
+pub(super) async fn next_off_runtime(
+    cron: std::sync::Arc<Cron>,
+    after: EpochMs,
+) -> Result<Option<EpochMs>> {
     tokio::task::spawn_blocking(move || cron.next_after(after))
         .await
         .map_err(|e| Error::Internal(format!("cron search: {e}")))
@@ -547,7 +556,7 @@ async fn next_off_runtime(cron: std::sync::Arc<Cron>, after: EpochMs) -> Result<
 /// The times a schedule starts now: those after `base` (the last one fired) up to `now` (and its
 /// end time), at most [`CATCH_UP_MAX`] (the next pass goes on from the last). Without catch-up,
 /// only the times missed by less than [`LATE_GRACE_MS`] (a failover, not an outage or a pause).
-fn due_times(
+pub(super) fn due_times(
     cron: &Cron,
     base: EpochMs,
     now: EpochMs,
@@ -572,7 +581,7 @@ fn due_times(
     due
 }
 
-fn read_i64(state: &cluster::storage::Tree, key: &[u8]) -> i64 {
+pub(super) fn read_i64(state: &cluster::storage::Tree, key: &[u8]) -> i64 {
     match state.get(key) {
         Ok(Some(v)) if v.len() == 8 => {
             let mut b = [0u8; 8];

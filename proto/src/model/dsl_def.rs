@@ -33,6 +33,38 @@ impl DslWorkflow {
     }
 }
 
+/// A registered document's `schedule`, beside it in the meta group, so that the runners of
+/// schedules and the event consumers read it without decoding documents.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct DslSchedule {
+    pub namespace: String,
+    pub name: String,
+    pub version: String,
+    /// The document's `schedule` as it is written.
+    pub schedule: Value,
+    /// When the version was first registered: `every` counts its intervals from it.
+    pub create_time: EpochMs,
+}
+
+impl DslSchedule {
+    /// The schedule of `def`, if its document has one.
+    pub fn of(def: &DslWorkflow) -> Option<Self> {
+        Some(Self {
+            namespace: def.namespace.clone(),
+            name: def.name.clone(),
+            version: def.version.clone(),
+            schedule: def.document.get("schedule")?.clone(),
+            create_time: def.create_time,
+        })
+    }
+
+    /// `namespace/name/version`, as [`DslWorkflow::key`].
+    pub fn key(&self) -> String {
+        format!("{}/{}/{}", self.namespace, self.name, self.version)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -178,7 +178,7 @@ impl Runner<'_, '_> {
                 // The child's output as it gave it, without Conductor's `subWorkflowId`.
                 let mut output = task.output_data.clone();
                 output.remove("subWorkflowId");
-                Outcome::done(Value::Object(output))
+                Outcome::done(crate::dsl::instance_output(&output))
             }
             (_, TaskStatus::Completed | TaskStatus::CompletedWithErrors) => Outcome::done(output),
             (_, TaskStatus::TimedOut) => Outcome::Fault(errors::timeout_error(&frame.at, &reason)),

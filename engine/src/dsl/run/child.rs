@@ -38,10 +38,12 @@ impl Runner<'_, '_> {
                 .map_err(|e| errors::expression_error(&format!("{at_workflow}/input"), &e))?,
             None => input.clone(),
         };
+        let args = crate::dsl::stored_input(args)
+            .map_err(|e| errors::runtime_error(&format!("{at_workflow}/input"), &e))?;
         let task_input = json!({
             "subWorkflowName": child_def.name,
             "subWorkflowDefinition": child_def,
-            "workflowInput": super::frame::as_map(&args),
+            "workflowInput": args,
         });
         let task_id = self.open_task(at, name, task_type::SUB_WORKFLOW, "", &task_input);
         Ok(external(at, name, task_id, input))

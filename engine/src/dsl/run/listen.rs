@@ -10,6 +10,7 @@
 //! output is the list of the events consumed, each as `read` says (`data`, the default;
 //! `envelope`, the whole event; `raw`, the data as it came).
 
+use super::expr::Scope;
 use super::{errors, Outcome, Runner};
 use proto::model::dsl::{Body, Frame, Listening, LISTEN_SEEN_MAX};
 use serde_json::Value;
@@ -206,19 +207,10 @@ impl Runner<'_, '_> {
     ) -> Result<Option<BTreeMap<String, Value>>, Value> {
         let event = &delivery.event;
         let scope = self.scope(vars, input, None);
-        let with = filter.get("with").and_then(Value::as_object);
-        for (name, expected) in with.into_iter().flatten() {
-            let actual = event.get(name).unwrap_or(&Value::Null);
-            let holds = match expected.as_str().map(crate::dsl::rules::expr::enclosed) {
-                Some(Some(_)) => scope
-                    .condition(expected, actual)
-                    .map_err(|e| errors::expression_error(&format!("{at}/with/{name}"), &e))?,
-                Some(None) => attribute_matches(expected.as_str().unwrap_or_default(), actual),
-                None => expected == actual,
-            };
-            if !holds {
-                return Ok(None);
-            }
+        let holds = with_holds(&scope, filter, event)
+            .map_err(|(name, e)| errors::expression_error(&format!("{at}/with/{name}"), &e))?;
+        if !holds {
+            return Ok(None);
         }
         let mut settled = BTreeMap::new();
         let keys = filter.get("correlate").and_then(Value::as_object);
@@ -243,6 +235,35 @@ impl Runner<'_, '_> {
         }
         Ok(Some(settled))
     }
+}
+
+/// Whether every attribute of `filter`'s `with` holds on `event`: a literal equal to the
+/// attribute or matching it as a whole regular expression, a `${ }` condition that holds on it,
+/// any other value equal to it. A condition that fails is the attribute's name and the error.
+fn with_holds(scope: &Scope, filter: &Value, event: &Value) -> Result<bool, (String, String)> {
+    let with = filter.get("with").and_then(Value::as_object);
+    for (name, expected) in with.into_iter().flatten() {
+        let actual = event.get(name).unwrap_or(&Value::Null);
+        let holds = match expected.as_str().map(crate::dsl::rules::expr::enclosed) {
+            Some(Some(_)) => scope
+                .condition(expected, actual)
+                .map_err(|e| (name.clone(), e))?,
+            Some(None) => attribute_matches(expected.as_str().unwrap_or_default(), actual),
+            None => expected == actual,
+        };
+        if !holds {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// [`with_holds`] outside an instance (a document's `schedule.on`): conditions see no
+/// variables. A failing condition is an error naming its place under `at`.
+pub(crate) fn event_matches(filter: &Value, at: &str, event: &Value) -> Result<bool, String> {
+    let vars = BTreeMap::new();
+    let scope = Scope::new(&vars);
+    with_holds(&scope, filter, event).map_err(|(name, e)| format!("{at}/with/{name}: {e}"))
 }
 
 /// Whether an event attribute matches a filter's literal: equal to it, or, read as a regular

@@ -32,7 +32,7 @@ pub(crate) use call::UNSUPPORTED_CALLS;
 pub use errors::{timeout_error, STANDARD_TYPES};
 pub(crate) use frame::kind_of;
 pub use listen::LISTEN_TASK_TYPE;
-pub(crate) use listen::{filters as listen_filters, types as listened_types};
+pub(crate) use listen::{event_matches, filters as listen_filters, types as listened_types};
 
 use crate::state::Ctx;
 use expr::Scope;
@@ -78,7 +78,7 @@ pub(crate) fn begin(ctx: &mut Ctx<'_>) {
     let Some(doc) = ctx.wf.workflow_definition.dsl.clone() else {
         return;
     };
-    let raw = Value::Object(ctx.wf.input.clone());
+    let raw = crate::dsl::instance_input(&ctx.wf.input);
     let vars = Default::default();
     let scope = Scope::new(&vars).with("workflow", workflow_arg(ctx, &doc));
     if let Err(error) = schemas::check("/input/schema", doc.pointer("/input/schema"), &raw) {
@@ -197,10 +197,7 @@ fn complete(ctx: &mut Ctx<'_>, doc: &Value, data: Value) {
     if let Err(error) = schemas::check("/output/schema", doc.pointer("/output/schema"), &output) {
         return fault(ctx, error);
     }
-    let view = match &output {
-        Value::Object(map) => map.clone(),
-        other => Json::from_iter([("output".to_owned(), other.clone())]),
-    };
+    let view = crate::dsl::stored_output(&output);
     if let Some(run) = ctx.wf.dsl.as_mut() {
         run.output = Some(output);
     }
@@ -246,7 +243,7 @@ fn workflow_arg(ctx: &Ctx<'_>, doc: &Value) -> Value {
     serde_json::json!({
         "id": ctx.wf.workflow_id.as_str(),
         "definition": doc,
-        "input": ctx.wf.input,
+        "input": crate::dsl::instance_input(&ctx.wf.input),
         "startedAt": time_arg(ctx.wf.start_time),
     })
 }

@@ -124,10 +124,11 @@ fn input_from_output_as_and_export_as_shape_the_data_and_context() {
         Some(json!({"player": "6Asn"}))
     );
     assert_eq!(
-        h.wf().output["output"],
+        h.wf().output[crate::dsl::OUTPUT_KEY],
         json!("6Asn"),
         "Conductor's view wraps a non-object"
     );
+    assert_eq!(crate::dsl::instance_output(&h.wf().output), json!("6Asn"));
 }
 
 #[test]

@@ -8,12 +8,17 @@
 //! an offer that could not be made (no leader for the instance's partition) has the message
 //! delivered again. A message that comes while no instance waits for it is consumed by none:
 //! a `listen` sees the events published after it started.
+//!
+//! A registered version whose `schedule.on` accepts the event starts an instance with the list
+//! of that event as its input, once per message (its idempotency key names the version and the
+//! message).
 
 use super::{Events, Message, Verdict};
 use crate::error::Error;
 use crate::events::CONDUCTOR;
+use engine::dsl::Schedule;
 use engine::Input;
-use proto::model::split_event;
+use proto::model::{split_event, StartWorkflowRequest};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
@@ -45,7 +50,7 @@ impl Events {
         };
         tracing::debug!(message = %message.id, event_type, listeners = ?listeners, "offering an event to the instances listening for it");
         let event = cloud_event(event_type, message);
-        let mut verdict = Verdict::Ack;
+        let mut verdict = self.start_on_event(event_type, &event, &message.id).await;
         for id in listeners {
             let input = Input::Listened {
                 message_id: message.id.clone(),
@@ -62,6 +67,56 @@ impl Events {
         }
         verdict
     }
+
+    /// Starts an instance of every registered version whose `schedule.on` accepts `event`,
+    /// with the list of that one event as its input, once per version and message (the
+    /// start's idempotency key names both).
+    async fn start_on_event(&self, event_type: &str, event: &Value, message_id: &str) -> Verdict {
+        let mut verdict = Verdict::Ack;
+        for s in self.host.defs.dsl_schedules() {
+            let Some(Schedule::On(to)) = engine::dsl::schedule(&s.schedule) else {
+                continue;
+            };
+            let key = s.key();
+            match engine::dsl::starts_on(&to, event) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    tracing::warn!(workflow = %key, error = %e, "a schedule's event filter failed; no instance started");
+                    continue;
+                }
+            }
+            let request = StartWorkflowRequest {
+                input: engine::dsl::stored_input(json!([event])).unwrap_or_default(),
+                idempotency_key: Some(on_event_key(&key, message_id)),
+                ..StartWorkflowRequest::default()
+            };
+            let version = (s.namespace.as_str(), s.name.as_str(), s.version.as_str());
+            match self.workflows.start_dsl_with(version, request).await {
+                Ok(id) => {
+                    tracing::debug!(workflow = %key, instance = %id, event_type, "an event started an instance")
+                }
+                // Deleted since.
+                Err(Error::NotFound(_)) => {}
+                Err(e) => {
+                    verdict = Verdict::Retry(format!("{key} was not started: {e}"));
+                }
+            }
+        }
+        verdict
+    }
+}
+
+/// The idempotency key of the start of version `key` by message `message_id`: both named, the
+/// message's id by a hash when it is long (an idempotency key holds at most 256 bytes).
+fn on_event_key(key: &str, message_id: &str) -> String {
+    const SPELLED_MAX: usize = 64;
+    if message_id.len() <= SPELLED_MAX {
+        return format!("on:{key}:{message_id}");
+    }
+    let hi = proto::hash::fnv1a(proto::hash::FNV_OFFSET, message_id.as_bytes());
+    let lo = proto::hash::fnv1a(hi ^ 0x9e37_79b9_7f4a_7c15, message_id.as_bytes());
+    format!("on:{key}:#{hi:016x}{lo:016x}")
 }
 
 /// The event type of an own-queue event (`conductor:{type}`).
