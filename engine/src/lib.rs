@@ -94,6 +94,12 @@ pub trait Catalog {
     ) -> Option<serde_json::Value> {
         None
     }
+
+    /// A secret of the operator's store by name (a document's `use.secrets` makes it
+    /// `$secrets.{name}`).
+    fn secret(&self, _name: &str) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// No registered definitions (the decisions that create no dynamic task, and tests).

@@ -20,6 +20,7 @@ pub mod options;
 mod partition;
 pub mod placement;
 mod queue;
+pub mod secrets;
 pub mod serve;
 pub mod service;
 #[cfg(test)]

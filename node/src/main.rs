@@ -106,6 +106,10 @@ enum Command {
         /// 100.100.100.200) are refused, after DNS resolution too, unless listed here by IP.
         #[arg(long, value_name = "HOST[,HOST...]")]
         http_allow: Option<node::events::http::AllowList>,
+        /// A directory of secrets (a file per secret, `NAME` as text or `NAME.json` as JSON)
+        /// read at start: Serverless Workflow documents read them as `$secrets`.
+        #[arg(long, value_name = "DIR")]
+        secrets_dir: Option<PathBuf>,
     },
     /// Serve as a node's script host: evaluate scripts read from stdin, answers on stdout (a
     /// node starts these itself).
@@ -204,6 +208,7 @@ fn main() -> anyhow::Result<()> {
             event_dedup_secs,
             http_concurrency,
             http_allow,
+            secrets_dir,
         } => {
             let node = NodeId(node_id);
             let workers = workers.map(|listen| node::options::WorkerGatewayOptions {
@@ -221,6 +226,10 @@ fn main() -> anyhow::Result<()> {
                 },
                 ..Default::default()
             };
+            let secrets = match secrets_dir {
+                Some(dir) => node::secrets::Secrets::read_dir(&dir).map_err(anyhow::Error::msg)?,
+                None => Default::default(),
+            };
             serve(node::Options {
                 data_dir,
                 http,
@@ -229,6 +238,7 @@ fn main() -> anyhow::Result<()> {
                 cluster,
                 workers,
                 events,
+                secrets,
             })
         }
         Command::Certs { out, nodes, host } => write_certs(&out, nodes, &host),

@@ -34,6 +34,8 @@ pub struct Options {
     pub workers: Option<WorkerGatewayOptions>,
     /// The external event brokers (disabled when absent).
     pub events: crate::events::EventOptions,
+    /// The operator's secrets (`--secrets-dir`; none when absent).
+    pub secrets: crate::secrets::Secrets,
 }
 
 impl Default for Options {
@@ -46,6 +48,7 @@ impl Default for Options {
             cluster: None,
             workers: None,
             events: Default::default(),
+            secrets: Default::default(),
         }
     }
 }

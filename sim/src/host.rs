@@ -76,6 +76,7 @@ pub fn options(
             scripts_in_process: true,
             ..Default::default()
         },
+        secrets: Default::default(),
     }
 }
 

@@ -3,8 +3,8 @@
 //! faulting when an instance reaches it: `listen` filters without an event type, `until` as
 //! events and `foreach`, `run` of a shell, script or container
 //! (or of a workflow not awaited), calls of grpc, asyncapi and mcp, a2a's streaming methods,
-//! calls of cataloged or URI functions, schemas given by `resource`, authentication other than basic and bearer, secrets,
-//! and a `schedule.on` that gathers several events (`all`, `until`, `correlate`). A schedule's
+//! calls of cataloged or URI functions, schemas given by `resource`, authentication other than
+//! basic and bearer, and a `schedule.on` that gathers several events (`all`, `until`, `correlate`). A schedule's
 //! `every` or `after` under [`DSL_SCHEDULE_INTERVAL_MIN_MS`] is refused as well.
 
 use super::error::{Error, Problem, Problems};
@@ -28,17 +28,6 @@ pub fn check_supported(doc: &Document) -> Result<(), Error> {
             let detail =
                 format!("a schedule's '{key}' is at least {DSL_SCHEDULE_INTERVAL_MIN_MS} ms");
             problems.push(Problem::new(at, detail));
-        }
-    }
-    for (key, what) in [
-        ("/use/secrets", "secrets (use.secrets)"),
-        (
-            "/use/authentications",
-            "authentication (use.authentications)",
-        ),
-    ] {
-        if json.pointer(key).is_some() {
-            problems.push(not_yet(key, what));
         }
     }
     for side in ["input", "output"] {

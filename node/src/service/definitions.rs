@@ -109,11 +109,21 @@ pub struct Definitions {
     pub(crate) host: Arc<Host>,
     /// The event providers this node has (EVENT tasks' sinks are checked against them).
     providers: Providers,
+    /// The operator's secrets (a document's `use.secrets` must name some of them).
+    pub(super) secrets: crate::secrets::Secrets,
 }
 
 impl Definitions {
-    pub(crate) fn new(host: Arc<Host>, providers: Providers) -> Self {
-        Self { host, providers }
+    pub(crate) fn new(
+        host: Arc<Host>,
+        providers: Providers,
+        secrets: crate::secrets::Secrets,
+    ) -> Self {
+        Self {
+            host,
+            providers,
+            secrets,
+        }
     }
 
     /// Checks a workflow definition before it is stored or started inline: the door's limits,

@@ -66,16 +66,36 @@ pub struct Validated {
 }
 
 impl Definitions {
+    /// The secrets the document declares (`use.secrets`) that this node's store lacks, each at
+    /// its pointer.
+    fn missing_secrets(&self, doc: &Document) -> Vec<engine::dsl::Problem> {
+        let declared = doc.json().pointer("/use/secrets").and_then(Value::as_array);
+        declared
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .filter_map(|(i, name)| Some((i, name.as_str()?)))
+            .filter(|(_, name)| !self.secrets.contains(name))
+            .map(|(i, name)| {
+                let detail = format!(
+                    "the secret '{name}' is not in the node's secrets store (--secrets-dir)"
+                );
+                engine::dsl::Problem::new(format!("/use/secrets/{i}"), detail)
+            })
+            .collect()
+    }
+
     /// Checks a document as registering it would, and stores nothing; a document that is
     /// valid but asks for what this runtime does not do is answered with what that is.
     pub async fn validate_dsl(&self, text: &str) -> Result<Validated, PutDslError> {
         self.host.catch_up_meta().await?;
         let doc = engine::dsl::load_with(text, &self.host.defs)?;
         check_cron(&doc)?;
-        let unsupported = match engine::dsl::check_supported(&doc) {
+        let mut unsupported = match engine::dsl::check_supported(&doc) {
             Ok(()) => Vec::new(),
             Err(e) => e.problems(),
         };
+        unsupported.extend(self.missing_secrets(&doc));
         Ok(Validated {
             document: doc.header().clone(),
             supported: unsupported.is_empty(),
@@ -93,6 +113,11 @@ impl Definitions {
         let doc = engine::dsl::load_with(text, &self.host.defs)?;
         engine::dsl::check_supported(&doc)?;
         check_cron(&doc)?;
+        let missing = self.missing_secrets(&doc);
+        if !missing.is_empty() {
+            let problems = engine::dsl::Problems::new(missing);
+            return Err(engine::dsl::Error::Unsupported(problems).into());
+        }
         let header = doc.header().clone();
         let existing =
             self.host

@@ -83,11 +83,18 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
         watches: Default::default(),
         outbox,
         partitions,
-        catalog: Arc::new(defs),
+        catalog: Arc::new(crate::secrets::Catalog {
+            defs,
+            secrets: options.secrets.clone(),
+        }),
     };
     let host = Host::open(options, &mut seams, env).await?;
     let providers = crate::events::Providers::new(options.events.clone());
-    let definitions = Arc::new(Definitions::new(host.clone(), providers.clone()));
+    let definitions = Arc::new(Definitions::new(
+        host.clone(),
+        providers.clone(),
+        options.secrets.clone(),
+    ));
     let workflows = Workflows::new(host.clone(), definitions.clone(), seams.seed);
     let tasks = Tasks::start(host.clone(), queues);
     let scripts = if options.events.scripts_in_process {

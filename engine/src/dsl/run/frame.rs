@@ -47,6 +47,7 @@ impl Runner<'_, '_> {
             .with_ref("input", input)
             .with_lazy("workflow", move || super::workflow_arg(self.ctx, &self.doc))
             .with_lazy("task", move || self.task_arg(input))
+            .with_lazy("secrets", move || self.secrets_arg())
             .with(
                 "runtime",
                 serde_json::json!({"name": "baton", "version": env!("CARGO_PKG_VERSION")}),
@@ -55,6 +56,18 @@ impl Runner<'_, '_> {
             scope = scope.with_ref("output", output);
         }
         scope
+    }
+
+    /// `$secrets`: the secrets the document declares (`use.secrets`), by name, from the
+    /// operator's store; one the store lacks is null.
+    fn secrets_arg(&self) -> Value {
+        let names = self.doc.pointer("/use/secrets").and_then(Value::as_array);
+        let secrets = names.into_iter().flatten().filter_map(Value::as_str);
+        let known = secrets.map(|name| {
+            let value = self.ctx.catalog.secret(name).unwrap_or_default();
+            (name.to_owned(), value)
+        });
+        Value::Object(known.collect())
     }
 
     /// `$task`: the task whose expressions run, with its `$input` and when it started.

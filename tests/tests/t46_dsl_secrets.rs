@@ -1,0 +1,106 @@
+//! Serverless Workflow secrets from the operator's store (`baton server --secrets-dir`): a
+//! document reads the secrets it declares as `$secrets`, a call authenticates with a secret
+//! named by its policy's `use` or with `$secrets` in a declared policy, and a document that
+//! declares a secret the store lacks is refused at registration with its pointer.
+
+use std::time::Duration;
+
+use harness::upstream::{Answer, Upstream};
+use harness::{wait_for, Api, Server};
+use serde_json::{json, Value};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A node whose secrets directory holds `greeting` (text), `upstream.json` (basic credentials)
+/// and `token` (text).
+fn server_with_secrets() -> (Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("a directory");
+    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text);
+    write("greeting", "hello\n").expect("greeting");
+    write("upstream.json", r#"{"username": "app", "password": "pw"}"#).expect("upstream");
+    write("token", "t0k").expect("token");
+    let args = vec!["--secrets-dir".to_owned(), dir.path().display().to_string()];
+    (Server::start_with_args(&args), dir)
+}
+
+fn document(name: &str, body: &str) -> String {
+    format!(
+        "document:\n  dsl: '1.0.3'\n  namespace: test\n  name: {name}\n  version: '1.0.0'\n{body}"
+    )
+}
+
+/// Registers and starts `text` (named `name`); answers the instance once it ended.
+fn run(api: &Api, name: &str, text: &str) -> Value {
+    let (status, body) = api.register_dsl(text);
+    assert_eq!(status, 200, "{body}");
+    let path = format!("/api/dsl/workflows/test/{name}/1.0.0/instances");
+    let started = api.post_json(&path, &json!({})).expect_ok("start").json();
+    let id = started["id"].as_str().expect("id").to_owned();
+    wait_for(WAIT, "the instance to end", || {
+        let view = api
+            .get(&format!("/api/dsl/instances/{id}"))
+            .expect_ok("view")
+            .json();
+        ["completed", "faulted"]
+            .contains(&view["phase"].as_str().unwrap_or(""))
+            .then_some(view)
+    })
+}
+
+#[test]
+fn a_document_reads_the_secrets_it_declares() {
+    let (server, _dir) = server_with_secrets();
+    let api = server.api();
+    let text = document(
+        "greeter",
+        "use:\n  secrets:\n    - greeting\ndo:\n  - say:\n      set:\n        said: ${ $secrets.greeting }\n        undeclared: ${ $secrets.token }\n",
+    );
+    let done = run(api, "greeter", &text);
+    assert_eq!(
+        done["output"],
+        json!({"said": "hello", "undeclared": null}),
+        "{done:#}"
+    );
+}
+
+#[test]
+fn calls_authenticate_with_secrets() {
+    let (server, _dir) = server_with_secrets();
+    let api = server.api();
+    let upstream = Upstream::start(|_| Answer::new("200 OK", r#"{"ok": true}"#));
+    let basic = document(
+        "basic",
+        &format!("do:\n  - call:\n      call: http\n      with:\n        method: get\n        endpoint:\n          uri: {}\n          authentication:\n            basic:\n              use: upstream\n", upstream.url("/basic")),
+    );
+    let bearer = document(
+        "bearer",
+        &format!("use:\n  secrets:\n    - token\n  authentications:\n    api:\n      bearer:\n        token: ${{ $secrets.token }}\ndo:\n  - call:\n      call: http\n      with:\n        method: get\n        endpoint:\n          uri: {}\n          authentication:\n            use: api\n", upstream.url("/bearer")),
+    );
+    for (name, text) in [("basic", &basic), ("bearer", &bearer)] {
+        let done = run(api, name, text);
+        assert_eq!(done["phase"], "completed", "{done:#}");
+    }
+    let authorization = |path: &str| {
+        let seen = upstream.seen();
+        let request = seen.iter().find(|s| s.path == path).expect("the call");
+        request.headers.get("authorization").cloned()
+    };
+    // base64("app:pw")
+    assert_eq!(authorization("/basic").as_deref(), Some("Basic YXBwOnB3"));
+    assert_eq!(authorization("/bearer").as_deref(), Some("Bearer t0k"));
+}
+
+#[test]
+fn a_secret_the_store_lacks_is_refused_where_it_is_declared() {
+    let (server, _dir) = server_with_secrets();
+    let api = server.api();
+    let text = document(
+        "lacking",
+        "use:\n  secrets:\n    - greeting\n    - nowhere\ndo:\n  - say:\n      set:\n        x: 1\n",
+    );
+    let (status, body) = api.register_dsl(&text);
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["instance"], "/use/secrets/1", "{body}");
+    let nothing = api.get("/api/dsl/workflows").expect_ok("list").json();
+    assert_eq!(nothing, json!([]), "nothing is stored");
+}
