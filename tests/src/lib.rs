@@ -517,6 +517,34 @@ impl Api {
             .unwrap_or_else(|e| panic!("DELETE {path}: {e:#}"))
     }
 
+    /// Starts an instance of the registered document `version` (`namespace/name/version`)
+    /// with `input`; answers its id.
+    pub fn start_dsl(&self, version: &str, input: &Value) -> String {
+        let path = format!("/api/dsl/workflows/{version}/instances");
+        let started = self
+            .post_json(&path, input)
+            .expect_ok("start an instance")
+            .json();
+        started["id"]
+            .as_str()
+            .expect("the instance's id")
+            .to_owned()
+    }
+
+    /// Waits until the DSL instance `id` has ended (completed, faulted or cancelled); answers
+    /// its view.
+    pub fn wait_dsl_ended(&self, id: &str, timeout: Duration) -> Value {
+        wait_for(timeout, &format!("instance {id} to end"), || {
+            let view = self
+                .get(&format!("/api/dsl/instances/{id}"))
+                .expect_ok("view")
+                .json();
+            ["completed", "faulted", "cancelled"]
+                .contains(&view["phase"].as_str().unwrap_or(""))
+                .then_some(view)
+        })
+    }
+
     // ---- metadata ----
 
     /// `POST /api/dsl/workflows` with a Serverless Workflow document (YAML); answers the

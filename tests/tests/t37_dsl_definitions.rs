@@ -403,21 +403,8 @@ fn a_run_of_a_registered_document_is_a_child_instance() {
         let (status, _, body) = register(api, text, "");
         assert_eq!(status, 200, "{body}");
     }
-    let started = api
-        .post_json(
-            "/api/dsl/workflows/test/parent/1.0.0/instances",
-            &json!({"x": 21}),
-        )
-        .expect_ok("start")
-        .json();
-    let id = started["id"].as_str().expect("id").to_owned();
-    let done = wait_for(Duration::from_secs(30), "the parent to end", || {
-        let view = api
-            .get(&format!("/api/dsl/instances/{id}"))
-            .expect_ok("view")
-            .json();
-        (view["phase"] == "completed" || view["phase"] == "faulted").then_some(view)
-    });
+    let id = api.start_dsl("test/parent/1.0.0", &json!({"x": 21}));
+    let done = api.wait_dsl_ended(&id, WAIT);
     assert_eq!(done["output"], json!({"n": 42}), "{done:#}");
     let child_id = done["tasks"][0]["output"]["subWorkflowId"]
         .as_str()
@@ -449,21 +436,8 @@ fn a_child_takes_and_gives_values_that_are_not_objects() {
         let (status, _, body) = register(api, text, "");
         assert_eq!(status, 200, "{body}");
     }
-    let started = api
-        .post_json(
-            "/api/dsl/workflows/test/pair/1.0.0/instances",
-            &json!({"x": 21}),
-        )
-        .expect_ok("start")
-        .json();
-    let id = started["id"].as_str().expect("id").to_owned();
-    let done = wait_for(Duration::from_secs(30), "the parent to end", || {
-        let view = api
-            .get(&format!("/api/dsl/instances/{id}"))
-            .expect_ok("view")
-            .json();
-        (view["phase"] == "completed" || view["phase"] == "faulted").then_some(view)
-    });
+    let id = api.start_dsl("test/pair/1.0.0", &json!({"x": 21}));
+    let done = api.wait_dsl_ended(&id, WAIT);
     assert_eq!(done["output"], json!({"sum": 42}), "{done:#}");
 }
 
@@ -490,21 +464,8 @@ fn an_emitted_event_reaches_event_handlers_through_batons_own_queue() {
     );
     let (status, _, body) = register(api, &emitter, "");
     assert_eq!(status, 200, "{body}");
-    let started = api
-        .post_json(
-            "/api/dsl/workflows/test/emitter/1.0.0/instances",
-            &json!({"who": "Ada"}),
-        )
-        .expect_ok("start")
-        .json();
-    let id = started["id"].as_str().expect("id").to_owned();
-    let done = wait_for(Duration::from_secs(30), "the emitter to end", || {
-        let view = api
-            .get(&format!("/api/dsl/instances/{id}"))
-            .expect_ok("view")
-            .json();
-        (view["phase"] == "completed" || view["phase"] == "faulted").then_some(view)
-    });
+    let id = api.start_dsl("test/emitter/1.0.0", &json!({"who": "Ada"}));
+    let done = api.wait_dsl_ended(&id, WAIT);
     assert_eq!(done["phase"], "completed", "{done:#}");
     let event_id = done["output"]["id"]
         .as_str()

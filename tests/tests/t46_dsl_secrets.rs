@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use harness::upstream::{Answer, Upstream};
-use harness::{wait_for, Api, Server};
+use harness::{Api, Server};
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -33,18 +33,8 @@ fn document(name: &str, body: &str) -> String {
 fn run(api: &Api, name: &str, text: &str) -> Value {
     let (status, body) = api.register_dsl(text);
     assert_eq!(status, 200, "{body}");
-    let path = format!("/api/dsl/workflows/test/{name}/1.0.0/instances");
-    let started = api.post_json(&path, &json!({})).expect_ok("start").json();
-    let id = started["id"].as_str().expect("id").to_owned();
-    wait_for(WAIT, "the instance to end", || {
-        let view = api
-            .get(&format!("/api/dsl/instances/{id}"))
-            .expect_ok("view")
-            .json();
-        ["completed", "faulted"]
-            .contains(&view["phase"].as_str().unwrap_or(""))
-            .then_some(view)
-    })
+    let id = api.start_dsl(&format!("test/{name}/1.0.0"), &json!({}));
+    api.wait_dsl_ended(&id, WAIT)
 }
 
 #[test]
