@@ -431,6 +431,14 @@ impl MetaState {
         }
     }
 
+    /// The schedule of the registered DSL version `key` (`namespace/name/version`), if it has one.
+    pub fn dsl_schedule(&self, key: &str) -> Option<DslSchedule> {
+        read(
+            &self.state,
+            &[DSL_SCHEDULES_PREFIX, key.as_bytes()].concat(),
+        )
+    }
+
     /// The schedules of the registered DSL documents that have one, in key order.
     pub fn dsl_schedules(&self) -> Vec<DslSchedule> {
         self.scan(DSL_SCHEDULES_PREFIX)

@@ -66,8 +66,7 @@ impl Triggers {
     /// marks its time, and answers how long to sleep.
     pub(super) async fn run_dsl_schedule(&self, key: &str) -> Result<Duration> {
         let recheck = Duration::from_millis(SCHEDULE_RECHECK_MS.unsigned_abs());
-        let found = self.host.defs.dsl_schedules().into_iter();
-        let Some(s) = found.into_iter().find(|s| s.key() == key) else {
+        let Some(s) = self.host.defs.dsl_schedule(key) else {
             return Ok(recheck);
         };
         let Some(schedule) = timed(&s) else {
