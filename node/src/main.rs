@@ -92,6 +92,11 @@ enum Command {
         /// `amqp://guest:guest@127.0.0.1:5672/%2f`; without it those providers are disabled.
         #[arg(long, env = "BATON_AMQP")]
         amqp: Option<String>,
+        /// Where Serverless Workflow events travel (`emit`, `listen`, `schedule.on`): `conductor`
+        /// (Baton's own queues), `nats` (a JetStream subject per event type; needs --nats) or
+        /// `amqp_exchange:NAME` (a RabbitMQ topic exchange routed by event type; needs --amqp).
+        #[arg(long, default_value = "conductor", value_parser = node::events::bus::DslBus::parse)]
+        dsl_events: node::events::bus::DslBus,
         /// The event gate drops a webhook delivery whose content it saw within this many seconds.
         #[arg(long, default_value_t = node::events::DEDUP_WINDOW_SECS)]
         event_dedup_secs: u64,
@@ -205,6 +210,7 @@ fn main() -> anyhow::Result<()> {
             workers,
             nats,
             amqp,
+            dsl_events,
             event_dedup_secs,
             http_concurrency,
             http_allow,
@@ -224,8 +230,10 @@ fn main() -> anyhow::Result<()> {
                     concurrency: http_concurrency,
                     allow: http_allow,
                 },
+                dsl_bus: dsl_events,
                 ..Default::default()
             };
+            events.check_dsl_bus().map_err(anyhow::Error::msg)?;
             let secrets = match secrets_dir {
                 Some(dir) => node::secrets::Secrets::read_dir(&dir).map_err(anyhow::Error::msg)?,
                 None => Default::default(),

@@ -5,11 +5,12 @@
 //! Layout: [`script`] (the JavaScript sandbox), [`pool`] (the child processes scripts run in,
 //! killed when stuck), [`host`] (such a child's side), [`frame`] (their wire format), [`eval`] (conditions,
 //! `${...}` placeholders from the payload, `expandInlineJSON`), [`brokers`] (NATS JetStream and
-//! RabbitMQ clients), [`http`] (HTTP tasks' calls and the hosts they may reach). The operations
+//! RabbitMQ clients), [`bus`] (where Serverless Workflow events travel), [`http`] (HTTP tasks' calls and the hosts they may reach). The operations
 //! that need the cluster — handler definitions, execution records, Baton's own queues, the
 //! consumers on partition leaders, performing tasks' work — are in `service::events`.
 
 pub mod brokers;
+pub mod bus;
 pub mod eval;
 pub mod frame;
 pub mod host;
@@ -80,6 +81,38 @@ pub struct EventOptions {
     pub scripts_in_process: bool,
     /// HTTP tasks' calls: how many at once, and the hosts they may reach.
     pub http: http::HttpOptions,
+    /// `--dsl-events`: where Serverless Workflow events travel.
+    pub dsl_bus: bus::DslBus,
+}
+
+impl EventOptions {
+    /// Whether `provider`'s broker has a URL here.
+    fn enables(&self, provider: Provider) -> bool {
+        match provider {
+            Provider::Nats => self.nats_url.is_some(),
+            Provider::AmqpQueue | Provider::AmqpExchange => self.amqp_url.is_some(),
+        }
+    }
+
+    /// Whether the broker of the DSL event bus is enabled, or which flag it needs.
+    pub fn check_dsl_bus(&self) -> Result<(), String> {
+        match self.dsl_bus.provider() {
+            Some(p) if !self.enables(p) => Err(format!(
+                "--dsl-events {} needs {} URL",
+                p.name(),
+                enabling_flag(p)
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The flag that enables `provider`'s broker.
+fn enabling_flag(provider: Provider) -> &'static str {
+    match provider {
+        Provider::Nats => "--nats",
+        Provider::AmqpQueue | Provider::AmqpExchange => "--amqp",
+    }
 }
 
 /// The event gate's default deduplication window.
@@ -111,6 +144,11 @@ impl Providers {
         i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX)
     }
 
+    /// Where Serverless Workflow events travel.
+    pub fn dsl_bus(&self) -> &bus::DslBus {
+        &self.options.dsl_bus
+    }
+
     /// Whether `provider` is known and enabled here; the error says which are.
     pub fn check(&self, provider: &str) -> Result<Option<Provider>, String> {
         if INTERNAL.contains(&provider) {
@@ -121,15 +159,8 @@ impl Providers {
                 "unknown event provider '{provider}'; Baton knows conductor, webhook, nats, amqp_queue and amqp_exchange"
             ));
         };
-        let enabled = match p {
-            Provider::Nats => self.options.nats_url.is_some(),
-            Provider::AmqpQueue | Provider::AmqpExchange => self.options.amqp_url.is_some(),
-        };
-        if !enabled {
-            let flag = match p {
-                Provider::Nats => "--nats",
-                _ => "--amqp",
-            };
+        if !self.options.enables(p) {
+            let flag = enabling_flag(p);
             return Err(format!(
                 "event provider '{provider}' is not enabled on this cluster (start the nodes with {flag} URL)"
             ));

@@ -163,7 +163,9 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
         MetaCommand::DeleteSchedule { name } => remove_existing(state, batch, schedule_key(&name)),
         MetaCommand::PutSchemas(defs) => put_schemas(state, batch, defs),
         MetaCommand::DeleteSchema { name, version } => delete_schema(state, batch, &name, version),
-        MetaCommand::PutDslWorkflow(def) => put_dsl_workflow(state, batch, &def),
+        MetaCommand::PutDslWorkflow { def, overwrite } => {
+            put_dsl_workflow(state, batch, &def, overwrite)
+        }
         MetaCommand::DeleteDslWorkflow {
             namespace,
             name,
@@ -178,11 +180,21 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
 
 /// Stores a DSL document under its namespace, name and version, unless it is a new version and
 /// the meta group holds [`DSL_WORKFLOWS_MAX`] already (`Full`: nothing is written).
-fn put_dsl_workflow(state: &Tree, batch: &mut Batch, def: &DslWorkflow) -> MetaOutcome {
+fn put_dsl_workflow(
+    state: &Tree,
+    batch: &mut Batch,
+    def: &DslWorkflow,
+    overwrite: bool,
+) -> MetaOutcome {
     let key = dsl_key(&def.namespace, &def.name, &def.version);
-    let new = !matches!(state.contains_key(&key), Ok(true));
-    if new && state.scan_prefix(DSL_PREFIX).count() >= DSL_WORKFLOWS_MAX {
-        return MetaOutcome::Full;
+    let held = state.get(&key).ok().flatten();
+    let held = held.and_then(|bytes| record::decode::<DslWorkflow>(&bytes).ok());
+    match &held {
+        Some(old) if old.document != def.document && !overwrite => return MetaOutcome::Exists,
+        None if state.scan_prefix(DSL_PREFIX).count() >= DSL_WORKFLOWS_MAX => {
+            return MetaOutcome::Full
+        }
+        _ => {}
     }
     batch.insert(key, record::encode(def));
     let listens = dsl_listens_key(&def.namespace, &def.name, &def.version);
@@ -583,7 +595,16 @@ mod tests {
         let db = cluster::storage::Db::open_sled(dir.path()).expect("db");
         let state = db.open_tree("meta").expect("tree");
         let meta = MetaState::new(state.clone());
-        let put = |d| apply_one(&state, MetaCommand::PutDslWorkflow(Box::new(d)));
+        let put = |d| {
+            let def = Box::new(d);
+            apply_one(
+                &state,
+                MetaCommand::PutDslWorkflow {
+                    def,
+                    overwrite: false,
+                },
+            )
+        };
         assert_eq!(put(dsl("ns", "a", "1.0.0")), MetaOutcome::Applied);
         assert_eq!(put(dsl("ns", "a", "1.1.0")), MetaOutcome::Applied);
         assert_eq!(put(dsl("ns", "ab", "1.0.0")), MetaOutcome::Applied);
@@ -607,6 +628,18 @@ mod tests {
             put(dsl("ns", "a", "1.0.0")),
             MetaOutcome::Applied,
             "a replacement fits"
+        );
+        let mut other = dsl("ns", "a", "1.0.0");
+        other.document = json!({"document": {"name": "a"}, "do": []});
+        let other_put = |overwrite| {
+            let def = Box::new(other.clone());
+            apply_one(&state, MetaCommand::PutDslWorkflow { def, overwrite })
+        };
+        assert_eq!(other_put(false), MetaOutcome::Exists, "another document");
+        assert_eq!(other_put(true), MetaOutcome::Applied);
+        assert_eq!(
+            meta.dsl_workflow("ns", "a", "1.0.0").map(|d| d.document),
+            Some(other.document.clone())
         );
 
         let delete = |version: &str| {

@@ -108,7 +108,7 @@ fn inline_child(task: &WorkflowTask) -> Option<WorkflowDef> {
 pub struct Definitions {
     pub(crate) host: Arc<Host>,
     /// The event providers this node has (EVENT tasks' sinks are checked against them).
-    providers: Providers,
+    pub(super) providers: Providers,
     /// The operator's secrets (a document's `use.secrets` must name some of them).
     pub(super) secrets: crate::secrets::Secrets,
 }

@@ -55,6 +55,38 @@ fn check_cron(doc: &Document) -> Result<(), engine::dsl::Error> {
     }
 }
 
+/// The literal event types under `value` (`.../with/type`, not an expression), with their
+/// pointers below `at`.
+fn event_types(value: &Value, at: String, found: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) => {
+            let literal = map.get("with").and_then(|w| w.get("type")?.as_str());
+            if let Some(t) = literal.filter(|t| !t.trim_start().starts_with("${")) {
+                found.push((format!("{at}/with/type"), t.to_owned()));
+            }
+            for (key, v) in map {
+                let token = key.replace('~', "~0").replace('/', "~1");
+                event_types(v, format!("{at}/{token}"), found);
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                event_types(v, format!("{at}/{i}"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The refusal of another document under a registered version.
+fn conflict(header: &Header) -> Error {
+    Error::Conflict(format!(
+        "workflow {}/{}/{} is registered with another document; \
+         register it with overwrite=true to replace it",
+        header.namespace, header.name, header.version
+    ))
+}
+
 /// A document's check without registering it.
 #[derive(Debug, Serialize)]
 pub struct Validated {
@@ -85,6 +117,29 @@ impl Definitions {
             .collect()
     }
 
+    /// The event types the document names (an `emit`'s, a `listen` filter's, a schedule's)
+    /// that cannot travel on this node's event bus (`--dsl-events`), each at its pointer.
+    fn untravelled_types(&self, doc: &Document) -> Vec<engine::dsl::Problem> {
+        let bus = self.providers.dsl_bus();
+        let mut found = Vec::new();
+        event_types(doc.json(), String::new(), &mut found);
+        found
+            .into_iter()
+            .filter_map(|(at, t)| {
+                let why = bus.check_type(&t).err()?;
+                let detail = format!("events of type '{t}' cannot travel on the event bus: {why}");
+                Some(engine::dsl::Problem::new(at, detail))
+            })
+            .collect()
+    }
+
+    /// What this node cannot give the document: its secrets, its event types' bus.
+    fn node_problems(&self, doc: &Document) -> Vec<engine::dsl::Problem> {
+        let mut problems = self.missing_secrets(doc);
+        problems.extend(self.untravelled_types(doc));
+        problems
+    }
+
     /// Checks a document as registering it would, and stores nothing; a document that is
     /// valid but asks for what this runtime does not do is answered with what that is.
     pub async fn validate_dsl(&self, text: &str) -> Result<Validated, PutDslError> {
@@ -95,7 +150,7 @@ impl Definitions {
             Ok(()) => Vec::new(),
             Err(e) => e.problems(),
         };
-        unsupported.extend(self.missing_secrets(&doc));
+        unsupported.extend(self.node_problems(&doc));
         Ok(Validated {
             document: doc.header().clone(),
             supported: unsupported.is_empty(),
@@ -113,7 +168,7 @@ impl Definitions {
         let doc = engine::dsl::load_with(text, &self.host.defs)?;
         engine::dsl::check_supported(&doc)?;
         check_cron(&doc)?;
-        let missing = self.missing_secrets(&doc);
+        let missing = self.node_problems(&doc);
         if !missing.is_empty() {
             let problems = engine::dsl::Problems::new(missing);
             return Err(engine::dsl::Error::Unsupported(problems).into());
@@ -125,14 +180,7 @@ impl Definitions {
                 .dsl_workflow(&header.namespace, &header.name, &header.version);
         match &existing {
             Some(old) if old.document == *doc.json() => return Ok(header),
-            Some(old) if !overwrite => {
-                return Err(Error::Conflict(format!(
-                    "workflow {} is registered with another document; \
-                     register it with overwrite=true to replace it",
-                    old.key()
-                ))
-                .into())
-            }
+            Some(_) if !overwrite => return Err(conflict(&header).into()),
             _ => {}
         }
         let now = self.host.clock.now_ms();
@@ -147,9 +195,13 @@ impl Definitions {
         };
         match self
             .host
-            .propose_meta(MetaCommand::PutDslWorkflow(Box::new(def)))
+            .propose_meta(MetaCommand::PutDslWorkflow {
+                def: Box::new(def),
+                overwrite,
+            })
             .await?
         {
+            MetaOutcome::Exists => Err(conflict(&header).into()),
             MetaOutcome::Full => Err(Error::TooLarge(format!(
                 "at most {DSL_WORKFLOWS_MAX} workflow document versions are registered; \
                  delete some first"

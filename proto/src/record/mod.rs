@@ -311,9 +311,13 @@ pub enum MetaCommand {
         name: String,
         version: Option<u32>,
     },
-    /// Registers a Serverless Workflow document under its namespace, name and version,
-    /// replacing what that version held (the node checks the overwrite rule before proposing).
-    PutDslWorkflow(Box<crate::model::DslWorkflow>),
+    /// Registers a Serverless Workflow document under its namespace, name and version. A
+    /// version that holds another document is replaced only when `overwrite` (else `Exists`:
+    /// decided in the apply, so registrations racing through different nodes cannot both win).
+    PutDslWorkflow {
+        def: Box<crate::model::DslWorkflow>,
+        overwrite: bool,
+    },
     /// Removes one version of a registered Serverless Workflow document.
     DeleteDslWorkflow {
         namespace: String,

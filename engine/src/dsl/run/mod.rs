@@ -33,6 +33,7 @@ pub use errors::{timeout_error, STANDARD_TYPES};
 pub(crate) use frame::kind_of;
 pub use listen::LISTEN_TASK_TYPE;
 pub(crate) use listen::{event_matches, filters as listen_filters, types as listened_types};
+pub use simple::EVENT_BUS;
 
 use crate::state::Ctx;
 use expr::Scope;

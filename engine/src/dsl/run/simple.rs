@@ -7,6 +7,9 @@ use proto::model::task_type;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
+/// The provider of an `emit`'s sink: the event bus of the runtime, which names the broker.
+pub const EVENT_BUS: &str = "dsl";
+
 impl Runner<'_, '_> {
     /// `switch`: the first case whose `when` holds (a case without one always does) names the
     /// next task with its `then`; the data passes through. No case: the switch's own `then`.
@@ -70,9 +73,10 @@ impl Runner<'_, '_> {
     }
 
     /// `emit`: the event's attributes evaluated and completed as a CloudEvent 1.0 (`id`,
-    /// `time`, `specversion`), published through the event gate as an EVENT task's message to
-    /// Baton's own queue named by the event's type (`conductor:{type}`), where event handlers
-    /// take it; published once (the message id is the task's), the task's output is the event.
+    /// `time`, `specversion`), published as an EVENT task's message to the event bus under the
+    /// event's type (the sink `dsl:{type}`, [`EVENT_BUS`]: the runtime resolves it to the bus
+    /// its operator chose); published once (the message id is the task's), the task's output
+    /// is the event.
     pub(super) fn start_emit(
         &mut self,
         at: &str,
@@ -97,7 +101,7 @@ impl Runner<'_, '_> {
         let time = super::time_arg(self.ctx.now)["iso8601"].clone();
         event.entry("time").or_insert(time);
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("dsl");
-        let sink = format!("conductor:{kind}");
+        let sink = format!("{EVENT_BUS}:{kind}");
         let event = Value::Object(event);
         let task_id = self.open_task(at, name, task_type::EVENT, "", &event);
         if let Some(i) = self.ctx.index_of(&task_id) {

@@ -286,7 +286,7 @@ fn emit_publishes_a_cloud_event_through_the_event_gate() {
     let pending = crate::pending_events(h.wf());
     assert_eq!(pending.len(), 1, "the event waits for its publication");
     let event = &pending[0];
-    assert_eq!(event.sink, "conductor:com.fake-source.user.greeted.v1");
+    assert_eq!(event.sink, "dsl:com.fake-source.user.greeted.v1");
     assert_eq!(event.payload["data"], json!({"greetings": "Hello John!"}));
     for key in ["id", "specversion", "time", "source", "type"] {
         assert!(event.payload.get(key).is_some(), "{key}");

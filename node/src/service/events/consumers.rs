@@ -1,6 +1,7 @@
 //! The event consumers: on each partition's leader, one consumer of Baton's own queues held in
 //! that partition and one consumer per external broker queue (`nats:`, `amqp_*:`) whose event
-//! hashes to that partition. They follow leadership (`service::follow`): a node runs exactly the
+//! hashes to that partition: the queues of active handlers, and those of the DSL event bus
+//! that registered documents listen on. They follow leadership (`service::follow`): a node runs exactly the
 //! consumers of the partitions it leads, so a failover moves them with the partition.
 //!
 //! A message is acknowledged only after every action of every active handler of its event
@@ -48,16 +49,22 @@ impl Followers for Events {
     async fn wanted(self: Arc<Self>) -> BTreeSet<Key> {
         let led = self.host.led_partitions().await;
         let mut out: BTreeSet<Key> = led.iter().map(|p| Key::Own(*p)).collect();
-        for h in self.host.defs.event_handlers() {
-            let Some((provider, _)) = h.provider_and_queue() else {
+        let handled = self
+            .host
+            .defs
+            .event_handlers()
+            .into_iter()
+            .filter(|h| h.active);
+        let events = handled.map(|h| h.event).chain(self.listened_events());
+        for event in events {
+            let Some((provider, _)) = split_event(&event) else {
                 continue;
             };
-            if h.active
-                && !INTERNAL.contains(&provider)
+            if !INTERNAL.contains(&provider)
                 && self.providers.check(provider).is_ok()
-                && led.contains(&self.message_partition(&h.event))
+                && led.contains(&self.message_partition(&event))
             {
-                out.insert(Key::Broker(h.event.clone()));
+                out.insert(Key::Broker(event));
             }
         }
         out
@@ -72,7 +79,7 @@ impl Followers for Events {
 }
 
 /// The events of the providers Baton keeps itself that active handlers, or the `listen` tasks
-/// of registered Serverless Workflow documents, wait for.
+/// of registered Serverless Workflow documents when their bus is Baton's own, wait for.
 fn own_events_consumed(node: &Events) -> BTreeSet<String> {
     let mut events: BTreeSet<String> = node
         .host
@@ -83,7 +90,10 @@ fn own_events_consumed(node: &Events) -> BTreeSet<String> {
         .filter(|h| matches!(split_event(&h.event), Some((p, _)) if INTERNAL.contains(&p)))
         .map(|h| h.event)
         .collect();
-    events.extend(node.listened_events());
+    let listened = node.listened_events().into_iter();
+    events.extend(
+        listened.filter(|e| matches!(split_event(e), Some((p, _)) if INTERNAL.contains(&p))),
+    );
     events
 }
 

@@ -1,13 +1,15 @@
-//! Serverless Workflow `listen` tasks fed from Baton's own queues. The registered documents say
-//! which event types their `listen` tasks wait for (`MetaState::dsl_listened_types`); a message
-//! on `conductor:{type}` for such a type is consumed like a handler's, and offered, as a
-//! CloudEvent, to every instance whose running `listen` waits for that type (the partitions'
-//! listening rows name them) with `Input::Listened` under the message's id: the instance's
-//! decider consumes it if a filter matches, and remembers the id, so a message delivered again
-//! is not consumed twice. The message is acknowledged once every such instance took the offer;
-//! an offer that could not be made (no leader for the instance's partition) has the message
-//! delivered again. A message that comes while no instance waits for it is consumed by none:
-//! a `listen` sees the events published after it started.
+//! Serverless Workflow `listen` tasks fed from the event bus (`events::bus`: Baton's own
+//! queues, NATS JetStream or a RabbitMQ exchange, as the operator chose). The registered
+//! documents say which event types their `listen` tasks wait for
+//! (`MetaState::dsl_listened_types`); a message of the bus's event for such a type is consumed
+//! like a handler's, and offered, as a CloudEvent, to every instance whose running `listen`
+//! waits for that type (the partitions' listening rows name them) with `Input::Listened` under
+//! the message's id: the instance's decider consumes it if a filter matches, and remembers the
+//! id, so a message delivered again is not consumed twice. The message is acknowledged once
+//! every such instance took the offer; an offer that could not be made (no leader for the
+//! instance's partition) has the message delivered again. A message that comes while no
+//! instance waits for it is consumed by none: a `listen` sees the events published after it
+//! started.
 //!
 //! A registered version whose `schedule.on` accepts the event starts an instance with the list
 //! of that event as its input, once per message (its idempotency key names the version and the
@@ -15,28 +17,29 @@
 
 use super::{Events, Message, Verdict};
 use crate::error::Error;
-use crate::events::CONDUCTOR;
 use engine::dsl::Schedule;
 use engine::Input;
-use proto::model::{split_event, StartWorkflowRequest};
+use proto::model::StartWorkflowRequest;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
 impl Events {
-    /// The own-queue events (`conductor:{type}`) that registered documents' `listen` tasks wait
-    /// for.
+    /// The bus's events (`provider:queue`) that registered documents' `listen` tasks and
+    /// `schedule.on` wait for.
     pub(super) fn listened_events(&self) -> BTreeSet<String> {
+        let bus = self.providers.dsl_bus();
         self.host
             .defs
             .dsl_listened_types()
             .into_iter()
-            .map(|t| format!("{CONDUCTOR}:{t}"))
+            .filter(|t| bus.check_type(t).is_ok())
+            .map(|t| bus.event(&t))
             .collect()
     }
 
     /// Offers `message` to the instances listening for its event type (none: nothing to do).
     pub(super) async fn offer_to_listeners(&self, message: &Message) -> Verdict {
-        let Some(event_type) = listened_type(&message.event) else {
+        let Some(event_type) = self.providers.dsl_bus().event_type(&message.event) else {
             return Verdict::Ack;
         };
         if !self.host.defs.dsl_listened_types().contains(event_type) {
@@ -119,14 +122,6 @@ fn on_event_key(key: &str, message_id: &str) -> String {
     format!("on:{key}:#{hi:016x}{lo:016x}")
 }
 
-/// The event type of an own-queue event (`conductor:{type}`).
-fn listened_type(event: &str) -> Option<&str> {
-    match split_event(event) {
-        Some((provider, queue)) if provider == CONDUCTOR => Some(queue),
-        _ => None,
-    }
-}
-
 /// The CloudEvent a message is to a `listen`: its payload when that is one (it names its
 /// `specversion` and `type`), else a CloudEvent of the queue's type carrying the payload as its
 /// data.
@@ -176,10 +171,5 @@ mod tests {
         assert_eq!(made["type"], "com.example.ready");
         assert_eq!(made["id"], "m-1");
         assert_eq!(made["data"], json!({"a": 1}));
-        assert_eq!(
-            listened_type("conductor:com.example.ready"),
-            Some("com.example.ready")
-        );
-        assert_eq!(listened_type("nats:subject"), None);
     }
 }

@@ -15,7 +15,7 @@ use crate::events::eval::{self, condition_holds};
 use crate::events::http::HttpCaller;
 use crate::events::pool::ScriptPool;
 use crate::events::script::ScriptError;
-use crate::events::{GateEvent, Providers, CONDUCTOR};
+use crate::events::{bus, GateEvent, Providers, CONDUCTOR};
 use crate::host::{through_failover, Host};
 use crate::partition::WorkflowOp;
 use crate::partition::{keys, Partition};
@@ -871,6 +871,12 @@ impl Events {
     ) -> Result<()> {
         let (provider, queue) = split_event(sink)
             .ok_or_else(|| Error::Invalid(format!("sink '{sink}' is not provider:queue")))?;
+        if provider == bus::BUS_PROVIDER {
+            let bus = self.providers.dsl_bus();
+            bus.check_type(queue).map_err(Error::Invalid)?;
+            let resolved = bus.event(queue);
+            return Box::pin(self.publish_message(&resolved, id, payload, workflow_id)).await;
+        }
         let payload = Value::Object(payload.clone());
         match self.providers.check(provider).map_err(Error::Invalid)? {
             None => {
