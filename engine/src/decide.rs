@@ -71,11 +71,14 @@ pub fn start_with(
         task_logs: BTreeMap::new(),
         applied: Vec::new(),
         status_notice: None,
+        lifecycle: None,
     };
     let mut ctx = Ctx::owning(record, now, rng).with_catalog(catalog);
     ctx.changed = true;
     begin(&mut ctx);
-    Ok(ctx.finish(0))
+    let mut decision = ctx.finish(0);
+    crate::dsl::lifecycle::note(None, &mut decision, now, catalog);
+    Ok(decision)
 }
 
 /// Decides `inputs` in order, each on the record the one before left, exactly as if each had been
@@ -200,6 +203,10 @@ fn decide_in(
             super::work::performed(&mut ctx, i, iteration, outcome);
         }
         Input::StatusPublished { end_time } => super::listener::published(&mut ctx, end_time),
+        Input::LifecyclePublished { upto } => {
+            let outbox = ctx.lifecycle.as_mut();
+            ctx.changed |= outbox.is_some_and(|l| l.published(upto));
+        }
         Input::Listened { message_id, event } => {
             crate::dsl::run::listened(&mut ctx, &message_id, &event)?;
         }
@@ -208,7 +215,9 @@ fn decide_in(
             super::work::claim(&mut ctx, i, iteration)?;
         }
     }
-    Ok(ctx.finish(record.version))
+    let mut decision = ctx.finish(record.version);
+    crate::dsl::lifecycle::note(Some(record), &mut decision, now, catalog);
+    Ok(decision)
 }
 
 /// Fails a running workflow whose next record would be larger than a workflow may grow: the input

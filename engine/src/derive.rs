@@ -252,8 +252,9 @@ pub fn pending_events(workflow: &Workflow) -> Vec<PendingEvent> {
 }
 
 /// What a committed state asks its leader to do outside the workflow: publish every EVENT
-/// task's message not reported published, perform every task's pending work, and publish a
-/// terminal workflow's end to its status listener sink until that is reported done. Derived
+/// task's message not reported published, perform every task's pending work, publish a
+/// terminal workflow's end to its status listener sink until that is reported done, and a
+/// DSL instance's pending lifecycle events. Derived
 /// after every commit and at recovery, so nothing of it is lost with a leader.
 pub fn outbound(record: &WorkflowRecord) -> Vec<Effect> {
     let workflow = &record.workflow;
@@ -275,7 +276,15 @@ pub fn outbound(record: &WorkflowRecord) -> Vec<Effect> {
             workflow_id: workflow_id.clone(),
             publication,
         });
-    events.chain(work).chain(status).collect()
+    let lifecycle = record
+        .lifecycle
+        .as_ref()
+        .filter(|l| !l.pending.is_empty())
+        .map(|l| Effect::PublishLifecycle {
+            workflow_id: workflow_id.clone(),
+            events: l.pending.clone(),
+        });
+    events.chain(work).chain(status).chain(lifecycle).collect()
 }
 
 /// The worker tasks of `workflow` a worker holds now (IN_PROGRESS), as (task type, id, start

@@ -65,6 +65,13 @@ pub enum Effect {
         workflow_id: WorkflowId,
         publication: StatusPublication,
     },
+    /// A Serverless Workflow instance's lifecycle CloudEvents, in order, to publish to the
+    /// operator's sink and then report with [`Input::LifecyclePublished`]; derived by
+    /// [`outbound`] after every commit and at recovery while any are pending.
+    PublishLifecycle {
+        workflow_id: WorkflowId,
+        events: Vec<proto::record::LifecycleEvent>,
+    },
 }
 
 /// The registered task definitions, as the decider may look them up: a dynamic task (DYNAMIC,
@@ -99,6 +106,12 @@ pub trait Catalog {
     /// `$secrets.{name}`).
     fn secret(&self, _name: &str) -> Option<serde_json::Value> {
         None
+    }
+
+    /// Whether Serverless Workflow instances record their lifecycle CloudEvents (the operator
+    /// named a sink for them).
+    fn lifecycle_events(&self) -> bool {
+        false
     }
 }
 

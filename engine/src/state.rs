@@ -18,6 +18,8 @@ pub(crate) struct Ctx<'r> {
     pub applied: Vec<String>,
     /// See [`WorkflowRecord::status_notice`]; the workflow's end starts it afresh.
     pub notice: Option<proto::record::StatusNotice>,
+    /// See [`WorkflowRecord::lifecycle`].
+    pub lifecycle: Option<proto::record::LifecycleOutbox>,
     pub effects: Vec<Effect>,
     pub now: NowMs,
     pub rng: &'r mut dyn rand::RngCore,
@@ -46,6 +48,7 @@ impl<'r> Ctx<'r> {
             logs: record.task_logs,
             applied: record.applied,
             notice: record.status_notice,
+            lifecycle: record.lifecycle,
             effects: Vec::new(),
             now,
             rng,
@@ -236,6 +239,7 @@ impl<'r> Ctx<'r> {
                 task_logs: self.logs,
                 applied: self.applied,
                 status_notice,
+                lifecycle: self.lifecycle,
             }),
             effects: self.effects,
         }

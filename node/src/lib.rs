@@ -8,6 +8,7 @@
 //! `serve` runs them.
 
 pub mod api;
+mod catalog;
 pub mod clock;
 pub mod error;
 pub mod events;

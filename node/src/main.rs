@@ -97,6 +97,11 @@ enum Command {
         /// `amqp_exchange:NAME` (a RabbitMQ topic exchange routed by event type; needs --amqp).
         #[arg(long, default_value = "conductor", value_parser = node::events::bus::DslBus::parse)]
         dsl_events: node::events::bus::DslBus,
+        /// Publish Serverless Workflow instances' lifecycle CloudEvents
+        /// (`io.serverlessworkflow.workflow.started.v1`, ...) to this sink, `provider:queue`
+        /// (`conductor:lifecycle`, `nats:baton.lifecycle`, `amqp_exchange:...`); none without it.
+        #[arg(long)]
+        dsl_lifecycle_sink: Option<String>,
         /// The event gate drops a webhook delivery whose content it saw within this many seconds.
         #[arg(long, default_value_t = node::events::DEDUP_WINDOW_SECS)]
         event_dedup_secs: u64,
@@ -211,6 +216,7 @@ fn main() -> anyhow::Result<()> {
             nats,
             amqp,
             dsl_events,
+            dsl_lifecycle_sink,
             event_dedup_secs,
             http_concurrency,
             http_allow,
@@ -231,9 +237,11 @@ fn main() -> anyhow::Result<()> {
                     allow: http_allow,
                 },
                 dsl_bus: dsl_events,
+                lifecycle_sink: dsl_lifecycle_sink,
                 ..Default::default()
             };
             events.check_dsl_bus().map_err(anyhow::Error::msg)?;
+            events.check_lifecycle_sink().map_err(anyhow::Error::msg)?;
             let secrets = match secrets_dir {
                 Some(dir) => node::secrets::Secrets::read_dir(&dir).map_err(anyhow::Error::msg)?,
                 None => Default::default(),

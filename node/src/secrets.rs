@@ -93,31 +93,6 @@ fn read_secret(path: &Path, file: &str) -> Result<(String, Value), String> {
     }
 }
 
-/// What a workflow's decisions look up: the meta group's definitions and the operator's
-/// secrets.
-pub(crate) struct Catalog {
-    pub defs: crate::meta::MetaState,
-    pub secrets: Secrets,
-}
-
-impl engine::Catalog for Catalog {
-    fn task_def(&self, name: &str) -> Option<proto::model::TaskDef> {
-        self.defs.task_def(name)
-    }
-
-    fn schema(&self, name: &str, version: Option<u32>) -> Option<Arc<engine::schema::Compiled>> {
-        engine::Catalog::schema(&self.defs, name, version)
-    }
-
-    fn dsl_document(&self, namespace: &str, name: &str, version: &str) -> Option<Value> {
-        engine::Catalog::dsl_document(&self.defs, namespace, name, version)
-    }
-
-    fn secret(&self, name: &str) -> Option<Value> {
-        self.secrets.get(name)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

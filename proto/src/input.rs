@@ -157,6 +157,11 @@ pub enum Input {
         task_id: TaskId,
         iteration: u32,
     },
+    /// A Serverless Workflow instance's lifecycle events numbered below `upto` were published
+    /// to the operator's sink: they leave its record. Anything else ignores it.
+    LifecyclePublished {
+        upto: u64,
+    },
 }
 
 /// The kinds of timer a workflow may have armed.

@@ -106,3 +106,6 @@ pub const DSL_WORKFLOWS_MAX: usize = 1_000;
 /// Shortest `schedule.every` or `schedule.after` of a DSL document: a document cannot start
 /// instances faster than one per second by itself.
 pub const DSL_SCHEDULE_INTERVAL_MIN_MS: i64 = 1_000;
+/// Lifecycle CloudEvents one DSL instance keeps waiting for its sink: past it the oldest are
+/// dropped (and counted), so a sink that is down cannot grow a record without bound.
+pub const DSL_LIFECYCLE_PENDING_MAX: usize = 256;

@@ -125,20 +125,26 @@ fn task_phase(t: &Task) -> &'static str {
     }
 }
 
-/// The instance in the DSL's terms, or `None` when `workflow` is not a DSL instance.
-pub fn view(workflow: &Workflow) -> Option<Value> {
-    let doc = workflow.workflow_definition.dsl.as_deref()?;
+/// The error a faulted instance ended with (the workflow's timeout's when it timed out).
+pub(crate) fn instance_error(workflow: &Workflow) -> Option<Value> {
     let run = workflow.dsl.as_deref();
-    let tasks: Vec<Value> = workflow.tasks.iter().map(task_view).collect();
-    let output = run.and_then(|r| r.output.clone());
-    let error = run.and_then(|r| r.error.clone()).or_else(|| {
+    run.and_then(|r| r.error.clone()).or_else(|| {
         (workflow.status == WorkflowStatus::TimedOut).then(|| {
             super::run::timeout_error(
                 "/",
                 workflow.reason_for_incompletion.as_deref().unwrap_or(""),
             )
         })
-    });
+    })
+}
+
+/// The instance in the DSL's terms, or `None` when `workflow` is not a DSL instance.
+pub fn view(workflow: &Workflow) -> Option<Value> {
+    let doc = workflow.workflow_definition.dsl.as_deref()?;
+    let run = workflow.dsl.as_deref();
+    let tasks: Vec<Value> = workflow.tasks.iter().map(task_view).collect();
+    let output = run.and_then(|r| r.output.clone());
+    let error = instance_error(workflow);
     Some(json!({
         "id": workflow.workflow_id.as_str(),
         "document": doc.get("document"),

@@ -12,6 +12,7 @@ mod document;
 mod duration;
 mod error;
 mod instance;
+pub(crate) mod lifecycle;
 mod parse;
 mod rules;
 pub mod run;

@@ -83,6 +83,9 @@ pub struct EventOptions {
     pub http: http::HttpOptions,
     /// `--dsl-events`: where Serverless Workflow events travel.
     pub dsl_bus: bus::DslBus,
+    /// `--dsl-lifecycle-sink`: where Serverless Workflow instances publish their lifecycle
+    /// CloudEvents (`provider:queue`); `None`: they record none.
+    pub lifecycle_sink: Option<String>,
 }
 
 impl EventOptions {
@@ -91,6 +94,22 @@ impl EventOptions {
         match provider {
             Provider::Nats => self.nats_url.is_some(),
             Provider::AmqpQueue | Provider::AmqpExchange => self.amqp_url.is_some(),
+        }
+    }
+
+    /// Whether the lifecycle sink names a provider this node has and a queue it accepts.
+    pub fn check_lifecycle_sink(&self) -> Result<(), String> {
+        let Some(sink) = self.lifecycle_sink.as_deref() else {
+            return Ok(());
+        };
+        let what = "--dsl-lifecycle-sink";
+        let (provider, queue) = proto::model::split_event(sink).ok_or_else(|| {
+            format!("{what} '{sink}' is not provider:queue (e.g. nats:lifecycle)")
+        })?;
+        match Providers::new(self.clone()).check(provider)? {
+            Some(p) => brokers::validate_queue(p, queue).map_err(|e| format!("{what}: {e}")),
+            None if queue.trim().is_empty() => Err(format!("{what} '{sink}' names no queue")),
+            None => Ok(()),
         }
     }
 
@@ -147,6 +166,11 @@ impl Providers {
     /// Where Serverless Workflow events travel.
     pub fn dsl_bus(&self) -> &bus::DslBus {
         &self.options.dsl_bus
+    }
+
+    /// Where Serverless Workflow instances publish their lifecycle events, if anywhere.
+    pub fn lifecycle_sink(&self) -> Option<&str> {
+        self.options.lifecycle_sink.as_deref()
     }
 
     /// Whether `provider` is known and enabled here; the error says which are.

@@ -26,8 +26,8 @@ pub fn running_prefix(name: &str) -> Vec<u8> {
 }
 pub const RUNNING_PREFIX: &[u8] = b"r/";
 
-/// `sn/{workflowId}` -> empty — present while a terminal workflow owes its status listener sink
-/// the publication of its end (`WorkflowRecord::owes_status_notice`), so that the partition's
+/// `sn/{workflowId}` -> empty — present while a terminal workflow owes a publication (its end
+/// to its status listener sink, lifecycle events: `WorkflowRecord::owes_publication`), so that the partition's
 /// next leader finds it at recovery as it finds running workflows by their rows. Only terminal
 /// writes set or clear it: one retried while it owed keeps it, pointing at a running workflow,
 /// until its next end.

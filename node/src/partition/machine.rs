@@ -72,10 +72,10 @@ impl WorkflowMachine {
         let running_key = keys::running(wf.workflow_name, id);
         if wf.terminal {
             batch.remove(running_key);
-            // Only terminal writes touch this row (few: the end, and the publication's
-            // attempts), so a running workflow's steps cost nothing for it.
+            // Only terminal writes touch this row (few: the end, and the publications'
+            // attempts and reports), so a running workflow's steps cost nothing for it.
             let notice_key = keys::status_notice(id);
-            if wf.owes_status_notice {
+            if wf.owes_publication {
                 batch.insert(notice_key, Vec::new());
             } else {
                 batch.remove(notice_key);

@@ -83,9 +83,10 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
         watches: Default::default(),
         outbox,
         partitions,
-        catalog: Arc::new(crate::secrets::Catalog {
+        catalog: Arc::new(crate::catalog::Catalog {
             defs,
             secrets: options.secrets.clone(),
+            lifecycle_events: options.events.lifecycle_sink.is_some(),
         }),
     };
     let host = Host::open(options, &mut seams, env).await?;

@@ -41,6 +41,7 @@ fn record() -> WorkflowRecord {
         task_logs: Default::default(),
         applied: vec!["k1".into()],
         status_notice: None,
+        lifecycle: None,
     }
 }
 

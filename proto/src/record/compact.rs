@@ -75,6 +75,8 @@ struct Fields<'a> {
     applied: &'a Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     status_notice: &'a Option<super::StatusNotice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lifecycle: &'a Option<super::LifecycleOutbox>,
 }
 
 impl Serialize for WorkflowRecord {
@@ -86,6 +88,7 @@ impl Serialize for WorkflowRecord {
             task_logs: &self.task_logs,
             applied: &self.applied,
             status_notice: &self.status_notice,
+            lifecycle: &self.lifecycle,
         }
         .serialize(serializer)
     }
@@ -102,6 +105,8 @@ pub(super) struct Stored {
     applied: Vec<String>,
     #[serde(default)]
     status_notice: Option<super::StatusNotice>,
+    #[serde(default)]
+    lifecycle: Option<super::LifecycleOutbox>,
 }
 
 impl From<Stored> for WorkflowRecord {
@@ -114,6 +119,7 @@ impl From<Stored> for WorkflowRecord {
             task_logs: stored.task_logs,
             applied: stored.applied,
             status_notice: stored.status_notice,
+            lifecycle: stored.lifecycle,
         }
     }
 }

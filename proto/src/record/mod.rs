@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 
 pub mod compact;
 pub mod dead_letter;
+mod lifecycle;
+pub use lifecycle::{LifecycleEvent, LifecycleOutbox};
 pub mod patch;
 pub mod quarantine;
 pub mod write;
@@ -73,6 +75,9 @@ pub struct WorkflowRecord {
     /// The publication of the workflow's end to its definition's status listener sink, once
     /// begun (see [`WorkflowRecord::owes_status_notice`]); `None` while the workflow runs.
     pub status_notice: Option<StatusNotice>,
+    /// A Serverless Workflow instance's lifecycle CloudEvents not yet published to the
+    /// operator's sink; `None` when it never had any.
+    pub lifecycle: Option<LifecycleOutbox>,
 }
 
 /// How a terminal workflow's publication of its end to `workflowStatusListenerSink` went.
@@ -101,6 +106,17 @@ impl WorkflowRecord {
     /// not done. Such a workflow still has work for its partition's leader.
     pub fn owes_status_notice(&self) -> bool {
         owes_status_notice(&self.workflow, self.status_notice.as_ref())
+    }
+
+    /// Whether a terminal workflow still owes a publication: its end to its status listener,
+    /// or lifecycle events to the operator's sink. The partition keeps a row its next
+    /// leader's recovery finds such a workflow by.
+    pub fn owes_publication(&self) -> bool {
+        let lifecycle = self
+            .lifecycle
+            .as_ref()
+            .is_some_and(|l| !l.pending.is_empty());
+        self.owes_status_notice() || (self.workflow.status.is_terminal() && lifecycle)
     }
 }
 

@@ -78,6 +78,7 @@ pub fn diff<'a>(prev: &WorkflowRecord, next: &'a WorkflowRecord) -> Option<Patch
         || new.tasks.len() < old.tasks.len()
         || new.workflow_definition != old.workflow_definition
         || next.status_notice != prev.status_notice
+        || next.lifecycle != prev.lifecycle
     {
         return None;
     }

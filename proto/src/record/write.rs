@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 /// The first two bytes of a write: read as a record's format version, one no record uses.
 pub const WRITE_TAG: u16 = 0x5701;
 
-/// The first two bytes of a write of a terminal workflow that still owes its status listener
-/// the publication of its end ([`WriteHead::owes_status_notice`]): the tag carries the flag, so
+/// The first two bytes of a write of a terminal workflow that still owes a publication
+/// ([`WriteHead::owes_publication`]): the tag carries the flag, so
 /// the head's encoding, and every write made before the flag existed, stay as they were.
 pub const WRITE_OWING_TAG: u16 = 0x5703;
 
@@ -55,11 +55,11 @@ pub struct WriteHead<'a> {
     pub terminal: bool,
     #[serde(borrow)]
     pub correlation_id: Option<&'a str>,
-    /// Whether the terminal workflow still owes its status listener sink the publication of
-    /// its end ([`WorkflowRecord::owes_status_notice`]): the partition then keeps a row that
-    /// its next leader's recovery finds it by. Carried by the tag ([`WRITE_OWING_TAG`]).
+    /// Whether the terminal workflow still owes a publication (its end to its status listener
+    /// sink, lifecycle events: [`WorkflowRecord::owes_publication`]): the partition then keeps a
+    /// row that its next leader's recovery finds it by. Carried by the tag ([`WRITE_OWING_TAG`]).
     #[serde(skip)]
-    pub owes_status_notice: bool,
+    pub owes_publication: bool,
     /// For a running Serverless Workflow instance: the event types its `listen` tasks wait for
     /// (none: it waits for none), kept as the partition's listening row. `None` for a Conductor
     /// workflow, which never listens, and for a terminal one. Carried after the head under
@@ -81,7 +81,7 @@ impl<'a> WriteHead<'a> {
             workflow_version: wf.workflow_version,
             terminal: wf.status.is_terminal(),
             correlation_id: wf.correlation_id.as_deref(),
-            owes_status_notice: record.owes_status_notice(),
+            owes_publication: record.owes_publication(),
             listening: wf
                 .dsl
                 .as_ref()
@@ -160,7 +160,7 @@ impl serde_json::ser::Formatter for Nesting<'_> {
 
 fn encode_head(head: &WriteHead<'_>, body_len: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + head.workflow_name.len() + body_len);
-    let tag = match (&head.listening, head.owes_status_notice) {
+    let tag = match (&head.listening, head.owes_publication) {
         (_, true) => WRITE_OWING_TAG,
         (Some(_), false) => WRITE_LISTENING_TAG,
         (None, false) => WRITE_TAG,
@@ -187,7 +187,7 @@ pub fn decode(bytes: &[u8]) -> Result<Option<(WriteHead<'_>, &[u8])>, CodecError
     let head_error = |e: bincode::error::DecodeError| CodecError::Head(e.to_string());
     let (mut head, mut used): (WriteHead<'_>, usize) =
         bincode::serde::borrow_decode_from_slice(rest, config()).map_err(head_error)?;
-    head.owes_status_notice = tag == WRITE_OWING_TAG;
+    head.owes_publication = tag == WRITE_OWING_TAG;
     if tag == WRITE_LISTENING_TAG {
         let (types, more): (Vec<&str>, usize) =
             bincode::serde::borrow_decode_from_slice(&rest[used..], config())
@@ -212,7 +212,7 @@ mod tests {
             workflow_version: 1,
             terminal: false,
             correlation_id: Some("order-7"),
-            owes_status_notice: false,
+            owes_publication: false,
             listening: None,
         }
     }
@@ -261,11 +261,11 @@ mod tests {
     fn a_write_that_owes_a_status_notice_says_so_in_its_tag_alone() {
         let owing = WriteHead {
             terminal: true,
-            owes_status_notice: true,
+            owes_publication: true,
             ..head()
         };
         let settled = WriteHead {
-            owes_status_notice: false,
+            owes_publication: false,
             ..owing.clone()
         };
         let (a, b) = (encode(&owing, b"{}"), encode(&settled, b"{}"));

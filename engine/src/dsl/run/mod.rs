@@ -251,10 +251,15 @@ fn workflow_arg(ctx: &Ctx<'_>, doc: &Value) -> Value {
 
 /// A time as the DSL's arguments show it.
 fn time_arg(ms: i64) -> Value {
-    let iso = chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .unwrap_or_default();
+    let iso = iso8601(ms);
     serde_json::json!({"iso8601": iso, "epoch": {"seconds": ms / 1000, "milliseconds": ms}})
+}
+
+/// A time as RFC 3339 in UTC with milliseconds.
+pub(crate) fn iso8601(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
 }
 
 /// Whether `input` may act on a DSL instance: Conductor's retry, rerun, restart and skip

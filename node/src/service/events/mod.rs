@@ -2,6 +2,7 @@
 
 mod consumers;
 mod dead_letters;
+mod lifecycle;
 mod listeners;
 pub(crate) use dead_letters::dead_letters_in;
 mod outbox;
