@@ -16,6 +16,7 @@ pub mod host;
 pub mod http;
 pub mod jq;
 pub mod pool;
+pub mod process;
 pub mod script;
 
 use brokers::{BrokerConfig, Provider};
@@ -80,6 +81,8 @@ pub struct EventOptions {
     pub scripts_in_process: bool,
     /// HTTP tasks' calls: how many at once, and the hosts they may reach.
     pub http: http::HttpOptions,
+    /// The DSL's `run` processes this node runs (`--dsl-run`; none when absent).
+    pub processes: process::ProcessOptions,
 }
 
 /// The event gate's default deduplication window.
