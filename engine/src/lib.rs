@@ -188,6 +188,7 @@ pub use expr::resolve_in;
 mod nav;
 mod ops;
 mod params;
+pub mod process;
 mod schedule;
 pub mod schema;
 mod state;

@@ -2,7 +2,8 @@
 //! time, may not end, or reach outside the workflow — start another workflow (START_WORKFLOW),
 //! run a script (INLINE and LAMBDA in JavaScript, SWITCH with a `javascript` or `graaljs`
 //! evaluator, a DO_WHILE's `loopCondition` once per iteration), a jq query
-//! (JSON_JQ_TRANSFORM) or an HTTP call (HTTP).
+//! (JSON_JQ_TRANSFORM), an HTTP call (HTTP) or a process (a DSL `run` of a shell command or a
+//! script, [`crate::process`]).
 //!
 //! Such a task is SCHEDULED and its work *pending* until [`Input::Performed`] reports the
 //! outcome. Like an EVENT task's message, pending work is derived from the state, never stored
@@ -45,6 +46,9 @@ pub enum Work {
     /// `resumeSubworkflowTasks` put back IN_PROGRESS (`Input::RetryResumingSubworkflows` to
     /// the child); report `{"subWorkflowId": …}`, or why it cannot be retried.
     RetryChild(WorkflowId),
+    /// Run a process; report `{code, stdout, stderr}` (with `timedOut` when it was killed at
+    /// its limit), or why it could not be started.
+    Process(crate::process::ProcessRequest),
 }
 
 /// An HTTP task's call: Conductor's `http_request` input, or the same fields directly in the
@@ -114,7 +118,7 @@ pub(crate) fn is_work_type(wt: &proto::model::WorkflowTask) -> bool {
     match wt.task_type.as_str() {
         task_type::START_WORKFLOW | task_type::LAMBDA | task_type::JSON_JQ_TRANSFORM => true,
         task_type::HTTP | task_type::DO_WHILE | task_type::SUB_WORKFLOW => true,
-        task_type::INLINE => true,
+        task_type::INLINE | crate::process::PROCESS_TASK_TYPE => true,
         task_type::SWITCH | task_type::DECISION => nav::is_scripted_switch(wt),
         _ => false,
     }
@@ -161,6 +165,10 @@ pub(crate) fn work_of(wf: &Workflow, t: &Task) -> Option<Work> {
             ..http_request(input)
         })),
         task_type::SUB_WORKFLOW => Some(Work::Start(super::child::start_request(wf, t))),
+        crate::process::PROCESS_TASK_TYPE => Some(match crate::process::asked(wf, t)? {
+            crate::process::Asked::Process(request) => Work::Process(request),
+            crate::process::Asked::Script { script, root } => Work::Script { script, root },
+        }),
         task_type::SWITCH | task_type::DECISION if nav::is_scripted_switch(wt) => {
             let script = match wt.task_type.as_str() {
                 task_type::SWITCH => wt.expression.clone()?,
@@ -357,6 +365,11 @@ pub(crate) fn performed(
     }
     if t.subworkflow_changed {
         return child_retried(ctx, i, outcome);
+    }
+    if t.workflow_task.task_type == crate::process::PROCESS_TASK_TYPE {
+        crate::process::performed(&mut ctx.wf.tasks[i], ctx.now, outcome);
+        ctx.changed = true;
+        return super::advance::advance(ctx);
     }
     if t.workflow_task.task_type == task_type::SUB_WORKFLOW {
         if let Ok(value) = &outcome {

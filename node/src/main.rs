@@ -120,6 +120,12 @@ enum Command {
         /// read at start: Serverless Workflow documents read them as `$secrets`.
         #[arg(long, value_name = "DIR")]
         secrets_dir: Option<PathBuf>,
+        /// The processes Serverless Workflow `run` tasks may start on this node: `shell`
+        /// (`run.shell`, `sh -c`), `python` (`run.script` in python, `python3 -c`), or both,
+        /// comma-separated. Without it documents that run them are refused. (`js` scripts run
+        /// in the JavaScript sandbox and need nothing.)
+        #[arg(long, value_name = "KIND[,KIND]")]
+        dsl_run: Option<node::events::process::ProcessOptions>,
     },
     /// Serve as a node's script host: evaluate scripts read from stdin, answers on stdout (a
     /// node starts these itself).
@@ -221,6 +227,7 @@ fn main() -> anyhow::Result<()> {
             http_concurrency,
             http_allow,
             secrets_dir,
+            dsl_run,
         } => {
             let node = NodeId(node_id);
             let workers = workers.map(|listen| node::options::WorkerGatewayOptions {
@@ -238,6 +245,7 @@ fn main() -> anyhow::Result<()> {
                 },
                 dsl_bus: dsl_events,
                 lifecycle_sink: dsl_lifecycle_sink,
+                processes: dsl_run.unwrap_or_default(),
                 ..Default::default()
             };
             events.check_dsl_bus().map_err(anyhow::Error::msg)?;

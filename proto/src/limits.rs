@@ -109,3 +109,13 @@ pub const DSL_SCHEDULE_INTERVAL_MIN_MS: i64 = 1_000;
 /// Lifecycle CloudEvents one DSL instance keeps waiting for its sink: past it the oldest are
 /// dropped (and counted), so a sink that is down cannot grow a record without bound.
 pub const DSL_LIFECYCLE_PENDING_MAX: usize = 256;
+/// Most bytes of a DSL `run` process's stdout a node keeps, and as many of its stderr: both
+/// together fit one payload. The rest is read and dropped, and the text says it was cut.
+pub const PROCESS_OUTPUT_BYTES_MAX: usize = PAYLOAD_BYTES_MAX / 2;
+/// DSL `run` processes (a shell command, a python script) one node runs at once; the others
+/// wait for a slot.
+pub const PROCESSES_MAX: usize = 8;
+/// How long a DSL `run` process may run when its task sets no `timeout`; then it is killed.
+pub const PROCESS_RUN_MS_DEFAULT: u64 = 5 * 60 * 1000;
+/// The longest a DSL `run` process may run, whatever its task's `timeout` says.
+pub const PROCESS_RUN_MS_MAX: u64 = 60 * 60 * 1000;

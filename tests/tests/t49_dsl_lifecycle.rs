@@ -150,7 +150,10 @@ fn an_instance_publishes_its_workflow_and_task_events_in_order() {
     );
     assert!(started["data"]["startedAt"].is_string(), "{started:#}");
     let completed = &got[&10];
-    assert_eq!(completed["data"]["output"], ended["output"], "{completed:#}");
+    assert_eq!(
+        completed["data"]["output"], ended["output"],
+        "{completed:#}"
+    );
     assert_eq!(completed["data"]["output"], json!({"shipped": true}));
 }
 

@@ -31,7 +31,7 @@ pub use instance::{
 };
 pub use proto::model::dsl::TASK_TYPE_PREFIX;
 pub use schedule::{on_types, schedule, starts_on, Schedule};
-pub use support::check_supported;
+pub use support::{check_supported, processes, ProcessUse};
 
 /// Parses and checks a document: size, syntax, DSL version, schema, then rules. The first step
 /// that fails answers.

@@ -1,25 +1,58 @@
 //! What a valid document may ask that this runtime does not do yet, found before it is
 //! registered, so that such a document is refused with the place it asks for it instead of
 //! faulting when an instance reaches it: `listen` filters without an event type, `until` as
-//! events and `foreach`, `run` of a shell, script or container
-//! (or of a workflow not awaited), calls of grpc, asyncapi and mcp, a2a's streaming methods,
-//! calls of cataloged or URI functions, schemas given by `resource`, authentication other than
-//! basic and bearer, and a `schedule.on` that gathers several events (`all`, `until`, `correlate`). A schedule's
-//! `every` or `after` under [`DSL_SCHEDULE_INTERVAL_MIN_MS`] is refused as well.
+//! events and `foreach`, `run` of a container (no container runtime is configured in Baton),
+//! of a script in a language other than `js` (`javascript`) and `python` or given by `source`,
+//! and a `run` not awaited, calls of grpc, asyncapi and mcp, a2a's streaming methods, calls of
+//! cataloged or URI functions, a function that runs a shell or a script, schemas given by
+//! `resource`, authentication other than basic and bearer, and a `schedule.on` that gathers
+//! several events (`all`, `until`, `correlate`). A schedule's `every` or `after` under
+//! [`DSL_SCHEDULE_INTERVAL_MIN_MS`] is refused as well.
+//!
+//! [`processes`] lists the `run`s that start a process on the node (a shell command, a python
+//! script): a node runs them only when its operator allowed it, so the node refuses them itself.
 
 use super::error::{Error, Problem, Problems};
 use super::rules::child;
-use super::run::{kind_of, UNSUPPORTED_CALLS};
+use super::run::{kind_of, NO_CONTAINERS, UNSUPPORTED_CALLS};
 use super::Document;
+use crate::process::ProcessKind;
 use proto::limits::DSL_SCHEDULE_INTERVAL_MIN_MS;
 use serde_json::Value;
 
 /// Refuses a document that asks for something this runtime does not do yet.
 pub fn check_supported(doc: &Document) -> Result<(), Error> {
+    let problems = survey(doc).problems;
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Unsupported(Problems::new(problems)))
+}
+
+/// A `run` that starts a process on the node, at the pointer of its `shell` or `script`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessUse {
+    pub at: String,
+    pub kind: ProcessKind,
+}
+
+/// Every `run` of the document that starts a process on the node (see the module's header).
+pub fn processes(doc: &Document) -> Vec<ProcessUse> {
+    survey(doc).processes
+}
+
+/// What one walk of a document found.
+#[derive(Default)]
+struct Survey {
+    problems: Vec<Problem>,
+    processes: Vec<ProcessUse>,
+}
+
+fn survey(doc: &Document) -> Survey {
     let json = doc.json();
-    let mut problems = Vec::new();
+    let mut found = Survey::default();
     if let Some(on) = json.pointer("/schedule/on") {
-        schedule_on(on, &mut problems);
+        schedule_on(on, &mut found.problems);
     }
     for key in ["every", "after"] {
         let at = format!("/schedule/{key}");
@@ -27,65 +60,60 @@ pub fn check_supported(doc: &Document) -> Result<(), Error> {
         if ms.is_some_and(|ms| ms < DSL_SCHEDULE_INTERVAL_MIN_MS) {
             let detail =
                 format!("a schedule's '{key}' is at least {DSL_SCHEDULE_INTERVAL_MIN_MS} ms");
-            problems.push(Problem::new(at, detail));
+            found.problems.push(Problem::new(at, detail));
         }
     }
     for side in ["input", "output"] {
-        schema_resource(json.get(side), &format!("/{side}"), &mut problems);
+        schema_resource(json.get(side), &format!("/{side}"), &mut found.problems);
     }
-    list(json.get("do"), "/do", &mut problems);
+    list(json.get("do"), "/do", &mut found);
     let declared = json
         .pointer("/use/authentications")
         .and_then(Value::as_object);
     for (name, policy) in declared.into_iter().flatten() {
-        authentication(policy, &child("/use/authentications", name), &mut problems);
+        let at = child("/use/authentications", name);
+        authentication(policy, &at, &mut found.problems);
     }
     let functions = json.pointer("/use/functions").and_then(Value::as_object);
     for (name, function) in functions.into_iter().flatten() {
-        task(function, &child("/use/functions", name), &mut problems);
+        task(function, &child("/use/functions", name), &mut found);
     }
-    if problems.is_empty() {
-        return Ok(());
-    }
-    Err(Error::Unsupported(Problems::new(problems)))
+    found
 }
 
 fn not_yet(at: &str, what: &str) -> Problem {
     Problem::new(at, format!("{what} is not supported by this runtime yet"))
 }
 
-fn list(list: Option<&Value>, at: &str, problems: &mut Vec<Problem>) {
+fn list(list: Option<&Value>, at: &str, found: &mut Survey) {
     let items = list.and_then(Value::as_array);
     for (i, item) in items.into_iter().flatten().enumerate() {
         for (name, def) in item.as_object().into_iter().flatten() {
-            task(def, &child(&child(at, &i.to_string()), name), problems);
+            task(def, &child(&child(at, &i.to_string()), name), found);
         }
     }
 }
 
-fn task(def: &Value, at: &str, problems: &mut Vec<Problem>) {
+fn task(def: &Value, at: &str, found: &mut Survey) {
     for side in ["input", "output", "export"] {
-        schema_resource(def.get(side), &child(at, side), problems);
+        schema_resource(def.get(side), &child(at, side), &mut found.problems);
     }
     let kind = kind_of(def);
+    let problems = &mut found.problems;
     match kind {
         "listen" => listen(def, at, problems),
-        "run" => run(def, at, problems),
+        "run" => run(def, at, found),
         "call" => call(def, at, problems),
-        "do" => list(def.get("do"), &child(at, "do"), problems),
-        "for" => list(def.get("do"), &child(at, "do"), problems),
+        "do" => list(def.get("do"), &child(at, "do"), found),
+        "for" => list(def.get("do"), &child(at, "do"), found),
         "fork" => list(
             def.pointer("/fork/branches"),
             &format!("{at}/fork/branches"),
-            problems,
+            found,
         ),
         "try" => {
-            list(def.get("try"), &child(at, "try"), problems);
-            list(
-                def.pointer("/catch/do"),
-                &format!("{at}/catch/do"),
-                problems,
-            );
+            list(def.get("try"), &child(at, "try"), found);
+            list(def.pointer("/catch/do"), &format!("{at}/catch/do"), found);
         }
         _ => {}
     }
@@ -174,20 +202,66 @@ fn schedule_on(to: &Value, problems: &mut Vec<Problem>) {
     }
 }
 
-/// A `run` of a workflow, awaited, is supported; shell, script and container are not.
-fn run(def: &Value, at: &str, problems: &mut Vec<Problem>) {
+/// A `run` of a workflow, awaited, is supported, and so is one of a shell command or of a
+/// script in `js` (`javascript`) or `python` given as `code` (those that start a process are
+/// listed in `found.processes`); a container is not.
+fn run(def: &Value, at: &str, found: &mut Survey) {
     let run = def.get("run").unwrap_or(&Value::Null);
-    if run.get("workflow").is_none() {
-        let what = ["shell", "script", "container"]
-            .into_iter()
-            .find(|k| run.get(*k).is_some());
-        let pointer = child(&child(at, "run"), what.unwrap_or("workflow"));
-        problems.push(not_yet(
-            &pointer,
-            &format!("'run: {}'", what.unwrap_or("?")),
-        ));
-    } else if run.get("await") == Some(&Value::Bool(false)) {
-        problems.push(not_yet(&format!("{at}/run/await"), "a run not awaited"));
+    let run_at = child(at, "run");
+    if run.get("await") == Some(&Value::Bool(false)) {
+        found
+            .problems
+            .push(not_yet(&child(&run_at, "await"), "a run not awaited"));
+    }
+    if run.get("container").is_some() {
+        let detail = NO_CONTAINERS.to_owned();
+        found
+            .problems
+            .push(Problem::new(child(&run_at, "container"), detail));
+    }
+    let function = at.starts_with("/use/functions");
+    let process = ["shell", "script"]
+        .into_iter()
+        .find(|k| run.get(*k).is_some());
+    match process {
+        Some(key) if function => {
+            let what = format!("a function that runs a {key}");
+            found.problems.push(not_yet(&child(&run_at, key), &what));
+        }
+        Some("shell") => found.processes.push(ProcessUse {
+            at: child(&run_at, "shell"),
+            kind: ProcessKind::Shell,
+        }),
+        Some(_) => script(
+            run.get("script").unwrap_or(&Value::Null),
+            &child(&run_at, "script"),
+            found,
+        ),
+        None => {}
+    }
+}
+
+/// A script in `js` (or `javascript`) runs in the node's sandbox; one in `python` is a process.
+fn script(script: &Value, at: &str, found: &mut Survey) {
+    if script.get("source").is_some() {
+        let what = "a script given by 'source'";
+        found.problems.push(not_yet(&child(at, "source"), what));
+    }
+    match script.get("language").and_then(Value::as_str) {
+        Some("js" | "javascript") => {}
+        Some("python") => found.processes.push(ProcessUse {
+            at: at.to_owned(),
+            kind: ProcessKind::Python,
+        }),
+        language => {
+            let detail = format!(
+                "the script language '{}' is not supported: Baton runs 'js' (also 'javascript') and 'python'",
+                language.unwrap_or_default()
+            );
+            found
+                .problems
+                .push(Problem::new(child(at, "language"), detail));
+        }
     }
 }
 

@@ -17,6 +17,7 @@ pub mod host;
 pub mod http;
 pub mod jq;
 pub mod pool;
+pub mod process;
 pub mod script;
 
 use brokers::{BrokerConfig, Provider};
@@ -86,6 +87,8 @@ pub struct EventOptions {
     /// `--dsl-lifecycle-sink`: where Serverless Workflow instances publish their lifecycle
     /// CloudEvents (`provider:queue`); `None`: they record none.
     pub lifecycle_sink: Option<String>,
+    /// The DSL's `run` processes this node runs (`--dsl-run`; none when absent).
+    pub processes: process::ProcessOptions,
 }
 
 impl EventOptions {

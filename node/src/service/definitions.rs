@@ -111,6 +111,9 @@ pub struct Definitions {
     pub(super) providers: Providers,
     /// The operator's secrets (a document's `use.secrets` must name some of them).
     pub(super) secrets: crate::secrets::Secrets,
+    /// The DSL `run` processes this node runs (`--dsl-run`): a document that runs another
+    /// kind is refused.
+    pub(super) processes: crate::events::process::ProcessOptions,
 }
 
 impl Definitions {
@@ -118,11 +121,13 @@ impl Definitions {
         host: Arc<Host>,
         providers: Providers,
         secrets: crate::secrets::Secrets,
+        processes: crate::events::process::ProcessOptions,
     ) -> Self {
         Self {
             host,
             providers,
             secrets,
+            processes,
         }
     }
 

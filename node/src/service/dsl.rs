@@ -133,11 +133,30 @@ impl Definitions {
             .collect()
     }
 
-    /// What this node cannot give the document: its secrets, its event types' bus.
-    fn node_problems(&self, doc: &Document) -> Vec<engine::dsl::Problem> {
-        let mut problems = self.missing_secrets(doc);
-        problems.extend(self.untravelled_types(doc));
-        problems
+    /// The `run`s of the document that start a process of a kind this node does not run
+    /// (`--dsl-run`), each at its pointer.
+    fn refused_processes(&self, doc: &Document) -> Vec<engine::dsl::Problem> {
+        use crate::events::process::ProcessOptions;
+        engine::dsl::processes(doc)
+            .into_iter()
+            .filter(|run| !self.processes.allows(run.kind))
+            .map(|run| {
+                let word = ProcessOptions::word(run.kind);
+                let detail = format!(
+                    "this node does not run {word} processes; its operator allows them with `baton server --dsl-run {word}`"
+                );
+                engine::dsl::Problem::new(run.at, detail)
+            })
+            .collect()
+    }
+
+    /// What the node itself refuses in a document: secrets its store lacks, processes its
+    /// operator did not allow, event types its event bus cannot carry.
+    fn refused_here(&self, doc: &Document) -> Vec<engine::dsl::Problem> {
+        let mut refused = self.missing_secrets(doc);
+        refused.extend(self.refused_processes(doc));
+        refused.extend(self.untravelled_types(doc));
+        refused
     }
 
     /// Checks a document as registering it would, and stores nothing; a document that is
@@ -150,7 +169,7 @@ impl Definitions {
             Ok(()) => Vec::new(),
             Err(e) => e.problems(),
         };
-        unsupported.extend(self.node_problems(&doc));
+        unsupported.extend(self.refused_here(&doc));
         Ok(Validated {
             document: doc.header().clone(),
             supported: unsupported.is_empty(),
@@ -168,9 +187,9 @@ impl Definitions {
         let doc = engine::dsl::load_with(text, &self.host.defs)?;
         engine::dsl::check_supported(&doc)?;
         check_cron(&doc)?;
-        let missing = self.node_problems(&doc);
-        if !missing.is_empty() {
-            let problems = engine::dsl::Problems::new(missing);
+        let refused = self.refused_here(&doc);
+        if !refused.is_empty() {
+            let problems = engine::dsl::Problems::new(refused);
             return Err(engine::dsl::Error::Unsupported(problems).into());
         }
         let header = doc.header().clone();

@@ -95,6 +95,7 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
         host.clone(),
         providers.clone(),
         options.secrets.clone(),
+        options.events.processes,
     ));
     let workflows = Workflows::new(host.clone(), definitions.clone(), seams.seed);
     let tasks = Tasks::start(host.clone(), queues);
@@ -111,6 +112,7 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
             providers,
             scripts,
             http: crate::events::http::HttpCaller::new(&options.events.http),
+            processes: crate::events::process::ProcessRunner::new(options.events.processes),
         },
         outbox_rx,
     );

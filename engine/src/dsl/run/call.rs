@@ -2,7 +2,7 @@
 //! function (a worker task whose type is the function's name, polled over HTTP or QUIC), `call:
 //! http` (an HTTP task, performed by the leader after the commit), a function of
 //! `use.functions` (its own task run with the caller's `with` as input), and `wait` (a WAIT task,
-//! a durable timer).
+//! a durable timer). The end of a `run` of a shell command or a script is read here too.
 
 use super::{errors, Outcome, Runner};
 use proto::model::dsl::{Body, Frame};
@@ -150,6 +150,9 @@ impl Runner<'_, '_> {
         let reason = task.reason_for_incompletion.clone().unwrap_or_default();
         match (task.task_type.as_str(), task.status) {
             (task_type::WAIT, _) => Outcome::done(frame.input.clone()),
+            (crate::process::PROCESS_TASK_TYPE, TaskStatus::Completed) => {
+                Outcome::done(crate::process::shaped(&task.input_data, &task.output_data))
+            }
             (task_type::HTTP, TaskStatus::Completed) => {
                 let mode = task.input_data.get("output").and_then(Value::as_str);
                 Outcome::done(http_output(

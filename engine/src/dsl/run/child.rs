@@ -1,7 +1,8 @@
 //! `run: workflow`: an instance of another registered document as a child, through the engine's
 //! SUB_WORKFLOW machinery: a SUB_WORKFLOW task carrying the child's definition (looked up in the
 //! replicated registry when the task starts), started once under an id derived from the task,
-//! its end reported back to the parent. The task's output is the child's output.
+//! its end reported back to the parent. The task's output is the child's output. A `run` of a
+//! shell command or a script is `process.rs`'s.
 
 use super::call::external;
 use super::{errors, Runner};
@@ -11,7 +12,8 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 impl Runner<'_, '_> {
-    /// Starts a `run` of a workflow; a `run` of anything else is refused at registration.
+    /// Starts a `run`: of a workflow here, of a shell command or a script as a process
+    /// (`process.rs`); a container is refused at registration.
     pub(super) fn start_run(
         &mut self,
         at: &str,
@@ -20,6 +22,9 @@ impl Runner<'_, '_> {
         input: Value,
         vars: &BTreeMap<String, Value>,
     ) -> Result<Frame, Value> {
+        if def.pointer("/run/workflow").is_none() {
+            return self.start_process(at, name, def, input, vars);
+        }
         let workflow = def.pointer("/run/workflow").cloned().unwrap_or_default();
         let at_workflow = format!("{at}/run/workflow");
         let text = |k: &str| workflow.get(k).and_then(Value::as_str).unwrap_or_default();

@@ -224,8 +224,13 @@ impl Runner<'_, '_> {
             .filter(|t| t.reference_task_name == at);
         task.iteration = u32::try_from(runs.count()).unwrap_or(u32::MAX);
         // A task the runtime performs work for (an HTTP call, a child's start) waits SCHEDULED.
-        let work =
-            [task_type::HTTP, task_type::SUB_WORKFLOW, task_type::EVENT].contains(&task_type);
+        let work = [
+            task_type::HTTP,
+            task_type::SUB_WORKFLOW,
+            task_type::EVENT,
+            crate::process::PROCESS_TASK_TYPE,
+        ]
+        .contains(&task_type);
         if !worker && !work {
             task.status = TaskStatus::InProgress;
             task.start_time = self.ctx.now;

@@ -22,6 +22,7 @@ mod expr;
 mod frame;
 mod listen;
 mod openapi;
+mod process;
 mod schemas;
 mod seq;
 mod simple;
@@ -33,6 +34,7 @@ pub use errors::{timeout_error, STANDARD_TYPES};
 pub(crate) use frame::kind_of;
 pub use listen::LISTEN_TASK_TYPE;
 pub(crate) use listen::{event_matches, filters as listen_filters, types as listened_types};
+pub(crate) use process::NO_CONTAINERS;
 pub use simple::EVENT_BUS;
 
 use crate::state::Ctx;
@@ -200,7 +202,8 @@ fn complete(ctx: &mut Ctx<'_>, doc: &Value, data: Value) {
     }
     let view = crate::dsl::stored_output(&output);
     if let Some(run) = ctx.wf.dsl.as_mut() {
-        run.output = Some(output);
+        // A null output is kept as none: its JSON would read back as none anyway.
+        run.output = Some(output).filter(|o| !o.is_null());
     }
     ctx.end_with_output(WorkflowStatus::Completed, None, None, true, Some(view));
 }

@@ -583,3 +583,125 @@ fn each_run_of_a_task_is_its_own_iteration() {
         .collect();
     assert_eq!(iterations, [0, 1, 2]);
 }
+
+const SHELL: &str = "do:\n  - greet:\n      run:\n        shell:\n          command: 'echo \"$1 $GREETING\"'\n          arguments: [ '${ .who }' ]\n          environment:\n            GREETING: ${ .greeting }\n          stdin: ${ .who }\n";
+
+#[test]
+fn a_shell_run_is_work_for_the_runtime_and_outputs_its_stdout() {
+    let mut h = start(&doc(SHELL), json!({"who": "world", "greeting": "hi"}));
+    let Some(crate::Work::Process(request)) = h.work("/do/0/greet") else {
+        panic!("the run's work is a process: {:?}", h.work("/do/0/greet"));
+    };
+    assert_eq!(request.program, "sh");
+    assert_eq!(request.args, ["-c", "echo \"$1 $GREETING\"", "sh", "world"]);
+    assert_eq!(request.env.get("GREETING").map(String::as_str), Some("hi"));
+    assert_eq!(request.stdin.as_deref(), Some("world"));
+    assert_eq!(request.timeout_ms, proto::limits::PROCESS_RUN_MS_DEFAULT);
+    let result = json!({"code": 0, "stdout": "world hi\n", "stderr": ""});
+    assert!(h.perform("/do/0/greet", Ok(result)));
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+    assert_eq!(output(&h), json!("world hi\n"));
+}
+
+/// A shell run of `exit 3` with `return` set to `mode` (none: the default), reported as such.
+fn exited(mode: Option<&str>) -> H {
+    let ret = mode
+        .map(|m| format!("        return: {m}\n"))
+        .unwrap_or_default();
+    let text = format!("do:\n  - fail:\n      timeout:\n        after:\n          seconds: 2\n      run:\n        shell:\n          command: 'exit 3'\n{ret}");
+    let mut h = start(&doc(&text), json!({}));
+    let Some(crate::Work::Process(request)) = h.work("/do/0/fail") else {
+        panic!("the run's work is a process");
+    };
+    assert_eq!(
+        request.timeout_ms, 2_000,
+        "the task's timeout bounds the process"
+    );
+    let result = json!({"code": 3, "stdout": "o", "stderr": "e"});
+    assert!(h.perform("/do/0/fail", Ok(result)));
+    h
+}
+
+#[test]
+fn return_shapes_a_run_and_a_non_zero_exit_faults_unless_it_shows_the_code() {
+    let all = exited(Some("all"));
+    assert_eq!(all.status(), WorkflowStatus::Completed);
+    assert_eq!(
+        output(&all),
+        json!({"code": 3, "stdout": "o", "stderr": "e"})
+    );
+    assert_eq!(output(&exited(Some("code"))), json!(3));
+    let none = exited(Some("none"));
+    assert_eq!(none.status(), WorkflowStatus::Completed);
+    assert_eq!(output(&none), Value::Null);
+    for mode in [None, Some("stdout"), Some("stderr")] {
+        let h = exited(mode);
+        assert_eq!(h.status(), WorkflowStatus::Failed, "{mode:?}");
+        let error = error(&h);
+        assert_eq!(error["type"], format!("{}runtime", super::STANDARD_TYPES));
+        assert_eq!(error["status"], 500);
+        assert_eq!(
+            error["detail"], "the process exited with code 3: e",
+            "{error}"
+        );
+        assert_eq!(h.task("/do/0/fail").status, TaskStatus::Failed);
+    }
+}
+
+#[test]
+fn a_run_killed_at_its_limit_raises_the_timeout_error() {
+    let mut h = start(&doc(SHELL), json!({"who": "w", "greeting": "g"}));
+    let killed = json!({"code": null, "stdout": "", "stderr": "", "timedOut": true});
+    assert!(h.perform("/do/0/greet", Ok(killed)));
+    assert_eq!(h.status(), WorkflowStatus::Failed);
+    assert_eq!(error(&h)["status"], 408);
+}
+
+#[test]
+fn a_js_script_is_sandbox_work_and_a_python_one_a_process() {
+    let js = "do:\n  - js:\n      run:\n        script:\n          language: js\n          code: 'console.log(1)'\n          arguments: [ a ]\n";
+    let h = start(&doc(js), json!({}));
+    let Some(crate::Work::Script { script, root }) = h.work("/do/0/js") else {
+        panic!("a js script runs in the sandbox");
+    };
+    assert!(script.contains("console.log(1)"));
+    assert_eq!(root["arguments"], json!(["a"]));
+    let py = "do:\n  - py:\n      run:\n        script:\n          language: python\n          code: 'print(1)'\n";
+    let h = start(&doc(py), json!({}));
+    let Some(crate::Work::Process(request)) = h.work("/do/0/py") else {
+        panic!("a python script is a process");
+    };
+    assert_eq!(request.kind, crate::process::ProcessKind::Python);
+    assert_eq!(request.args, ["-c", "print(1)"]);
+}
+
+#[test]
+fn processes_are_listed_and_containers_and_other_languages_refused() {
+    let text = doc("do:\n  - sh:\n      run:\n        shell:\n          command: ls\n  - py:\n      run:\n        script:\n          language: python\n          code: x\n  - js:\n      run:\n        script:\n          language: javascript\n          code: x\n");
+    let document = crate::dsl::load_with(&text, &Workers).unwrap_or_else(|e| panic!("{e}"));
+    assert!(crate::dsl::check_supported(&document).is_ok());
+    let runs: Vec<String> = crate::dsl::processes(&document)
+        .into_iter()
+        .map(|p| p.at)
+        .collect();
+    assert_eq!(runs, ["/do/0/sh/run/shell", "/do/1/py/run/script"]);
+    for (body, at) in [
+        (
+            "box:\n      run:\n        container:\n          image: alpine\n",
+            "/do/0/box/run/container",
+        ),
+        (
+            "rb:\n      run:\n        script:\n          language: ruby\n          code: x\n",
+            "/do/0/rb/run/script/language",
+        ),
+        (
+            "bg:\n      run:\n        shell:\n          command: ls\n        await: false\n",
+            "/do/0/bg/run/await",
+        ),
+    ] {
+        let text = doc(&format!("do:\n  - {body}"));
+        let document = crate::dsl::load_with(&text, &Workers).unwrap_or_else(|e| panic!("{e}"));
+        let refused = crate::dsl::check_supported(&document).expect_err("refused");
+        assert_eq!(refused.problems()[0].pointer, at, "{refused}");
+    }
+}

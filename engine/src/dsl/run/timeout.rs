@@ -11,6 +11,21 @@ use serde_json::Value;
 impl Runner<'_, '_> {
     /// The WAIT task that stands for the task's `timeout`, if it has one.
     pub(super) fn deadline(&mut self, at: &str, def: &Value) -> Result<Option<TaskId>, Value> {
+        let Some(ms) = self.timeout_ms(at, def)? else {
+            return Ok(None);
+        };
+        let due = self.ctx.now.saturating_add(ms);
+        let timeout_at = format!("{at}/timeout");
+        Ok(Some(self.open_wait(
+            &timeout_at,
+            "timeout",
+            due,
+            &Value::Null,
+        )))
+    }
+
+    /// How long the task may run by its `timeout`, if it has one.
+    pub(super) fn timeout_ms(&self, at: &str, def: &Value) -> Result<Option<i64>, Value> {
         let timeout = match def.get("timeout") {
             Some(Value::String(name)) => {
                 let declared = crate::dsl::rules::child("/use/timeouts", name);
@@ -21,16 +36,9 @@ impl Runner<'_, '_> {
         let Some(after) = timeout.as_ref().and_then(|t| t.get("after")) else {
             return Ok(None);
         };
-        let ms = crate::dsl::millis(after)
-            .map_err(|e| errors::configuration_error(&format!("{at}/timeout"), &e))?;
-        let due = self.ctx.now.saturating_add(ms);
-        let timeout_at = format!("{at}/timeout");
-        Ok(Some(self.open_wait(
-            &timeout_at,
-            "timeout",
-            due,
-            &Value::Null,
-        )))
+        crate::dsl::millis(after)
+            .map(Some)
+            .map_err(|e| errors::configuration_error(&format!("{at}/timeout"), &e))
     }
 
     /// The task ran out of time: what runs inside it stops, its own task times out.

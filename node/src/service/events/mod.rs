@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::events::eval::{self, condition_holds};
 use crate::events::http::HttpCaller;
 use crate::events::pool::ScriptPool;
+use crate::events::process::ProcessRunner;
 use crate::events::script::ScriptError;
 use crate::events::{bus, GateEvent, Providers, CONDUCTOR};
 use crate::host::{through_failover, Host};
@@ -219,6 +220,8 @@ pub struct Events {
     pub(crate) scripts: ScriptPool,
     /// HTTP tasks' calls.
     http: HttpCaller,
+    /// The DSL's `run` processes.
+    processes: ProcessRunner,
     /// Why the last handling of a message failed, by (event, message id), until its next
     /// attempt records it (see `dead_letters`).
     failures: Mutex<BTreeMap<(String, String), String>>,
@@ -233,6 +236,7 @@ pub(crate) struct Parts {
     pub providers: Providers,
     pub scripts: ScriptPool,
     pub http: HttpCaller,
+    pub processes: ProcessRunner,
 }
 
 /// How many failure reasons [`Events`] keeps for messages awaiting their next attempt; past it
@@ -249,6 +253,7 @@ impl Events {
             providers: parts.providers,
             scripts: parts.scripts,
             http: parts.http,
+            processes: parts.processes,
             failures: Mutex::default(),
             loops: Loops::default(),
         });

@@ -8,8 +8,11 @@
 //! not pure: a leader that dies after the call and before its report committed has it made
 //! again by the next leader, unless the task asks for at most one call
 //! (`HttpRequest::at_most_once`): then the task's claim (`Input::Claim`) commits first, and the
-//! call is made only if it did; a repeat's claim is refused, and so is its call. Work waits for
-//! its time first (`PendingWork::not_before`: a retry's backoff).
+//! call is made only if it did; a repeat's claim is refused, and so is its call. A DSL `run`
+//! task's process (`Work::Process`) is run by the node's `ProcessRunner` (`events::process`)
+//! and reported the same way, its result for the engine to judge; like a call, it runs again
+//! when its report is lost (at least once). Work waits for its time first
+//! (`PendingWork::not_before`: a retry's backoff).
 //!
 //! A SUB_WORKFLOW task resumed by a retry with `resumeSubworkflowTasks` has its child retried
 //! the same way on the child's partition (`Work::RetryChild`), the cross-partition step of that
@@ -65,6 +68,12 @@ impl Events {
                 }
                 Some(self.http.call(&request).await.map_err(|e| e.to_string()))
             }
+            Work::Process(request) => Some(
+                self.processes
+                    .run(&request)
+                    .await
+                    .map_err(|e| e.to_string()),
+            ),
         };
         let Some(outcome) = outcome else {
             tracing::debug!(workflow = %workflow_id, task = %task_id, "task work not done; its timer repeats it");
