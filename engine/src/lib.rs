@@ -208,6 +208,6 @@ pub use derive::{in_progress_tasks, outbound, pending_events, ready_tasks, timer
 pub use listener::{status_publication, status_timer, StatusPublication};
 pub use validate::validate_workflow_def;
 pub use work::{
-    pending_work, HttpRequest, PendingWork, StartRequest, Work, AT_MOST_ONCE, CLAIM_LOST,
-    CLAIM_MARGIN_MS, HTTP_CONNECT_TIMEOUT_MS, HTTP_READ_TIMEOUT_MS,
+    pending_work, HttpRequest, OAuth2Grant, PendingWork, StartRequest, Work, AT_MOST_ONCE,
+    CLAIM_LOST, CLAIM_MARGIN_MS, HTTP_CONNECT_TIMEOUT_MS, HTTP_READ_TIMEOUT_MS,
 };

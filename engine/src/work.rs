@@ -67,6 +67,36 @@ pub struct HttpRequest {
     /// Claim the task ([`Input::Claim`]) and make the call only once that committed.
     #[serde(default)]
     pub at_most_once: bool,
+    /// Authenticate with an OAuth2 access token the runtime obtains first (the task input's
+    /// `oauth2`).
+    #[serde(default)]
+    pub oauth2: Option<Box<OAuth2Grant>>,
+}
+
+/// How the runtime obtains the OAuth2 access token a call sends as `Authorization: Bearer`:
+/// a token request to `token_uri` (RFC 6749 §4.3 `password`, §4.4 `client_credentials`).
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct OAuth2Grant {
+    pub token_uri: String,
+    /// `client_credentials` or `password`.
+    pub grant: String,
+    pub client_id: String,
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    /// How the client authenticates: `client_secret_post` (in the form), `client_secret_basic`
+    /// (an `Authorization: Basic` header) or `none`.
+    pub client_authentication: String,
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password: Option<String>,
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    #[serde(default)]
+    pub audiences: Vec<String>,
 }
 
 /// The key of an HTTP task's input that asks for an at-most-once call (`true`).
@@ -258,6 +288,9 @@ fn http_request(input: &Json) -> HttpRequest {
         connect_timeout_ms: ms("connectionTimeOut", HTTP_CONNECT_TIMEOUT_MS),
         read_timeout_ms: ms("readTimeOut", HTTP_READ_TIMEOUT_MS),
         at_most_once: false,
+        oauth2: spec
+            .get("oauth2")
+            .and_then(|o| serde_json::from_value(o.clone()).ok()),
     }
 }
 

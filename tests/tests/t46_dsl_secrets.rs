@@ -1,6 +1,7 @@
 //! Serverless Workflow secrets from the operator's store (`baton server --secrets-dir`): a
 //! document reads the secrets it declares as `$secrets`, a call authenticates with a secret
-//! named by its policy's `use` or with `$secrets` in a declared policy, and a document that
+//! named by its policy's `use` or with `$secrets` in a declared policy, or with an OAuth2
+//! access token obtained with client credentials (one per grant), and a document that
 //! declares a secret the store lacks is refused at registration with its pointer.
 
 use std::time::Duration;
@@ -78,6 +79,70 @@ fn calls_authenticate_with_secrets() {
     // base64("app:pw")
     assert_eq!(authorization("/basic").as_deref(), Some("Basic YXBwOnB3"));
     assert_eq!(authorization("/bearer").as_deref(), Some("Bearer t0k"));
+}
+
+/// `GET /api/{n}` of the upstream, authenticated by the declared policy `idp`.
+fn api_call(name: &str, path: &str) -> String {
+    format!("  - {name}:\n      call: http\n      with:\n        method: get\n        endpoint:\n          uri: {path}\n          authentication:\n            use: idp\n")
+}
+
+#[test]
+fn oauth2_client_credentials_get_one_token_for_the_calls_that_share_the_grant() {
+    let (server, _dir) = server_with_secrets();
+    let api = server.api();
+    let upstream = Upstream::start(|seen| match seen.path.as_str() {
+        "/oauth2/token" => Answer::new(
+            "200 OK",
+            r#"{"access_token": "tk-1", "token_type": "Bearer", "expires_in": 3600}"#,
+        ),
+        _ => Answer::new("200 OK", r#"{"ok": true}"#),
+    });
+    let policy = format!("use:\n  secrets:\n    - token\n  authentications:\n    idp:\n      oauth2:\n        authority: {}\n        grant: client_credentials\n        client:\n          id: app\n          secret: ${{ $secrets.token }}\n        scopes:\n          - read\n", upstream.url(""));
+    let text = document(
+        "oauth",
+        &format!(
+            "{policy}do:\n{}{}",
+            api_call("first", &upstream.url("/api/1")),
+            api_call("second", &upstream.url("/api/2"))
+        ),
+    );
+    let done = run(api, "oauth", &text);
+    assert_eq!(done["phase"], "completed", "{done:#}");
+    let seen = upstream.seen();
+    let tokens: Vec<_> = seen.iter().filter(|s| s.path == "/oauth2/token").collect();
+    assert_eq!(tokens.len(), 1, "one token for both calls: {seen:#?}");
+    assert_eq!(tokens[0].method, "POST");
+    assert_eq!(
+        tokens[0].body,
+        "grant_type=client_credentials&client_id=app&client_secret=t0k&scope=read"
+    );
+    for path in ["/api/1", "/api/2"] {
+        let call = seen.iter().find(|s| s.path == path).expect("the call");
+        assert_eq!(
+            call.headers.get("authorization").map(String::as_str),
+            Some("Bearer tk-1")
+        );
+    }
+}
+
+#[test]
+fn a_token_endpoint_that_refuses_faults_the_call() {
+    let (server, _dir) = server_with_secrets();
+    let api = server.api();
+    let upstream =
+        Upstream::start(|_| Answer::new("401 Unauthorized", r#"{"error": "invalid_client"}"#));
+    let policy = format!("use:\n  authentications:\n    idp:\n      oauth2:\n        authority: {}\n        grant: client_credentials\n        client:\n          id: app\n          secret: wrong\n", upstream.url(""));
+    let text = document(
+        "refused",
+        &format!("{policy}do:\n{}", api_call("only", &upstream.url("/api/1"))),
+    );
+    let done = run(api, "refused", &text);
+    assert_eq!(done["phase"], "faulted", "{done:#}");
+    assert!(done.to_string().contains("invalid_client"), "{done:#}");
+    assert!(
+        upstream.seen().iter().all(|s| s.path == "/oauth2/token"),
+        "no call without a token"
+    );
 }
 
 #[test]

@@ -5,7 +5,8 @@
 //! of a script in a language other than `js` (`javascript`) and `python` or given by `source`,
 //! and a `run` not awaited, calls of grpc, asyncapi and mcp, a2a's streaming methods, calls of
 //! cataloged or URI functions, a function that runs a shell or a script, schemas given by
-//! `resource`, authentication other than basic and bearer, and a `schedule.on` that gathers
+//! `resource`, authentication other than basic, bearer and oauth2 (its `client_credentials` and
+//! `password` grants, on `http` calls), and a `schedule.on` that gathers
 //! several events (`all`, `until`, `correlate`). A schedule's `every` or `after` under
 //! [`DSL_SCHEDULE_INTERVAL_MIN_MS`] is refused as well.
 //!
@@ -72,7 +73,7 @@ fn survey(doc: &Document) -> Survey {
         .and_then(Value::as_object);
     for (name, policy) in declared.into_iter().flatten() {
         let at = child("/use/authentications", name);
-        authentication(policy, &at, &mut found.problems);
+        authentication(policy, &at, true, &mut found.problems);
     }
     let functions = json.pointer("/use/functions").and_then(Value::as_object);
     for (name, function) in functions.into_iter().flatten() {
@@ -284,6 +285,7 @@ fn call(def: &Value, at: &str, problems: &mut Vec<Problem>) {
         authentication(
             policy,
             &format!("{at}/with/endpoint/authentication"),
+            target == "http",
             problems,
         );
     }
@@ -305,19 +307,65 @@ fn a2a(with: &Value, at: &str, problems: &mut Vec<Problem>) {
     }
     for key in ["agentCard/endpoint/authentication", "server/authentication"] {
         if let Some(policy) = with.pointer(&format!("/{key}")) {
-            authentication(policy, &format!("{at}/{key}"), problems);
+            authentication(policy, &format!("{at}/{key}"), false, problems);
         }
     }
 }
 
-/// Basic and bearer authentication are supported (inline, or a name of use.authentications).
-fn authentication(policy: &Value, at: &str, problems: &mut Vec<Problem>) {
+/// Basic and bearer authentication are supported (inline, or a name of use.authentications),
+/// and OAuth2 (`oauth2` is an `http` call's, or a declared policy's) with the
+/// `client_credentials` or `password` grant, the client authenticating by
+/// `client_secret_post`, `client_secret_basic` or `none`, the request form-encoded.
+fn authentication(policy: &Value, at: &str, oauth2_here: bool, problems: &mut Vec<Problem>) {
     if policy.get("use").is_some() {
+        return;
+    }
+    if let Some(oauth2) = policy.get("oauth2") {
+        if !oauth2_here {
+            problems.push(not_yet(
+                &child(at, "oauth2"),
+                "oauth2 on a call other than http",
+            ));
+        } else if oauth2.get("use").is_none() {
+            oauth2_grant(oauth2, &child(at, "oauth2"), problems);
+        }
         return;
     }
     let supported = policy.get("basic").is_some() || policy.get("bearer").is_some();
     if !supported {
-        problems.push(not_yet(at, "authentication other than basic and bearer"));
+        problems.push(not_yet(
+            at,
+            "authentication other than basic, bearer and oauth2",
+        ));
+    }
+}
+
+/// What of an `oauth2` policy this runtime does.
+fn oauth2_grant(oauth2: &Value, at: &str, problems: &mut Vec<Problem>) {
+    let text = |pointer: &str| oauth2.pointer(pointer).and_then(Value::as_str);
+    let checks = [
+        (
+            "/grant",
+            Some("client_credentials"),
+            &["client_credentials", "password"][..],
+        ),
+        (
+            "/client/authentication",
+            Some("client_secret_post"),
+            &["client_secret_post", "client_secret_basic", "none"][..],
+        ),
+        (
+            "/request/encoding",
+            Some("application/x-www-form-urlencoded"),
+            &["application/x-www-form-urlencoded"][..],
+        ),
+    ];
+    for (pointer, default, known) in checks {
+        let given = text(pointer).or(default);
+        if given.is_some_and(|g| !known.contains(&g)) {
+            let what = format!("oauth2 '{}' {}", &pointer[1..], given.unwrap_or_default());
+            problems.push(not_yet(&format!("{at}{pointer}"), &what));
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 //! `use.functions` (its own task run with the caller's `with` as input), and `wait` (a WAIT task,
 //! a durable timer). The end of a `run` of a shell command or a script is read here too.
 
+use super::auth::Authorization;
 use super::{errors, Outcome, Runner};
 use proto::model::dsl::{Body, Frame};
 use proto::model::{task_type, TaskStatus};
@@ -80,9 +81,16 @@ impl Runner<'_, '_> {
     ) -> Result<TaskId, Value> {
         if target == "http" {
             let mut request = http_request(&args);
-            let scheme = self.authentication(at, &args)?;
-            if let (Some(header), Some(headers)) = (scheme, request.get_mut("headers")) {
-                headers["Authorization"] = header.into();
+            match self.authorization(at, &args)? {
+                Some(Authorization::Header(header)) => {
+                    if let Some(headers) = request.get_mut("headers") {
+                        headers["Authorization"] = header.into();
+                    }
+                }
+                Some(Authorization::OAuth2(grant)) => {
+                    request["oauth2"] = serde_json::to_value(grant).unwrap_or_default();
+                }
+                None => {}
             }
             let output = args.get("output").cloned().unwrap_or("content".into());
             let input = json!({"http_request": request, "output": output});

@@ -705,3 +705,27 @@ fn processes_are_listed_and_containers_and_other_languages_refused() {
         assert_eq!(refused.problems()[0].pointer, at, "{refused}");
     }
 }
+
+const OAUTH2_CALL: &str = "do:\n  - get:\n      call: http\n      with:\n        method: get\n        endpoint:\n          uri: https://api.example.com/x\n          authentication:\n            oauth2:\n              authority: https://auth.example.com/\n              grant: GRANT\n              client:\n                id: app\n                secret: s\n              scopes:\n                - read\n";
+
+#[test]
+fn an_oauth2_call_asks_the_runtime_for_a_token_and_other_grants_are_refused() {
+    let h = start(
+        &doc(&OAUTH2_CALL.replace("GRANT", "client_credentials")),
+        json!({}),
+    );
+    let input = &h.task("/do/0/get").input_data;
+    let grant = &input["http_request"]["oauth2"];
+    assert_eq!(grant["tokenUri"], "https://auth.example.com/oauth2/token");
+    assert_eq!(grant["clientAuthentication"], "client_secret_post");
+    assert_eq!(grant["scopes"], json!(["read"]));
+    assert!(input["http_request"]["headers"]
+        .get("Authorization")
+        .is_none());
+
+    let text = doc(&OAUTH2_CALL.replace("GRANT", "authorization_code"));
+    let document = crate::dsl::load_with(&text, &Workers).unwrap_or_else(|e| panic!("{e}"));
+    let refused = crate::dsl::check_supported(&document).expect_err("refused");
+    let at = "/do/0/get/with/endpoint/authentication/oauth2/grant";
+    assert_eq!(refused.problems()[0].pointer, at, "{refused}");
+}

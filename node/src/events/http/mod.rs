@@ -15,6 +15,7 @@
 
 pub mod allow;
 mod answer;
+mod oauth2;
 
 pub use allow::AllowList;
 
@@ -87,6 +88,8 @@ pub enum HttpError {
     Transport { target: String, why: String },
     #[error("HTTP task: this node cannot make calls: {0}")]
     Setup(String),
+    #[error("HTTP task: no OAuth2 access token from {uri}: {why}")]
+    Token { uri: String, why: String },
 }
 
 /// `'host' (ip)`, or the address alone when the URI gives it.
@@ -113,6 +116,8 @@ pub struct HttpCaller {
     lookup: Lookup,
     /// Every client's TLS, or why there is none.
     tls: Result<rustls::ClientConfig, String>,
+    /// OAuth2 access tokens, by grant.
+    tokens: oauth2::Tokens,
 }
 
 impl HttpCaller {
@@ -128,12 +133,27 @@ impl HttpCaller {
             clients: Mutex::default(),
             lookup,
             tls: tls_config(),
+            tokens: oauth2::Tokens::default(),
         }
     }
 
-    /// Makes the call `request` describes, once a slot is free: the answer as the HTTP task's
-    /// output, or why there is none.
+    /// Makes the call `request` describes, once a slot is free, first obtaining the OAuth2
+    /// access token it sends if it asks for one: the answer as the HTTP task's output, or why
+    /// there is none.
     pub async fn call(&self, request: &HttpRequest) -> Result<Value, HttpError> {
+        let Some(grant) = &request.oauth2 else {
+            return self.exchange(request).await;
+        };
+        let token = self.token(grant, request).await?;
+        let mut authorized = request.clone();
+        authorized.oauth2 = None;
+        let bearer = format!("Bearer {token}");
+        authorized.headers.insert("Authorization".into(), bearer);
+        self.exchange(&authorized).await
+    }
+
+    /// One request and its answer.
+    async fn exchange(&self, request: &HttpRequest) -> Result<Value, HttpError> {
         let url = parse_uri(&request.uri)?;
         let method = Method::from_bytes(request.method.as_bytes())
             .map_err(|_| HttpError::BadMethod(request.method.clone()))?;

@@ -17,6 +17,7 @@ fn request(uri: &str) -> HttpRequest {
         connect_timeout_ms: 2_000,
         read_timeout_ms: 5_000,
         at_most_once: false,
+        oauth2: None,
     }
 }
 
