@@ -4,6 +4,9 @@
 //! `$output`, `$task`, `$workflow`, `$runtime`, `$secrets`, `$authorization`) and the
 //! variables the enclosing tasks bind (`$item`, `$index`, a caught error).
 //!
+//! In the `loose` mode a document may ask for (`evaluate.mode`), every string of a value is an
+//! expression, `${ }` or not: one that does not compile or fails stays the string it is.
+//!
 //! Compiled queries are kept per thread (at most [`COMPILED_KEPT_MAX`]); keeping them changes
 //! no answer.
 
@@ -43,6 +46,8 @@ pub struct Scope<'a> {
     values: BTreeMap<&'a str, Cow<'a, Value>>,
     lazy: BTreeMap<&'a str, Box<dyn Fn() -> Value + 'a>>,
     vars: Option<&'a BTreeMap<String, Value>>,
+    /// `evaluate.mode: loose`.
+    loose: bool,
 }
 
 impl<'a> Scope<'a> {
@@ -52,7 +57,14 @@ impl<'a> Scope<'a> {
             values: BTreeMap::new(),
             lazy: BTreeMap::new(),
             vars: Some(vars),
+            loose: false,
         }
+    }
+
+    /// Evaluates every string of a value (`evaluate.mode: loose`) when `loose`.
+    pub fn loose(mut self, loose: bool) -> Self {
+        self.loose = loose;
+        self
     }
 
     /// Sets an argument (`context`, `input`, ...).
@@ -115,11 +127,13 @@ impl<'a> Scope<'a> {
         }
     }
 
-    /// A value whose `${ }` strings are expressions, anywhere in it (`set`, `with`, an event).
+    /// A value whose `${ }` strings are expressions, anywhere in it (`set`, `with`, an event);
+    /// in the loose mode its other strings too, each kept as it is when it is no expression.
     pub fn deep(&self, value: &Value, input: &Value) -> Result<Value, String> {
         Ok(match value {
             Value::String(text) => match crate::dsl::rules::expr::enclosed(text) {
                 Some(query) => self.query(query, input)?,
+                None if self.loose => self.query(text, input).unwrap_or_else(|_| value.clone()),
                 None => value.clone(),
             },
             Value::Array(items) => Value::Array(

@@ -51,7 +51,8 @@ impl Runner<'_, '_> {
             .with(
                 "runtime",
                 serde_json::json!({"name": "baton", "version": env!("CARGO_PKG_VERSION")}),
-            );
+            )
+            .loose(super::is_loose(&self.doc));
         if let Some(output) = output {
             scope = scope.with_ref("output", output);
         }

@@ -83,7 +83,9 @@ pub(crate) fn begin(ctx: &mut Ctx<'_>) {
     };
     let raw = crate::dsl::instance_input(&ctx.wf.input);
     let vars = Default::default();
-    let scope = Scope::new(&vars).with("workflow", workflow_arg(ctx, &doc));
+    let scope = Scope::new(&vars)
+        .with("workflow", workflow_arg(ctx, &doc))
+        .loose(is_loose(&doc));
     if let Err(error) = schemas::check("/input/schema", doc.pointer("/input/schema"), &raw) {
         ctx.wf.dsl = Some(Box::default());
         return fault(ctx, error);
@@ -189,7 +191,8 @@ fn complete(ctx: &mut Ctx<'_>, doc: &Value, data: Value) {
             let context = ctx.wf.dsl.as_ref().map(|r| r.context.clone());
             let scope = Scope::new(&vars)
                 .with("context", context.unwrap_or_default())
-                .with("workflow", workflow_arg(ctx, doc));
+                .with("workflow", workflow_arg(ctx, doc))
+                .loose(is_loose(doc));
             match scope.expression(filter, &data) {
                 Ok(output) => output,
                 Err(e) => return fault(ctx, errors::expression_error("/output/as", &e)),
@@ -256,6 +259,11 @@ fn workflow_arg(ctx: &Ctx<'_>, doc: &Value) -> Value {
 fn time_arg(ms: i64) -> Value {
     let iso = iso8601(ms);
     serde_json::json!({"iso8601": iso, "epoch": {"seconds": ms / 1000, "milliseconds": ms}})
+}
+
+/// Whether the document asks for the loose evaluation of expressions (`evaluate.mode`).
+fn is_loose(doc: &Value) -> bool {
+    doc.pointer("/evaluate/mode").and_then(Value::as_str) == Some("loose")
 }
 
 /// A time as RFC 3339 in UTC with milliseconds.

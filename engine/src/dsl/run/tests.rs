@@ -729,3 +729,22 @@ fn an_oauth2_call_asks_the_runtime_for_a_token_and_other_grants_are_refused() {
     let at = "/do/0/get/with/endpoint/authentication/oauth2/grant";
     assert_eq!(refused.problems()[0].pointer, at, "{refused}");
 }
+
+#[test]
+fn the_loose_mode_evaluates_every_string_and_keeps_those_that_are_no_expression() {
+    let body = "do:\n  - note:\n      set:\n        total: .a + .b\n        label: hello world\n        url: https://example.com/x\n        strict: ${ .a }\n";
+    let loose = start(
+        &doc(&format!("evaluate:\n  mode: loose\n{body}")),
+        json!({"a": 1, "b": 2}),
+    );
+    assert_eq!(
+        output(&loose),
+        json!({"total": 3, "label": "hello world", "url": "https://example.com/x", "strict": 1})
+    );
+    let strict = start(&doc(body), json!({"a": 1, "b": 2}));
+    assert_eq!(
+        output(&strict)["total"],
+        ".a + .b",
+        "strict: a string without ${{}} is text"
+    );
+}
