@@ -1,7 +1,7 @@
 //! What a valid document may ask that this runtime does not do yet, found before it is
 //! registered, so that such a document is refused with the place it asks for it instead of
-//! faulting when an instance reaches it: `listen` filters without an event type, `until` as
-//! events and `foreach`, `run` of a container (no container runtime is configured in Baton),
+//! faulting when an instance reaches it: `listen` filters without an event type and a
+//! listen's `foreach`, `run` of a container (no container runtime is configured in Baton),
 //! of a script in a language other than `js` (`javascript`) and `python` or given by `source`,
 //! and a `run` not awaited, calls of grpc, asyncapi and mcp, a2a's streaming methods, calls of
 //! cataloged or URI functions, a function that runs a shell or a script, schemas given by
@@ -121,7 +121,7 @@ fn task(def: &Value, at: &str, found: &mut Survey) {
 }
 
 /// A `listen` is supported when each of its filters names the event `type` (which decides the
-/// events offered to it) and its `until`, if any, is a condition; `foreach` is not yet.
+/// events offered to it); `foreach` is not yet.
 fn listen(def: &Value, at: &str, problems: &mut Vec<Problem>) {
     let to = def.pointer("/listen/to").unwrap_or(&Value::Null);
     let strategy = ["one", "all", "any"]
@@ -150,12 +150,6 @@ fn listen(def: &Value, at: &str, problems: &mut Vec<Problem>) {
                 "an event filter must name the event 'type' (the events offered to a listen are chosen by type)".to_owned(),
             ));
         }
-    }
-    if to.get("until").is_some_and(Value::is_object) {
-        problems.push(not_yet(
-            &format!("{at}/listen/to/until"),
-            "'until' as events to consume",
-        ));
     }
     if def.get("foreach").is_some() {
         problems.push(not_yet(&child(at, "foreach"), "'foreach' on a listen"));

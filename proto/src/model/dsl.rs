@@ -174,6 +174,12 @@ pub struct Listening {
     /// delivered again is not consumed again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seen: Vec<String>,
+    /// For an `any` whose `until` is events to wait for: which of its filters an event has
+    /// matched (`until.all`), and whether the `until` strategy was met.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub until_matched: Vec<bool>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub until_met: bool,
 }
 
 /// How many offered message ids a `listen` remembers.

@@ -2,7 +2,8 @@
 //! while it waits; the runtime offers it every CloudEvent of a type its filters name
 //! ([`crate::Input::Listened`]), and the task consumes those its filters match: `one` event,
 //! one event per filter for `all`, and for `any` the first event (or, with `until`, events
-//! until the condition holds on the events consumed). A filter matches when every attribute of
+//! until the condition holds on the events consumed, or until events that meet `until`'s own
+//! strategy come: those are not consumed). A filter matches when every attribute of
 //! its `with` does (a literal equal to the event's attribute or matching it as a regular
 //! expression, or a `${ }` expression that holds on the attribute) and its `correlate` keys
 //! agree: a key with `expect` must extract that value, a key without takes the first consumed
@@ -38,9 +39,17 @@ pub(crate) fn filters(to: &Value) -> (Vec<Value>, bool) {
     (any.cloned().unwrap_or_default(), false)
 }
 
-/// The event types a strategy's filters name.
+/// The `until` of a strategy when it is events to wait for (a strategy itself).
+pub(crate) fn until_events(to: &Value) -> Option<&Value> {
+    to.get("until").filter(|u| u.is_object())
+}
+
+/// The event types a strategy's filters name, its `until`'s among them.
 pub(crate) fn types(to: &Value) -> Vec<String> {
-    let (filters, _) = filters(to);
+    let (mut filters, _) = filters(to);
+    if let Some(until) = until_events(to) {
+        filters.extend(self::filters(until).0);
+    }
     let mut types: Vec<String> = filters
         .iter()
         .filter_map(|f| f.pointer("/with/type").and_then(Value::as_str))
@@ -63,6 +72,7 @@ impl Runner<'_, '_> {
         let to = def.pointer("/listen/to").unwrap_or(&Value::Null);
         let (filters, all) = filters(to);
         let task_id = self.open_task(at, name, LISTEN_TASK_TYPE, "", &input);
+        let until_all = until_events(to).map(self::filters);
         let listening = Listening {
             types: types(to),
             events: Vec::new(),
@@ -73,6 +83,11 @@ impl Runner<'_, '_> {
             },
             correlations: BTreeMap::new(),
             seen: Vec::new(),
+            until_matched: match until_all {
+                Some((until, true)) => vec![false; until.len()],
+                _ => Vec::new(),
+            },
+            until_met: false,
         };
         Frame {
             at: at.to_owned(),
@@ -127,6 +142,9 @@ impl Runner<'_, '_> {
         let Body::Listen(listening) = &frame.body else {
             return Ok(false);
         };
+        if until_events(to).is_some() {
+            return Ok(listening.until_met);
+        }
         if listening.events.is_empty() {
             return Ok(false);
         }
@@ -156,6 +174,14 @@ impl Runner<'_, '_> {
         if listening.seen.contains(&delivery.message_id) {
             return Ok(());
         }
+        if let Some(until) = until_events(to) {
+            if self.offer_until(frame, until, delivery, vars)? {
+                return Ok(());
+            }
+        }
+        let Body::Listen(listening) = &frame.body else {
+            return Ok(());
+        };
         let strategy = ["one", "all", "any"]
             .into_iter()
             .find(|k| to.get(*k).is_some())
@@ -192,6 +218,53 @@ impl Runner<'_, '_> {
         let over = listening.seen.len().saturating_sub(LISTEN_SEEN_MAX);
         listening.seen.drain(..over);
         Ok(())
+    }
+
+    /// Offers `delivery` to the events `until` waits for: whether one of its filters took it
+    /// (then it is not consumed, and the listen ends once `until`'s strategy is met).
+    fn offer_until(
+        &self,
+        frame: &mut Frame,
+        until: &Value,
+        delivery: &Delivery,
+        vars: &BTreeMap<String, Value>,
+    ) -> Result<bool, Value> {
+        let (filters, all) = filters(until);
+        let Body::Listen(listening) = &frame.body else {
+            return Ok(false);
+        };
+        let base = format!("{}/listen/to/until", frame.at);
+        let mut took = None;
+        for (i, filter) in filters.iter().enumerate() {
+            if listening.until_matched.get(i) == Some(&true) {
+                continue;
+            }
+            let at = match until.get("one") {
+                Some(_) => format!("{base}/one"),
+                None => format!("{base}/{}/{i}", if all { "all" } else { "any" }),
+            };
+            if self
+                .matches(filter, &at, listening, delivery, &frame.input, vars)?
+                .is_some()
+            {
+                took = Some(i);
+                break;
+            }
+        }
+        let Some(i) = took else {
+            return Ok(false);
+        };
+        let Body::Listen(listening) = &mut frame.body else {
+            return Ok(false);
+        };
+        if let Some(m) = listening.until_matched.get_mut(i) {
+            *m = true;
+        }
+        listening.until_met = listening.until_matched.iter().all(|m| *m);
+        listening.seen.push(delivery.message_id.clone());
+        let over = listening.seen.len().saturating_sub(LISTEN_SEEN_MAX);
+        listening.seen.drain(..over);
+        Ok(true)
     }
 
     /// Whether `filter` matches the event: `None` if not, else the correlation values it

@@ -748,3 +748,36 @@ fn the_loose_mode_evaluates_every_string_and_keeps_those_that_are_no_expression(
         "strict: a string without ${{}} is text"
     );
 }
+
+const LISTEN_UNTIL_EVENTS: &str = "do:\n  - gather:\n      listen:\n        to:\n          any:\n            - with:\n                type: com.example.item\n          until:\n            all:\n              - with:\n                  type: com.example.closed\n              - with:\n                  type: com.example.paid\n  - count:\n      set:\n        items: '${ length }'\n";
+
+#[test]
+fn listen_any_until_events_consumes_until_its_until_strategy_is_met() {
+    let mut h = start(&doc(LISTEN_UNTIL_EVENTS), json!({}));
+    let mut types = h
+        .wf()
+        .dsl
+        .as_ref()
+        .map(|r| r.listening())
+        .unwrap_or_default();
+    types.sort_unstable();
+    assert_eq!(
+        types,
+        ["com.example.closed", "com.example.item", "com.example.paid"]
+    );
+    assert!(offer(&mut h, "i1", "com.example.item", json!({"n": 1})));
+    assert!(offer(&mut h, "c1", "com.example.closed", json!({})));
+    assert_eq!(h.status(), WorkflowStatus::Running, "until waits for both");
+    assert!(
+        !offer(&mut h, "c1", "com.example.closed", json!({})),
+        "a repeat is no news"
+    );
+    assert!(offer(&mut h, "i2", "com.example.item", json!({"n": 2})));
+    assert!(offer(&mut h, "p1", "com.example.paid", json!({})));
+    assert_eq!(h.status(), WorkflowStatus::Completed);
+    assert_eq!(
+        output(&h),
+        json!({"items": 2}),
+        "until's events are not consumed"
+    );
+}
