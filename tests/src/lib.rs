@@ -869,6 +869,23 @@ pub fn wait_for<T>(timeout: Duration, what: &str, mut probe: impl FnMut() -> Opt
     }
 }
 
+/// Arms the failpoint `point` for the nodes this test starts from now on
+/// (`BATON_FAILPOINT=point@marker`): the first node to reach it aborts, as `kill -9` would,
+/// once, leaving the answered marker path behind so later starts pass the point. nextest runs
+/// each test in its own process, so the variable reaches only this test's nodes.
+pub fn arm_failpoint(point: &str) -> PathBuf {
+    let marker = tempfile::NamedTempFile::new().expect("a marker path");
+    let marker_path = marker.path().to_owned();
+    drop(marker); // the failpoint fires while the file does not exist
+    arm_failpoint_at(point, &marker_path);
+    marker_path
+}
+
+/// [`arm_failpoint`] with a marker path of the test's choosing (one per round of crashes).
+pub fn arm_failpoint_at(point: &str, marker: &Path) {
+    std::env::set_var("BATON_FAILPOINT", format!("{point}@{}", marker.display()));
+}
+
 /// A unique suffix for names and values so that asserted values cannot be coincidences.
 pub fn nonce() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};

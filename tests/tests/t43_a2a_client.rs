@@ -167,14 +167,7 @@ fn a_workflow_calls_a_skill_of_its_own_node() {
 
 /// A marker path for a failpoint, and the node started with it armed at `point`.
 fn armed(point: &str) -> (Server, PathBuf) {
-    let marker = tempfile::NamedTempFile::new().expect("a marker path");
-    let marker_path = marker.path().to_owned();
-    drop(marker); // the failpoint fires while the file does not exist
-                  // nextest runs each test in its own process, so the variable reaches only this test's node.
-    std::env::set_var(
-        "BATON_FAILPOINT",
-        format!("{point}@{}", marker_path.display()),
-    );
+    let marker_path = harness::arm_failpoint(point);
     (Server::start(), marker_path)
 }
 

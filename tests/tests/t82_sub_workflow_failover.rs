@@ -37,13 +37,7 @@ fn on_any<T>(cluster: &Cluster, mut probe: impl FnMut(&Api) -> Option<T>) -> Opt
 }
 
 fn killed_around_the_childs_start(point: &str) {
-    let marker = tempfile::NamedTempFile::new().expect("a marker path");
-    let marker_path = marker.path().to_owned();
-    drop(marker); // the failpoint fires while the file does not exist
-    std::env::set_var(
-        "BATON_FAILPOINT",
-        format!("{point}@{}", marker_path.display()),
-    );
+    let marker_path = harness::arm_failpoint(point);
     let mut cluster = Cluster::start(3);
     let api = cluster.api(1);
     register(&api);

@@ -420,14 +420,7 @@ fn a_condition_that_loops_forever_is_stopped_and_the_node_stays_healthy() {
 /// The node aborts (as `kill -9`) right after an action ran and before its record and the
 /// broker's ack: the restarted node gets the message again and starts nothing twice.
 fn killed_between_action_and_ack(provider: Option<Provider>) {
-    let marker = tempfile::NamedTempFile::new().expect("a marker path");
-    let marker_path = marker.path().to_owned();
-    drop(marker); // the failpoint fires while the file does not exist
-                  // nextest runs each test in its own process, so the variable reaches only this test's node.
-    std::env::set_var(
-        "BATON_FAILPOINT",
-        format!("event-after-action@{}", marker_path.display()),
-    );
+    let marker_path = harness::arm_failpoint("event-after-action");
     let mut server = server();
     fulfill_order_def(server.api());
     let mut handler = start_fulfillment_handler();

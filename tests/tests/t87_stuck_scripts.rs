@@ -157,11 +157,7 @@ fn a_message_the_node_keeps_crashing_on_ends_as_a_dead_letter() {
     let marker_dir = tempfile::tempdir().expect("a directory for failpoint markers");
     let arm = |round: usize| {
         let marker = marker_dir.path().join(format!("crash-{round}"));
-        // nextest runs each test in its own process: the variable reaches only this test's node.
-        std::env::set_var(
-            "BATON_FAILPOINT",
-            format!("event-handling@{}", marker.display()),
-        );
+        harness::arm_failpoint_at("event-handling", &marker);
         marker
     };
     let mut marker = arm(0);

@@ -149,14 +149,7 @@ fn a_sink_into_an_unknown_or_disabled_provider_is_refused_and_nothing_is_stored(
 
 #[test]
 fn a_node_that_dies_before_publishing_publishes_at_recovery() {
-    let marker = tempfile::NamedTempFile::new().expect("a marker path");
-    let marker_path = marker.path().to_owned();
-    drop(marker); // the failpoint fires while the file does not exist
-                  // nextest runs each test in its own process, so the variable reaches only this test's node.
-    std::env::set_var(
-        "BATON_FAILPOINT",
-        format!("status-publish@{}", marker_path.display()),
-    );
+    let marker_path = harness::arm_failpoint("status-publish");
     let mut server = Server::start();
     let queue = format!("conductor:ends-{}", nonce());
     recorder(server.api(), &queue);
