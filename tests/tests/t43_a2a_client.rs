@@ -1,8 +1,9 @@
 //! Baton as an A2A client: a Serverless Workflow task `call: a2a` reads an agent's card, sends it
 //! a message at most once and follows the task it answers until it settles. The agents are a
 //! Python agent built with the official SDK (`tests/python/a2a_sum_agent.py`, whose task works
-//! a while before it completes, so the call follows it with `tasks/get`) and a skill of the
-//! calling node itself. Killed with the send made and reported, the node follows the same
+//! a while before it completes, so the call follows it with `tasks/get`; its card offers A2A 1.0
+//! only, so the call speaks 1.0) and a skill of the calling node itself, through its own card
+//! (v0.3) and behind a card that offers only 1.0. Killed with the send made and reported, the node follows the same
 //! remote task after its restart without sending again; killed with the send claimed and not
 //! made, it does not make it after the restart: the call fails, saying why. An agent's JSON-RPC
 //! error faults the call with the communication error.
@@ -12,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use harness::python::venv_python;
+use harness::upstream::{Answer, Upstream};
 use harness::{free_port, wait_for, workspace_root, Api, Server};
 use serde_json::{json, Value};
 
@@ -163,6 +165,36 @@ fn a_workflow_calls_a_skill_of_its_own_node() {
     assert_eq!(sum_of(task), 42.0);
     let skill_run = api.workflow(task["id"].as_str().expect("the remote task's id"));
     assert_eq!(skill_run["workflowName"], "a2a_client_sum");
+}
+
+#[test]
+fn a_workflow_calls_an_agent_that_speaks_only_a2a_1_0_in_its_terms() {
+    let server = Server::start();
+    let api = server.api();
+    api.register_workflow_def(&json!({
+        "name": "a2a_v1_sum", "version": 1, "schemaVersion": 2,
+        "metadata": {"a2a": {"skill": {"id": "sum1", "name": "Sum"}}},
+        "tasks": [{"name": "add", "taskReferenceName": "add", "type": "JSON_JQ_TRANSFORM",
+                   "inputParameters": {"a": "${workflow.input.a}", "b": "${workflow.input.b}",
+                                       "queryExpression": "{sum: (.a + .b)}"}}],
+        "outputParameters": {"sum": "${add.output.result.sum}"},
+    }));
+    // The node's own endpoint behind a card that offers only a 1.0 interface.
+    let card = json!({"name": "v1-only", "supportedInterfaces": [{"url": format!("{}/a2a", server.base_url()),
+        "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]})
+    .to_string();
+    let upstream = Upstream::start(move |_| Answer::new("200 OK", &card));
+    let parameters = json!({"message": {"role": "user", "kind": "message",
+        "metadata": {"skill": "sum1"},
+        "parts": [{"kind": "data", "data": {"a": "${ .a }", "b": "${ .b }"}}]}});
+    let document = asking("ask-v1", &upstream.url("/card"), &parameters);
+    let id = start(api, "ask-v1", &document, &json!({"a": 40, "b": 2}));
+    let view = ended(api, &id);
+    assert_eq!(view["phase"], "completed", "{view:#}");
+    let task = &view["output"];
+    assert_eq!(task["kind"], "task", "read back in v0.3's terms: {view:#}");
+    assert_eq!(task["status"]["state"], "completed", "{view:#}");
+    assert_eq!(sum_of(task), 42.0);
 }
 
 /// A marker path for a failpoint, and the node started with it armed at `point`.

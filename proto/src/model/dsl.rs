@@ -138,6 +138,10 @@ pub struct A2aCall {
     /// The `tasks/get` polls made so far (the wait between two grows with them).
     #[serde(default)]
     pub polls: u32,
+    /// The agent speaks only A2A 1.0 (its card lists a 1.0 JSON-RPC interface and no v0.3
+    /// `url`): requests go out in 1.0's method names and message shapes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub v1: bool,
 }
 
 /// Where a `call: a2a` stands.

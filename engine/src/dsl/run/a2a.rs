@@ -1,6 +1,8 @@
 //! `call: a2a`: a durable A2A client, one Conductor task per stage. With an `agentCard`, an HTTP
 //! task reads the card first and the JSON-RPC endpoint is its `url` (v0.3) or the `url` of its
-//! JSON-RPC interface (`supportedInterfaces`, v1.0); otherwise it is `server`. The request goes
+//! JSON-RPC interface (`supportedInterfaces`, v1.0); otherwise it is `server`. An agent whose
+//! card offers only a 1.0 interface is called in 1.0's terms, and its answers read back in
+//! v0.3's, so a document does not depend on the version its agent speaks ([`dialect`]). The request goes
 //! out as an HTTP task whose call is made at most once (`atMostOnce`: the leader commits a
 //! claim before calling, so a restart never sends it again); a `message/send` carries a
 //! `messageId` derived from the call's task when the caller gave none (a receiving Baton dedups
@@ -16,6 +18,7 @@
 //! The decider makes no call itself: each stage is a task the runtime performs after the commit,
 //! and [`Runner::a2a`] reads its end from the record.
 
+use super::a2a_dialect as dialect;
 use super::{errors, Outcome, Runner};
 use proto::model::dsl::{A2aCall, A2aStage, Body, Frame};
 use proto::model::{task_type, TaskStatus};
@@ -149,6 +152,7 @@ impl Runner<'_, '_> {
             authorization,
             remote_task: None,
             polls: 0,
+            v1: false,
         };
         match card {
             Some(card) => {
@@ -210,11 +214,17 @@ impl Runner<'_, '_> {
         }
         let body = self.answered(call)?;
         if call.stage == A2aStage::Card {
-            call.url = card_url(&body, &self.step_uri(&call.step)).ok_or(Failure::Card)?;
+            let (url, v1) = card_url(&body, &self.step_uri(&call.step)).ok_or(Failure::Card)?;
+            (call.url, call.v1) = (url, v1);
             self.a2a_send(at, name, call_id, call);
             return Ok(None);
         }
         let result = rpc_result(body)?;
+        let result = if call.v1 {
+            dialect::as_v03(result)
+        } else {
+            result
+        };
         let follows = call.method == SEND || call.stage == A2aStage::Poll;
         let Some(task) = task_of(&result).filter(|_| follows) else {
             return Ok(Some(result));
@@ -278,7 +288,14 @@ impl Runner<'_, '_> {
     }
     /// Sends the call's request: an HTTP task, at most once unless the method only reads.
     fn a2a_send(&mut self, at: &str, name: &str, call_id: &TaskId, call: &mut A2aCall) {
-        let body = rpc(call_id, &call.method, &call.params);
+        let body = match call.v1 {
+            true => rpc(
+                call_id,
+                dialect::method(&call.method),
+                &dialect::params(&call.params),
+            ),
+            false => rpc(call_id, &call.method, &call.params),
+        };
         let mut input = json!({ "http_request": post(call, body) });
         if !READS.contains(&call.method.as_str()) {
             input[proto::model::HTTP_AT_MOST_ONCE] = true.into();
@@ -290,7 +307,8 @@ impl Runner<'_, '_> {
     /// Reads the remote task once more (`tasks/get`).
     fn a2a_poll(&mut self, at: &str, name: &str, call_id: &TaskId, call: &mut A2aCall) {
         let id = call.remote_task.clone().unwrap_or_default();
-        let body = rpc(call_id, GET, &json!({ "id": id }));
+        let method = if call.v1 { dialect::method(GET) } else { GET };
+        let body = rpc(call_id, method, &json!({ "id": id }));
         let input = json!({ "http_request": post(call, body) });
         call.step = self.open_task(at, name, task_type::HTTP, "", &input);
         call.stage = A2aStage::Poll;
@@ -341,14 +359,19 @@ fn headers(authorization: Option<&str>) -> Value {
 
 /// Conductor's `http_request` that posts `body` to the call's endpoint.
 fn post(call: &A2aCall, body: Value) -> Value {
-    json!({"uri": call.url, "method": "POST", "headers": headers(call.authorization.as_deref()),
-        "body": body})
+    let mut headers = headers(call.authorization.as_deref());
+    if call.v1 {
+        headers[dialect::VERSION_HEADER] = dialect::VERSION.into();
+    }
+    json!({"uri": call.url, "method": "POST", "headers": headers, "body": body})
 }
 
 /// The JSON-RPC endpoint a card names: its `url` (v0.3, when its preferred transport is
 /// JSON-RPC), else an interface bound to JSON-RPC (v1.0's `supportedInterfaces`, v0.3's
 /// `additionalInterfaces`); a relative URL is resolved against the card's own `card_uri`.
-fn card_url(card: &Value, card_uri: &str) -> Option<String> {
+/// Whether the agent is called in 1.0's terms: the endpoint is an interface of protocol
+/// version 1.x.
+fn card_url(card: &Value, card_uri: &str) -> Option<(String, bool)> {
     let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
     let jsonrpc = |b: Option<String>| b.is_some_and(|b| b.eq_ignore_ascii_case("JSONRPC"));
     let preferred = text(card, "preferredTransport");
@@ -358,13 +381,17 @@ fn card_url(card: &Value, card_uri: &str) -> Option<String> {
         .filter_map(|k| card.get(k).and_then(Value::as_array))
         .flatten()
         .find(|i| jsonrpc(text(i, "protocolBinding").or_else(|| text(i, "transport"))));
+    let v1 = v03.is_none()
+        && listed
+            .and_then(|i| text(i, "protocolVersion"))
+            .is_some_and(|v| v.starts_with("1."));
     let url = v03.or_else(|| listed.and_then(|i| text(i, "url")))?;
     if !url.starts_with('/') {
-        return Some(url);
+        return Some((url, v1));
     }
     let (scheme, rest) = card_uri.split_once("://")?;
     let host = rest.split('/').next().unwrap_or_default();
-    Some(format!("{scheme}://{host}{url}"))
+    Some((format!("{scheme}://{host}{url}"), v1))
 }
 
 /// A JSON-RPC answer's `result`, or its error.
@@ -446,17 +473,21 @@ mod tests {
     #[test]
     fn a_card_names_its_jsonrpc_endpoint() {
         let v03 = json!({"url": "http://a/rpc", "preferredTransport": "JSONRPC"});
-        assert_eq!(card_url(&v03, "http://a/card"), Some("http://a/rpc".into()));
+        assert_eq!(
+            card_url(&v03, "http://a/card"),
+            Some(("http://a/rpc".into(), false))
+        );
         let v10 = json!({"supportedInterfaces": [
             {"url": "http://a/grpc", "protocolBinding": "GRPC"},
             {"url": "/rpc", "protocolBinding": "JSONRPC"}]});
         assert_eq!(
             card_url(&v10, "http://a:8/.well-known/agent-card.json"),
-            Some("http://a:8/rpc".into())
+            Some(("http://a:8/rpc".into(), false)),
+            "no 1.x protocol version named"
         );
         let other = json!({"url": "http://a/rest", "preferredTransport": "HTTP+JSON",
             "additionalInterfaces": [{"url": "http://a/rpc", "transport": "JSONRPC"}]});
-        assert_eq!(card_url(&other, ""), Some("http://a/rpc".into()));
+        assert_eq!(card_url(&other, ""), Some(("http://a/rpc".into(), false)));
         assert_eq!(card_url(&json!({"name": "x"}), ""), None);
     }
 

@@ -263,3 +263,65 @@ fn registration_asks_for_a_method_and_an_agent() {
     let streaming = refused("        method: message/stream\n        server: http://a.test/rpc\n");
     assert!(streaming.contains("/do/0/ask/with/method"), "{streaming}");
 }
+
+#[test]
+fn an_agent_that_speaks_only_a2a_1_0_is_called_in_its_terms() {
+    let mut h = start(CARD);
+    let card = json!({"name": "a", "supportedInterfaces": [
+        {"url": "http://agent.test/v1", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]});
+    h.perform(
+        AT,
+        Ok(json!({"response": {"statusCode": 200, "body": card}})),
+    );
+    let send = call(&h);
+    assert_eq!(send.uri, "http://agent.test/v1");
+    assert_eq!(
+        send.headers.get("A2A-Version").map(String::as_str),
+        Some("1.0")
+    );
+    let rpc = send.body.expect("a JSON-RPC request");
+    assert_eq!(rpc["method"], "SendMessage");
+    let message = &rpc["params"]["message"];
+    assert_eq!(message["role"], "ROLE_USER");
+    assert_eq!(message["parts"], json!([{"text": "2+3?"}]));
+    assert!(claim(&mut h).expect("claimed"));
+    h.perform(
+        AT,
+        answer(json!({"task": {"id": "remote-1", "status": {"state": "TASK_STATE_WORKING"}}})),
+    );
+    let wait = h.task(AT).clone();
+    h.now = wait.wait_timeout;
+    h.ok(Input::Timer(TimerKey {
+        kind: TimerKind::Wait,
+        task_id: Some(wait.task_id),
+    }));
+    let poll = call(&h).body.expect("a JSON-RPC request");
+    assert_eq!(poll["method"], "GetTask");
+    let done = json!({"id": "remote-1", "status": {"state": "TASK_STATE_COMPLETED"}});
+    h.perform(AT, answer(done));
+    assert_eq!(
+        h.status(),
+        WorkflowStatus::Completed,
+        "{:?}",
+        dsl(&h, "error")
+    );
+    assert_eq!(
+        dsl(&h, "output"),
+        json!({"id": "remote-1", "status": {"state": "completed"}}),
+        "read back in v0.3's terms"
+    );
+}
+
+#[test]
+fn a_card_with_a_v0_3_url_keeps_the_v0_3_terms() {
+    let mut h = start(CARD);
+    let card = json!({"name": "a", "url": "http://agent.test/rpc", "protocolVersion": "0.3.0",
+        "supportedInterfaces": [{"url": "http://agent.test/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]});
+    h.perform(
+        AT,
+        Ok(json!({"response": {"statusCode": 200, "body": card}})),
+    );
+    let rpc = call(&h).body.expect("a JSON-RPC request");
+    assert_eq!(rpc["method"], "message/send");
+    assert_eq!(rpc["params"]["message"]["parts"][0]["kind"], "text");
+}

@@ -13,6 +13,7 @@
 //! list.
 
 mod a2a;
+mod a2a_dialect;
 mod auth;
 mod call;
 mod child;
