@@ -109,7 +109,8 @@ impl EventOptions {
         let (provider, queue) = proto::model::split_event(sink).ok_or_else(|| {
             format!("{what} '{sink}' is not provider:queue (e.g. nats:lifecycle)")
         })?;
-        match Providers::new(self.clone()).check(provider)? {
+        let checked = Providers::new(self.clone()).check(provider);
+        match checked.map_err(|e| format!("{what}: {e}"))? {
             Some(p) => brokers::validate_queue(p, queue).map_err(|e| format!("{what}: {e}")),
             None if queue.trim().is_empty() => Err(format!("{what} '{sink}' names no queue")),
             None => Ok(()),
