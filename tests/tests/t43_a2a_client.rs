@@ -140,22 +140,27 @@ fn a_workflow_calls_a_python_agent_and_follows_its_task() {
     );
 }
 
-#[test]
-fn a_workflow_calls_a_skill_of_its_own_node() {
-    let server = Server::start();
-    let api = server.api();
+/// Registers `name`, a workflow that sums `a` and `b`, as the skill `skill`; answers the
+/// parameters of a message that asks it for the sum of the input's `a` and `b`.
+fn sum_skill(api: &Api, name: &str, skill: &str) -> Value {
     api.register_workflow_def(&json!({
-        "name": "a2a_client_sum", "version": 1, "schemaVersion": 2,
-        "metadata": {"a2a": {"skill": {"id": "sum", "name": "Sum"}}},
+        "name": name, "version": 1, "schemaVersion": 2,
+        "metadata": {"a2a": {"skill": {"id": skill, "name": "Sum"}}},
         "tasks": [{"name": "add", "taskReferenceName": "add", "type": "JSON_JQ_TRANSFORM",
                    "inputParameters": {"a": "${workflow.input.a}", "b": "${workflow.input.b}",
                                        "queryExpression": "{sum: (.a + .b)}"}}],
         "outputParameters": {"sum": "${add.output.result.sum}"},
     }));
+    json!({"message": {"role": "user", "kind": "message", "metadata": {"skill": skill},
+        "parts": [{"kind": "data", "data": {"a": "${ .a }", "b": "${ .b }"}}]}})
+}
+
+#[test]
+fn a_workflow_calls_a_skill_of_its_own_node() {
+    let server = Server::start();
+    let api = server.api();
+    let parameters = sum_skill(api, "a2a_client_sum", "sum");
     let card = format!("{}/.well-known/agent-card.json", server.base_url());
-    let parameters = json!({"message": {"role": "user", "kind": "message",
-        "metadata": {"skill": "sum"},
-        "parts": [{"kind": "data", "data": {"a": "${ .a }", "b": "${ .b }"}}]}});
     let document = asking("ask-self", &card, &parameters);
     let id = start(api, "ask-self", &document, &json!({"a": 20, "b": 22}));
     let view = ended(api, &id);
@@ -171,22 +176,12 @@ fn a_workflow_calls_a_skill_of_its_own_node() {
 fn a_workflow_calls_an_agent_that_speaks_only_a2a_1_0_in_its_terms() {
     let server = Server::start();
     let api = server.api();
-    api.register_workflow_def(&json!({
-        "name": "a2a_v1_sum", "version": 1, "schemaVersion": 2,
-        "metadata": {"a2a": {"skill": {"id": "sum1", "name": "Sum"}}},
-        "tasks": [{"name": "add", "taskReferenceName": "add", "type": "JSON_JQ_TRANSFORM",
-                   "inputParameters": {"a": "${workflow.input.a}", "b": "${workflow.input.b}",
-                                       "queryExpression": "{sum: (.a + .b)}"}}],
-        "outputParameters": {"sum": "${add.output.result.sum}"},
-    }));
+    let parameters = sum_skill(api, "a2a_v1_sum", "sum1");
     // The node's own endpoint behind a card that offers only a 1.0 interface.
     let card = json!({"name": "v1-only", "supportedInterfaces": [{"url": format!("{}/a2a", server.base_url()),
         "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]})
     .to_string();
     let upstream = Upstream::start(move |_| Answer::new("200 OK", &card));
-    let parameters = json!({"message": {"role": "user", "kind": "message",
-        "metadata": {"skill": "sum1"},
-        "parts": [{"kind": "data", "data": {"a": "${ .a }", "b": "${ .b }"}}]}});
     let document = asking("ask-v1", &upstream.url("/card"), &parameters);
     let id = start(api, "ask-v1", &document, &json!({"a": 40, "b": 2}));
     let view = ended(api, &id);
