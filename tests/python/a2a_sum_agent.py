@@ -1,7 +1,7 @@
 """An A2A agent built with the official Python SDK (`a2a-sdk` 1.3.0, its v1.0 server API with
 v0.3 compatibility on the same JSON-RPC endpoint): a message with a data part {"a": .., "b": ..}
 starts a task that goes working, waits DELAY_S, then completes with an artifact holding
-{"sum": a + b}. `GET /count` answers how many messages it was sent and their ids, so a test can
+{"sum": a + b}; a streamed message sees each of these events. `GET /count` answers how many messages it was sent and their ids, so a test can
 check that a caller sent a message once.
 
 tests/tests/t43_a2a_client.rs starts it as `python a2a_sum_agent.py PORT DELAY_S` and waits for
@@ -71,7 +71,7 @@ def main():
                 protocol_version="1.0",
             )
         ],
-        capabilities=AgentCapabilities(streaming=False),
+        capabilities=AgentCapabilities(streaming=True),
         default_input_modes=["application/json"],
         default_output_modes=["application/json"],
         skills=[AgentSkill(id="sum", name="Sum", description="adds a and b", tags=["math"])],

@@ -6,7 +6,9 @@
 //! (v0.3) and behind a card that offers only 1.0. Killed with the send made and reported, the node follows the same
 //! remote task after its restart without sending again; killed with the send claimed and not
 //! made, it does not make it after the restart: the call fails, saying why. An agent's JSON-RPC
-//! error faults the call with the communication error.
+//! error faults the call with the runtime error (the spec's type for a2a calls). A
+//! `message/stream` reads the agent's events to the end of its task; the output is their
+//! results, in order.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -69,9 +71,14 @@ impl Drop for Agent {
 
 /// A document whose one task sends `message` to the agent whose card is at `card`.
 fn asking(name: &str, card: &str, parameters: &Value) -> String {
+    calling(name, "message/send", card, parameters)
+}
+
+/// A document whose one task calls `method` of the agent whose card is at `card`.
+fn calling(name: &str, method: &str, card: &str, parameters: &Value) -> String {
     format!(
         "document:\n  dsl: '1.0.3'\n  namespace: a2a\n  name: {name}\n  version: '1.0.0'\n\
-         do:\n  - ask:\n      call: a2a\n      with:\n        method: message/send\n\
+         do:\n  - ask:\n      call: a2a\n      with:\n        method: {method}\n\
          \x20       agentCard:\n          endpoint: {card}\n        parameters: {parameters}\n"
     )
 }
@@ -192,6 +199,46 @@ fn a_workflow_calls_an_agent_that_speaks_only_a2a_1_0_in_its_terms() {
     assert_eq!(sum_of(task), 42.0);
 }
 
+/// The sum in the artifact a stream's results carry, and the last result's state.
+fn streamed_sum(view: &Value) -> (f64, Value) {
+    let results = view["output"].as_array();
+    let results = results.unwrap_or_else(|| panic!("a list of results: {view:#}"));
+    let update = results.iter().find(|r| r["kind"] == "artifact-update");
+    let sum = update.and_then(|u| u.pointer("/artifact/parts/0/data/sum"));
+    let sum = sum.and_then(Value::as_f64);
+    let last = results.last().map(|r| r["status"]["state"].clone());
+    (
+        sum.unwrap_or_else(|| panic!("a sum: {view:#}")),
+        last.unwrap_or_default(),
+    )
+}
+
+#[test]
+fn a_workflow_streams_messages_to_a_python_agent_and_to_its_own_node() {
+    let agent = Agent::start();
+    let server = Server::start();
+    let api = server.api();
+    let parameters =
+        json!({"message": {"parts": [{"kind": "data", "data": {"a": "${ .a }", "b": "${ .b }"}}]}});
+    let document = calling("stream-python", "message/stream", &agent.card, &parameters);
+    let id = start(api, "stream-python", &document, &json!({"a": 2, "b": 3}));
+    let view = ended(api, &id);
+    assert_eq!(view["phase"], "completed", "{view:#}");
+    assert_eq!(view["output"][0]["kind"], "task", "{view:#}");
+    assert_eq!(streamed_sum(&view), (5.0, json!("completed")));
+    assert_eq!(agent.received().len(), 1, "one message");
+
+    let parameters = sum_skill(api, "a2a_stream_sum", "stream_sum");
+    let card = format!("{}/.well-known/agent-card.json", server.base_url());
+    let document = calling("stream-self", "message/stream", &card, &parameters);
+    let id = start(api, "stream-self", &document, &json!({"a": 40, "b": 2}));
+    let view = ended(api, &id);
+    assert_eq!(view["phase"], "completed", "{view:#}");
+    assert_eq!(streamed_sum(&view), (42.0, json!("completed")));
+    let last = view["output"].as_array().and_then(|r| r.last().cloned());
+    assert_eq!(last.unwrap_or_default()["final"], true, "{view:#}");
+}
+
 /// A marker path for a failpoint, and the node started with it armed at `point`.
 fn armed(point: &str) -> (Server, PathBuf) {
     let marker_path = harness::arm_failpoint(point);
@@ -237,7 +284,7 @@ fn a_send_claimed_before_a_crash_is_not_made_after_the_restart() {
     let error = &view["error"];
     assert_eq!(
         error["type"],
-        "https://serverlessworkflow.io/spec/1.0.0/errors/communication"
+        "https://serverlessworkflow.io/spec/1.0.0/errors/runtime"
     );
     let detail = error["detail"].as_str().unwrap_or_default();
     assert!(detail.contains("not repeated"), "{view:#}");
@@ -248,7 +295,7 @@ fn a_send_claimed_before_a_crash_is_not_made_after_the_restart() {
 }
 
 #[test]
-fn an_agents_json_rpc_error_faults_the_call_with_the_communication_error() {
+fn an_agents_json_rpc_error_faults_the_call_with_the_runtime_error() {
     let server = Server::start();
     let api = server.api();
     let card = format!("{}/.well-known/agent-card.json", server.base_url());
@@ -261,7 +308,7 @@ fn an_agents_json_rpc_error_faults_the_call_with_the_communication_error() {
     let error = &view["error"];
     assert_eq!(
         error["type"],
-        "https://serverlessworkflow.io/spec/1.0.0/errors/communication"
+        "https://serverlessworkflow.io/spec/1.0.0/errors/runtime"
     );
     assert_eq!(error["instance"], "/do/0/ask");
     let detail = error["detail"].as_str().unwrap_or_default();

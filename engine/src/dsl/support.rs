@@ -285,15 +285,10 @@ fn call(def: &Value, at: &str, problems: &mut Vec<Problem>) {
     }
 }
 
-/// An A2A call names its method and where the agent is (`agentCard` or `server`); it does
-/// not stream.
+/// An A2A call names its method and where the agent is (`agentCard` or `server`).
 fn a2a(with: &Value, at: &str, problems: &mut Vec<Problem>) {
-    match with.get("method").and_then(Value::as_str) {
-        None => problems.push(Problem::new(at, "an a2a call needs a 'method'".to_owned())),
-        Some(method @ ("message/stream" | "tasks/resubscribe")) => {
-            problems.push(not_yet(&child(at, "method"), &format!("'{method}'")));
-        }
-        Some(_) => {}
+    if with.get("method").and_then(Value::as_str).is_none() {
+        problems.push(Problem::new(at, "an a2a call needs a 'method'".to_owned()));
     }
     if with.get("agentCard").is_none() && with.get("server").is_none() {
         let detail = "an a2a call needs an 'agentCard' or a 'server'".to_owned();

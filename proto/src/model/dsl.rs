@@ -142,6 +142,10 @@ pub struct A2aCall {
     /// `url`): requests go out in 1.0's method names and message shapes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub v1: bool,
+    /// A stream's results so far (`message/stream`, `tasks/resubscribe`), in order: the call's
+    /// output once its task settles.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streamed: Vec<Value>,
 }
 
 /// Where a `call: a2a` stands.
@@ -170,8 +174,9 @@ pub struct Listening {
     /// For `all`: which filters an event has matched.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub matched: Vec<bool>,
-    /// Correlation values an event has settled (a key without `expect` takes the first
-    /// event's value), by the filter's index and the key.
+    /// The correlation keys the consumed events resolved, by key: a key with `expect` has the
+    /// expected value, one without takes the first consumed event's value, which later events
+    /// must agree with.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub correlations: BTreeMap<String, Value>,
     /// The ids of the latest messages offered (at most [`LISTEN_SEEN_MAX`]), so that a message

@@ -15,6 +15,13 @@
 //! `input-required` and `auth-required` settle the call too: the remote task waits for
 //! someone else, and the output is the task as it stands.
 //!
+//! `message/stream` and `tasks/resubscribe` answer server-sent events: the HTTP task reads the
+//! stream to its end (or until its read timeout) and the call's output is the ordered list of
+//! the events' results, as the spec asks. A stream that ends before its task settled (the
+//! agent closed it early, or the read timed out) is followed with `tasks/get` polls as above,
+//! and the settled task is the list's last item. A failure raises the runtime error (the
+//! spec's type for a2a calls), its detail naming what went wrong.
+//!
 //! The decider makes no call itself: each stage is a task the runtime performs after the commit,
 //! and [`Runner::a2a`] reads its end from the record.
 
@@ -33,10 +40,13 @@ pub(crate) const POLL_MAX_MS: i64 = 30_000;
 pub(crate) const POLLS_MAX: u32 = 10_000;
 /// The Conductor task type that shows the call as a whole.
 const CALL_TASK_TYPE: &str = "dsl/call";
-/// The method that sends a message, and the one that reads a task (A2A 0.3's names, the ones
-/// the DSL's schema lists).
+/// The method that sends a message, the one that streams it, and the one that reads a task
+/// (A2A 0.3's names, the ones the DSL's schema lists).
 const SEND: &str = "message/send";
+const STREAM: &str = "message/stream";
 const GET: &str = "tasks/get";
+/// The methods answered by a stream of events.
+const STREAMS: [&str; 2] = [STREAM, "tasks/resubscribe"];
 /// The methods that only read, called again when a report is lost; every other is sent at most
 /// once.
 const READS: [&str; 4] = [
@@ -67,6 +77,8 @@ enum Failure {
     },
     /// The remote task was still running after [`POLLS_MAX`] polls.
     Polls { id: String },
+    /// A stream ended before its task settled, naming no task to follow.
+    Stream,
     /// A stage's task is missing from the record.
     Record,
 }
@@ -74,7 +86,7 @@ enum Failure {
 impl Failure {
     /// The DSL error this raises at `at`.
     fn problem(&self, at: &str) -> Value {
-        let kind = errors::Kind::Communication;
+        let kind = errors::Kind::Runtime;
         let detail = match self {
             Failure::Http {
                 what,
@@ -88,6 +100,9 @@ impl Failure {
             }
             Failure::Polls { id } => {
                 format!("the A2A task {id} still runs after {POLLS_MAX} polls")
+            }
+            Failure::Stream => {
+                "the agent's stream ended before its task settled, naming no task".to_owned()
             }
             Failure::Record => return errors::runtime_error(at, "the call's task is missing"),
         };
@@ -140,8 +155,8 @@ impl Runner<'_, '_> {
         let authorization = self.authentication(at, &json!({ "endpoint": endpoint }))?;
         let task_id = self.open_task(at, name, CALL_TASK_TYPE, "", &input);
         let mut params = args.get("parameters").cloned().unwrap_or(json!({}));
-        if method == SEND {
-            params = send_params(params, &task_id);
+        if method == SEND || method == STREAM {
+            params = send_params(params, &task_id, method == SEND);
         }
         let mut call = A2aCall {
             stage: A2aStage::Card,
@@ -153,6 +168,7 @@ impl Runner<'_, '_> {
             remote_task: None,
             polls: 0,
             v1: false,
+            streamed: Vec::new(),
         };
         match card {
             Some(card) => {
@@ -219,18 +235,47 @@ impl Runner<'_, '_> {
             self.a2a_send(at, name, call_id, call);
             return Ok(None);
         }
-        let result = rpc_result(body)?;
-        let result = if call.v1 {
-            dialect::as_v03(result)
-        } else {
-            result
-        };
+        let streams = STREAMS.contains(&call.method.as_str());
+        if streams && call.stage == A2aStage::Send {
+            return self.a2a_streamed(at, name, call, body);
+        }
+        let result = read_result(call, body)?;
         let follows = call.method == SEND || call.stage == A2aStage::Poll;
         let Some(task) = task_of(&result).filter(|_| follows) else {
             return Ok(Some(result));
         };
-        let running = self.a2a_follow(at, name, call, task)?;
-        Ok((!running).then_some(result))
+        if self.a2a_follow(at, name, call, task)? {
+            return Ok(None);
+        }
+        if !streams {
+            return Ok(Some(result));
+        }
+        call.streamed.push(result);
+        Ok(Some(Value::Array(std::mem::take(&mut call.streamed))))
+    }
+
+    /// Reads a stream's events (`body`, their list) into the call: its output once the stream
+    /// showed its task settled, else the wait before the task is polled.
+    fn a2a_streamed(
+        &mut self,
+        at: &str,
+        name: &str,
+        call: &mut A2aCall,
+        body: Value,
+    ) -> Result<Option<Value>, Failure> {
+        let events = match body {
+            Value::Array(events) => events,
+            one => vec![one],
+        };
+        for event in events {
+            let result = read_result(call, event)?;
+            call.streamed.push(result);
+        }
+        let last = stream_standing(&call.streamed).ok_or(Failure::Stream)?;
+        if self.a2a_follow(at, name, call, &last)? {
+            return Ok(None);
+        }
+        Ok(Some(Value::Array(std::mem::take(&mut call.streamed))))
     }
 
     /// The body the stage's HTTP task answered, or how it failed.
@@ -276,6 +321,7 @@ impl Runner<'_, '_> {
                 state: state.to_owned(),
                 message: status_text(task),
             }),
+            Standing::Running if id.is_empty() => Err(Failure::Stream),
             Standing::Running if call.polls >= POLLS_MAX => Err(Failure::Polls { id: id.into() }),
             Standing::Running => {
                 call.remote_task = Some(id.to_owned());
@@ -296,7 +342,11 @@ impl Runner<'_, '_> {
             ),
             false => rpc(call_id, &call.method, &call.params),
         };
-        let mut input = json!({ "http_request": post(call, body) });
+        let mut request = post(call, body);
+        if STREAMS.contains(&call.method.as_str()) {
+            request["headers"]["Accept"] = "text/event-stream".into();
+        }
+        let mut input = json!({ "http_request": request });
         if !READS.contains(&call.method.as_str()) {
             input[proto::model::HTTP_AT_MOST_ONCE] = true.into();
         }
@@ -324,16 +374,20 @@ impl Runner<'_, '_> {
     }
 }
 
-/// A `message/send`'s parameters with a `messageId` derived from the call's task unless given,
-/// and `configuration.blocking` true unless given.
-fn send_params(mut params: Value, call_id: &TaskId) -> Value {
+/// A `message/send`'s or `message/stream`'s parameters: the message's `messageId` derived from
+/// the call's task and its `role` `user`, unless given; when `blocks` (a send),
+/// `configuration.blocking` true unless given.
+fn send_params(mut params: Value, call_id: &TaskId, blocks: bool) -> Value {
     if let Some(message) = params.get_mut("message").and_then(Value::as_object_mut) {
-        let given = message.get("messageId").is_some_and(|id| !id.is_null());
-        if !given {
+        let given = |m: &Map<String, Value>, k: &str| m.get(k).is_some_and(|v| !v.is_null());
+        if !given(message, "messageId") {
             message.insert("messageId".into(), format!("baton-{call_id}").into());
         }
+        if !given(message, "role") {
+            message.insert("role".into(), "user".into());
+        }
     }
-    if let Some(map) = params.as_object_mut() {
+    if let Some(map) = params.as_object_mut().filter(|_| blocks) {
         let configuration = map.entry("configuration").or_insert_with(|| json!({}));
         if let Some(configuration) = configuration.as_object_mut() {
             configuration.entry("blocking").or_insert(true.into());
@@ -411,6 +465,42 @@ fn rpc_result(answer: Value) -> Result<Value, Failure> {
             message: format!("not a JSON-RPC answer: {other}"),
         }),
     }
+}
+
+/// An answer's `result` in v0.3's shapes (read back from 1.0's when the agent speaks 1.0), or
+/// its error.
+fn read_result(call: &A2aCall, answer: Value) -> Result<Value, Failure> {
+    let result = rpc_result(answer)?;
+    Ok(match call.v1 {
+        true => dialect::as_v03(result),
+        false => result,
+    })
+}
+
+/// How the task a stream's results show stands after its last one, as `{id, status}`: a
+/// message settles it, and so does a `final` update that says nothing else; `None` when the
+/// stream was empty.
+fn stream_standing(results: &[Value]) -> Option<Value> {
+    let last = results.last()?;
+    let kind = last.get("kind").and_then(Value::as_str);
+    let mut status = match kind {
+        Some("message") => json!({"state": "completed"}),
+        Some("artifact-update") => json!({"state": "working"}),
+        _ => last.get("status").cloned().unwrap_or_default(),
+    };
+    let state = status.get("state").and_then(Value::as_str);
+    let last_word = last.get("final") == Some(&Value::Bool(true));
+    if last_word && standing(state.unwrap_or_default()) == Standing::Running {
+        status = json!({"state": "completed"});
+    }
+    let task_id = |r: &Value| {
+        let id = r
+            .get("taskId")
+            .or_else(|| task_of(r).and_then(|t| t.get("id")));
+        id.and_then(Value::as_str).map(str::to_owned)
+    };
+    let id = results.iter().rev().find_map(task_id).unwrap_or_default();
+    Some(json!({"id": id, "status": status}))
 }
 
 /// The task a result is: the result itself (v0.3, `kind: task`), or its `task` (v1.0); `None`
@@ -494,11 +584,52 @@ mod tests {
     #[test]
     fn a_send_gets_a_message_id_and_blocks_unless_told() {
         let id = TaskId::new(proto::PartitionId(0), 1);
-        let params = send_params(json!({"message": {"role": "user"}}), &id);
+        let params = send_params(json!({"message": {"parts": []}}), &id, true);
         assert_eq!(params["message"]["messageId"], format!("baton-{id}"));
+        assert_eq!(params["message"]["role"], "user");
         assert_eq!(params["configuration"]["blocking"], true);
-        let given = json!({"message": {"messageId": "m"}, "configuration": {"blocking": false}});
-        assert_eq!(send_params(given.clone(), &id), given);
+        let given = json!({"message": {"messageId": "m", "role": "agent"},
+            "configuration": {"blocking": false}});
+        assert_eq!(send_params(given.clone(), &id, true), given);
+        let streamed = send_params(json!({"message": {}}), &id, false);
+        assert!(
+            streamed.get("configuration").is_none(),
+            "a stream does not block"
+        );
+    }
+
+    #[test]
+    fn a_streams_last_result_says_how_its_task_stands() {
+        let task = json!({"kind": "task", "id": "r", "status": {"state": "submitted"}});
+        let working = json!({"kind": "status-update", "taskId": "r", "status": {"state": "working"}, "final": false});
+        let done = json!({"kind": "status-update", "taskId": "r", "status": {"state": "completed"}, "final": true});
+        let artifact = json!({"kind": "artifact-update", "taskId": "r", "artifact": {}});
+        let standing_of = |results: &[Value]| {
+            let s = stream_standing(results).expect("a result");
+            (
+                s["id"].as_str().map(str::to_owned),
+                standing(s["status"]["state"].as_str().unwrap_or_default()),
+            )
+        };
+        assert_eq!(
+            standing_of(&[task.clone(), working.clone()]),
+            (Some("r".into()), Standing::Running)
+        );
+        assert_eq!(
+            standing_of(&[task.clone(), artifact]),
+            (Some("r".into()), Standing::Running)
+        );
+        assert_eq!(
+            standing_of(&[task.clone(), working, done]).1,
+            Standing::Settled
+        );
+        assert_eq!(
+            standing_of(&[json!({"kind": "message", "parts": []})]).1,
+            Standing::Settled
+        );
+        let failed = json!({"kind": "task", "id": "r", "status": {"state": "failed"}});
+        assert_eq!(standing_of(&[failed]), (Some("r".into()), Standing::Failed));
+        assert!(stream_standing(&[]).is_none());
     }
 
     #[test]

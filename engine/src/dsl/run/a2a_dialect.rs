@@ -84,23 +84,36 @@ fn part(part: &mut Value) {
     }
 }
 
-/// A 1.0 result in 0.3's shapes: `{task}` / `{message}` unwrapped and marked with their
-/// `kind`, states and roles in 0.3's spelling, parts with their `kind`, in the status message,
-/// the history and the artifacts.
+/// A 1.0 result in 0.3's shapes: `{task}` / `{message}` / `{statusUpdate}` /
+/// `{artifactUpdate}` unwrapped and marked with their `kind`, states and roles in 0.3's spelling, parts with their `kind`, in the status message,
+/// the history, the artifacts and an update's artifact. 1.0's status updates carry no `final`:
+/// the state says whether the task settled.
 pub(super) fn as_v03(result: Value) -> Value {
-    let (mut value, kind) = match result {
-        Value::Object(mut map) if map.contains_key("task") => (map.remove("task"), "task"),
-        Value::Object(mut map) if map.contains_key("message") => (map.remove("message"), "message"),
-        other => (Some(other), ""),
+    const WRAPPERS: [(&str, &str); 4] = [
+        ("task", "task"),
+        ("message", "message"),
+        ("statusUpdate", "status-update"),
+        ("artifactUpdate", "artifact-update"),
+    ];
+    let Value::Object(mut outer) = result else {
+        return result;
     };
-    let Some(Value::Object(map)) = value.as_mut() else {
-        return value.unwrap_or_default();
+    let wrapped = WRAPPERS.iter().find(|(key, _)| outer.contains_key(*key));
+    let (mut value, kind) = match wrapped {
+        Some((key, kind)) => (outer.remove(*key).unwrap_or_default(), *kind),
+        None => (Value::Object(outer), ""),
+    };
+    let Value::Object(map) = &mut value else {
+        return value;
     };
     if !kind.is_empty() {
         map.entry("kind").or_insert(kind.into());
     }
     v03_object(map);
-    value.unwrap_or_default()
+    if let Some(Value::Object(artifact)) = map.get_mut("artifact") {
+        v03_object(artifact);
+    }
+    value
 }
 
 /// A task's or message's fields in 0.3's spelling.
@@ -193,6 +206,19 @@ mod tests {
             json!({"kind": "task", "id": "t", "status": {"state": "input-required",
                 "message": {"kind": "message", "role": "agent", "parts": [{"kind": "text", "text": "more?"}]}},
                 "artifacts": [{"artifactId": "a", "parts": [{"kind": "data", "data": {"sum": 3}}]}]})
+        );
+        let update =
+            json!({"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_WORKING"}}});
+        assert_eq!(
+            as_v03(update),
+            json!({"kind": "status-update", "taskId": "t", "status": {"state": "working"}})
+        );
+        let artifact =
+            json!({"artifactUpdate": {"taskId": "t", "artifact": {"parts": [{"text": "x"}]}}});
+        assert_eq!(
+            as_v03(artifact),
+            json!({"kind": "artifact-update", "taskId": "t",
+                "artifact": {"parts": [{"kind": "text", "text": "x"}]}})
         );
     }
 }

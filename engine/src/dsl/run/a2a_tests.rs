@@ -164,7 +164,7 @@ fn a_server_is_called_without_a_card_and_other_methods_are_one_call() {
 }
 
 #[test]
-fn errors_raise_the_communication_error_naming_what_went_wrong() {
+fn errors_raise_the_runtime_error_naming_what_went_wrong() {
     let cases = [
         (
             json!({"response": {"statusCode": 200, "body": {"jsonrpc": "2.0", "id": 1,
@@ -195,7 +195,7 @@ fn errors_raise_the_communication_error_naming_what_went_wrong() {
         let e = dsl(&h, "error");
         assert_eq!(
             e["type"],
-            "https://serverlessworkflow.io/spec/1.0.0/errors/communication"
+            "https://serverlessworkflow.io/spec/1.0.0/errors/runtime"
         );
         assert_eq!(
             (e["status"].clone(), e["detail"].clone()),
@@ -261,7 +261,102 @@ fn registration_asks_for_a_method_and_an_agent() {
     assert!(no_agent.contains("/do/0/ask/with"), "{no_agent}");
     assert!(no_agent.contains("agentCard"), "{no_agent}");
     let streaming = refused("        method: message/stream\n        server: http://a.test/rpc\n");
-    assert!(streaming.contains("/do/0/ask/with/method"), "{streaming}");
+    assert_eq!(streaming, "", "streams are supported");
+}
+
+const STREAM: &str = "        method: message/stream\n        server: http://agent.test/rpc\n        parameters:\n          message:\n            parts:\n              - kind: text\n                text: ${ .question }\n";
+
+/// Claims the stream's request and answers it with `events` (each a result).
+fn streamed(h: &mut H, results: &[Value]) {
+    let send = call(h);
+    assert!(send.at_most_once, "a stream sends a message: at most once");
+    assert_eq!(
+        send.headers.get("Accept").map(String::as_str),
+        Some("text/event-stream")
+    );
+    let rpc = send.body.expect("a JSON-RPC request");
+    assert_eq!(rpc["method"], "message/stream");
+    assert_eq!(
+        rpc["params"]["message"]["role"], "user",
+        "the spec's default"
+    );
+    assert!(rpc["params"].get("configuration").is_none());
+    assert!(claim(h).expect("the first claim commits"));
+    let events: Vec<Value> = results
+        .iter()
+        .map(|r| json!({"jsonrpc": "2.0", "id": "x", "result": r}))
+        .collect();
+    h.perform(
+        AT,
+        Ok(json!({"response": {"statusCode": 200, "body": events}})),
+    );
+}
+
+#[test]
+fn a_stream_read_to_its_end_is_the_list_of_its_results() {
+    let mut h = start(STREAM);
+    let results = [
+        task("submitted"),
+        json!({"kind": "artifact-update", "taskId": "remote-1", "artifact": {"parts": []}}),
+        json!({"kind": "status-update", "taskId": "remote-1", "status": {"state": "completed"}, "final": true}),
+    ];
+    streamed(&mut h, &results);
+    assert_eq!(
+        h.status(),
+        WorkflowStatus::Completed,
+        "{}",
+        dsl(&h, "error")
+    );
+    assert_eq!(dsl(&h, "output"), json!(results));
+}
+
+#[test]
+fn a_stream_cut_short_is_followed_by_polls_and_ends_with_the_settled_task() {
+    let mut h = start(STREAM);
+    let working = json!({"kind": "status-update", "taskId": "remote-1", "status": {"state": "working"}, "final": false});
+    streamed(&mut h, &[task("submitted"), working.clone()]);
+    let wait = h.task(AT).clone();
+    assert_eq!(wait.task_type, "WAIT");
+    h.now = wait.wait_timeout;
+    h.ok(Input::Timer(TimerKey {
+        kind: TimerKind::Wait,
+        task_id: Some(wait.task_id),
+    }));
+    let poll = call(&h);
+    assert!(!poll.at_most_once);
+    assert_eq!(poll.body.expect("a request")["method"], "tasks/get");
+    h.perform(AT, answer(task("completed")));
+    assert_eq!(
+        h.status(),
+        WorkflowStatus::Completed,
+        "{}",
+        dsl(&h, "error")
+    );
+    assert_eq!(
+        dsl(&h, "output"),
+        json!([task("submitted"), working, task("completed")])
+    );
+}
+
+#[test]
+fn a_stream_that_shows_no_task_or_a_failed_one_raises() {
+    let failed = json!({"kind": "status-update", "taskId": "remote-1", "status": {"state": "failed"}, "final": true});
+    let cases = [
+        (
+            vec![task("working"), failed],
+            "the A2A task remote-1 ended failed: no message",
+        ),
+        (
+            vec![],
+            "the agent's stream ended before its task settled, naming no task",
+        ),
+    ];
+    for (results, detail) in cases {
+        let mut h = start(STREAM);
+        streamed(&mut h, &results);
+        assert_eq!(h.status(), WorkflowStatus::Failed);
+        assert_eq!(dsl(&h, "error")["detail"], detail);
+    }
 }
 
 #[test]

@@ -221,3 +221,34 @@ async fn a_name_at_a_guarded_address_is_refused_when_it_resolves() {
         .await;
     assert_eq!(named.expect("an answer")["response"]["statusCode"], 200);
 }
+
+#[tokio::test]
+async fn a_stream_is_read_to_its_end_or_until_the_read_timeout() {
+    const HEAD: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n";
+    let ended = serve(|_| [HEAD, b"data: {\"n\": 1}\n\ndata: {\"n\": 2}\n\n"].concat()).await;
+    let out = caller(None, 4)
+        .call(&request(&format!("http://127.0.0.1:{ended}/s")))
+        .await
+        .expect("an answer");
+    let events = serde_json::json!([{"n": 1}, {"n": 2}]);
+    assert_eq!(out["response"]["body"], events);
+
+    // A stream that stays open is read until the read timeout; its last event was cut off.
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let open = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        let (mut conn, _) = listener.accept().await.expect("a connection");
+        read_head(&mut conn).await;
+        let sent = [
+            HEAD,
+            b"data: {\"n\": 1}\n\ndata: {\"n\": 2}\n\ndata: {\"n\"",
+        ]
+        .concat();
+        conn.write_all(&sent).await.expect("written");
+        std::future::pending::<()>().await;
+    });
+    let mut held = request(&format!("http://127.0.0.1:{open}/s"));
+    held.read_timeout_ms = 300;
+    let out = caller(None, 4).call(&held).await.expect("the events read");
+    assert_eq!(out["response"]["body"], events);
+}
