@@ -76,8 +76,9 @@ pub fn start_with(
     let mut ctx = Ctx::owning(record, now, rng).with_catalog(catalog);
     ctx.changed = true;
     begin(&mut ctx);
+    let correlated = std::mem::take(&mut ctx.correlated);
     let mut decision = ctx.finish(0);
-    crate::dsl::lifecycle::note(None, &mut decision, now, catalog);
+    crate::dsl::lifecycle::note(None, &mut decision, now, catalog, &correlated);
     Ok(decision)
 }
 
@@ -215,21 +216,24 @@ fn decide_in(
             super::work::claim(&mut ctx, i, iteration)?;
         }
     }
+    let correlated = std::mem::take(&mut ctx.correlated);
     let mut decision = ctx.finish(record.version);
-    crate::dsl::lifecycle::note(Some(record), &mut decision, now, catalog);
+    crate::dsl::lifecycle::note(Some(record), &mut decision, now, catalog, &correlated);
     Ok(decision)
 }
 
 /// Fails a running workflow whose next record would be larger than a workflow may grow: the input
 /// that led there is dropped, and the workflow ends FAILED with `reason` from its committed
 /// record, its open tasks CANCELED and no output computed (the output could be what is too
-/// large), so the record that ends it is barely larger than the committed one. A finished
-/// workflow is refused (`Conflict`): nothing is changed.
+/// large), so the record that ends it is barely larger than the committed one (its lifecycle
+/// events, when `catalog` records them, are the small ones of tasks cancelled and the workflow
+/// faulted). A finished workflow is refused (`Conflict`): nothing is changed.
 pub fn fail_oversized(
     record: &WorkflowRecord,
     reason: String,
     now: NowMs,
     rng: Rng,
+    catalog: &dyn Catalog,
 ) -> Result<Decision, Error> {
     if record.workflow.status.is_terminal() {
         return Err(Error::Conflict(reason));
@@ -242,7 +246,9 @@ pub fn fail_oversized(
         true,
         Some(Json::new()),
     );
-    Ok(ctx.finish(record.version))
+    let mut decision = ctx.finish(record.version);
+    crate::dsl::lifecycle::note(Some(record), &mut decision, now, catalog, &BTreeMap::new());
+    Ok(decision)
 }
 
 /// An EVENT task's message went out (or could not): complete or fail the task like a result.

@@ -27,6 +27,9 @@ pub(crate) struct Ctx<'r> {
     pub changed: bool,
     /// The registered task definitions dynamic tasks look up.
     pub catalog: &'r dyn super::Catalog,
+    /// The correlation keys each `listen` this decision completed resolved, by its task, for
+    /// the lifecycle events (not stored: its frame is gone from the record).
+    pub correlated: BTreeMap<TaskId, serde_json::Value>,
 }
 
 impl<'r> Ctx<'r> {
@@ -54,6 +57,7 @@ impl<'r> Ctx<'r> {
             rng,
             changed: false,
             catalog: &super::NoCatalog,
+            correlated: BTreeMap::new(),
         }
     }
 

@@ -104,6 +104,14 @@ fn expected() -> Vec<(String, String)> {
     for task in ["/do/0/note", "/do/1/hear", "/do/2/done"] {
         for kind in ["task.created", "task.started", "task.completed"] {
             out.push((kind.to_owned(), task.to_owned()));
+            if task == "/do/1/hear" && kind != "task.created" {
+                let what = if kind == "task.started" {
+                    "started"
+                } else {
+                    "completed"
+                };
+                out.push((format!("workflow.correlation-{what}"), String::new()));
+            }
         }
     }
     out.push(("workflow.completed".to_owned(), String::new()));
@@ -132,12 +140,14 @@ fn an_instance_publishes_its_workflow_and_task_events_in_order() {
     deliver(api, &id);
     let ended = api.wait_dsl_ended(&id, WAIT);
     assert_eq!(ended["phase"], "completed", "{ended:#}");
+    assert_eq!(ended["lifecycle"]["dropped"], 0, "{ended:#}");
+    assert!(ended["lifecycle"]["pending"].is_u64(), "{ended:#}");
 
     let got = received_until(&events, &id, "io.serverlessworkflow.workflow.completed.v1");
     assert_eq!(kinds(&got), expected(), "{got:#?}");
     assert_eq!(
         got.keys().copied().collect::<Vec<_>>(),
-        (0..11).collect::<Vec<_>>()
+        (0..13).collect::<Vec<_>>()
     );
     let started = &got[&0];
     assert_eq!(started["specversion"], "1.0");
@@ -149,7 +159,7 @@ fn an_instance_publishes_its_workflow_and_task_events_in_order() {
         json!({"namespace": "shop", "name": "order", "version": "1.0.0"})
     );
     assert!(started["data"]["startedAt"].is_string(), "{started:#}");
-    let completed = &got[&10];
+    let completed = &got[&12];
     assert_eq!(
         completed["data"]["output"], ended["output"],
         "{completed:#}"

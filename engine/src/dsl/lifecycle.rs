@@ -5,29 +5,34 @@
 //! [`LifecycleOutbox`], which the leader publishes from (see `proto::record::lifecycle`).
 //!
 //! Workflow events: `started` (its first record), `suspended`, `resumed`, `completed` (with the
-//! output), `faulted` (with the error), `cancelled`. Task events, per task record: `created`,
-//! `started`, `completed`, `faulted` (with the error), `cancelled`, and `retried` for a task
-//! created as another try of one that failed. Not derived: the workflow's `correlation-*`
-//! events and the tasks' `suspended` / `resumed` (a suspended instance's tasks keep their
-//! phase).
+//! output), `faulted` (with the error), `cancelled`, and `correlation-started` /
+//! `correlation-completed` when a `listen` begins to wait for events and when it has consumed
+//! what it waited for (with the correlation keys its events resolved). Task events, per task
+//! record: `created`, `started`, `completed`, `faulted` (with the error), `cancelled`,
+//! `retried` for a task created as another try of one that failed, and `suspended` /
+//! `resumed` for every task not ended when the instance is suspended or resumed.
 
 use super::instance::{instance_error, is_dsl};
-use super::run::iso8601;
+use super::run::{iso8601, LISTEN_TASK_TYPE};
 use crate::{Decision, NowMs};
 use proto::model::{Task, TaskStatus, Workflow, WorkflowStatus};
 use proto::record::WorkflowRecord;
+use proto::TaskId;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 const WORKFLOW: &str = "io.serverlessworkflow.workflow";
 const TASK: &str = "io.serverlessworkflow.task";
 
 /// Appends to the decided record the lifecycle events of the change from `before` (`None`: a
-/// start) to it, when the runtime records them.
+/// start) to it, when the runtime records them; `correlated` holds the correlation keys of the
+/// `listen` tasks the decision completed, by task.
 pub(crate) fn note(
     before: Option<&WorkflowRecord>,
     decision: &mut Decision,
     now: NowMs,
     catalog: &dyn crate::Catalog,
+    correlated: &BTreeMap<TaskId, Value>,
 ) {
     let Some(after) = decision.record.as_mut() else {
         return;
@@ -35,7 +40,12 @@ pub(crate) fn note(
     if !is_dsl(&after.workflow) || !catalog.lifecycle_events() {
         return;
     }
-    let events = changes(before.map(|r| &r.workflow), &after.workflow, now);
+    let events = changes(
+        before.map(|r| &r.workflow),
+        &after.workflow,
+        now,
+        correlated,
+    );
     if events.is_empty() {
         return;
     }
@@ -47,7 +57,12 @@ pub(crate) fn note(
 }
 
 /// The events of the change from `before` to `after`, in order: the start, the tasks', the end.
-fn changes(before: Option<&Workflow>, after: &Workflow, now: NowMs) -> Vec<Value> {
+fn changes(
+    before: Option<&Workflow>,
+    after: &Workflow,
+    now: NowMs,
+    correlated: &BTreeMap<TaskId, Value>,
+) -> Vec<Value> {
     let envelope = Envelope::of(after, now);
     let mut out = Vec::new();
     let was = before.map(|w| w.status);
@@ -55,21 +70,53 @@ fn changes(before: Option<&Workflow>, after: &Workflow, now: NowMs) -> Vec<Value
     if was.is_none() || (was.is_some_and(|s| s.is_terminal()) && !status.is_terminal()) {
         out.push(envelope.workflow("started", json!({"startedAt": envelope.time})));
     }
-    if was == Some(WorkflowStatus::Running) && status == WorkflowStatus::Paused {
-        out.push(envelope.workflow("suspended", json!({"suspendedAt": envelope.time})));
-    }
-    if was == Some(WorkflowStatus::Paused) && status == WorkflowStatus::Running {
-        out.push(envelope.workflow("resumed", json!({"resumedAt": envelope.time})));
+    for (from, to, kind) in [
+        (WorkflowStatus::Running, WorkflowStatus::Paused, "suspended"),
+        (WorkflowStatus::Paused, WorkflowStatus::Running, "resumed"),
+    ] {
+        if was == Some(from) && status == to {
+            let field = format!("{kind}At");
+            out.push(envelope.workflow(kind, json!({ field.clone(): envelope.time })));
+            let open = after.tasks.iter().filter(|t| !t.status.is_terminal());
+            for task in open {
+                let data = json!({ field.clone(): envelope.time });
+                out.push(envelope.task(kind, &task.reference_task_name, data));
+            }
+        }
     }
     for task in &after.tasks {
         let prior = before.and_then(|b| b.tasks.iter().find(|t| t.task_id == task.task_id));
         let retried = prior.is_none() && follows_a_fault(&after.tasks, task);
         task_changes(&envelope, prior, task, retried, &mut out);
+        if task.task_type == LISTEN_TASK_TYPE {
+            correlation(&envelope, prior, task, correlated, &mut out);
+        }
     }
     if status.is_terminal() && was.is_none_or(|s| !s.is_terminal()) {
         out.push(end_event(&envelope, after));
     }
     out
+}
+
+/// The workflow's correlation events of a `listen` task: `correlation-started` when it is
+/// created, `correlation-completed` when it completes, with the keys its events resolved.
+fn correlation(
+    envelope: &Envelope,
+    prior: Option<&Task>,
+    task: &Task,
+    correlated: &BTreeMap<TaskId, Value>,
+    out: &mut Vec<Value>,
+) {
+    if prior.is_none() {
+        out.push(envelope.workflow("correlation-started", json!({"startedAt": envelope.time})));
+    }
+    let completes = task.status == TaskStatus::Completed;
+    if completes && prior.is_none_or(|t| t.status != TaskStatus::Completed) {
+        let keys = correlated.get(&task.task_id).cloned();
+        let data =
+            json!({"completedAt": envelope.time, "correlationKeys": keys.unwrap_or(json!({}))});
+        out.push(envelope.workflow("correlation-completed", data));
+    }
 }
 
 /// Whether `task` is another run of a task whose earlier run faulted: a `try`'s retry, a
@@ -316,16 +363,60 @@ mod tests {
         h.ok(Input::Pause);
         h.ok(Input::Resume);
         h.ok(Input::Terminate { reason: None });
-        let kinds: Vec<String> = pending(&h).into_iter().map(|(k, _)| k).collect();
         assert_eq!(
-            kinds,
-            [
-                "workflow.suspended",
-                "workflow.resumed",
-                "task.cancelled",
-                "workflow.cancelled"
-            ]
+            pending(&h),
+            pairs(&[
+                ("workflow.suspended", ""),
+                ("task.suspended", "/do/1/pause"),
+                ("workflow.resumed", ""),
+                ("task.resumed", "/do/1/pause"),
+                ("task.cancelled", "/do/1/pause"),
+                ("workflow.cancelled", "")
+            ])
         );
+    }
+
+    #[test]
+    fn an_instance_failed_for_its_size_records_its_end() {
+        let mut h = start(true);
+        h.ok(Input::LifecyclePublished { upto: 100 });
+        let catalog = h.catalog.clone();
+        let decision =
+            crate::fail_oversized(&h.rec, "too large".into(), h.now, &mut h.rng, &*catalog);
+        h.rec = decision.expect("fails").record.expect("a record");
+        assert_eq!(
+            pending(&h),
+            pairs(&[("task.cancelled", "/do/1/pause"), ("workflow.faulted", "")])
+        );
+    }
+
+    #[test]
+    fn a_listen_starts_and_completes_a_correlation() {
+        let doc = "document:\n  dsl: '1.0.3'\n  namespace: shop\n  name: paid\n  version: '1.0.0'\ndo:\n  - hear:\n      listen:\n        to:\n          one:\n            with:\n              type: com.shop.paid\n            correlate:\n              order:\n                from: ${ .data.order }\n";
+        let doc = crate::dsl::load_with(doc, &Recording(true)).expect("valid");
+        let def = crate::dsl::workflow_def(&doc);
+        let catalog = std::sync::Arc::new(Recording(true));
+        let mut h = H::try_start_with(def, json!({}), catalog).expect("starts");
+        let kinds = |h: &H| -> Vec<String> { pending(h).into_iter().map(|(k, _)| k).collect() };
+        assert!(
+            kinds(&h).contains(&"workflow.correlation-started".to_owned()),
+            "{:?}",
+            kinds(&h)
+        );
+        h.ok(Input::LifecyclePublished { upto: 100 });
+        let event = json!({"specversion": "1.0", "id": "e1", "source": "/shop", "type": "com.shop.paid", "data": {"order": 7}});
+        h.ok(Input::Listened {
+            message_id: "m1".into(),
+            event,
+        });
+        let outbox = h.rec.lifecycle.clone().expect("events");
+        let completed = outbox
+            .pending
+            .iter()
+            .map(|e| &e.event)
+            .find(|e| e["type"] == "io.serverlessworkflow.workflow.correlation-completed.v1");
+        let completed = completed.unwrap_or_else(|| panic!("{:?}", kinds(&h)));
+        assert_eq!(completed["data"]["correlationKeys"], json!({"order": 7}));
     }
 
     #[test]

@@ -217,7 +217,9 @@ impl WorkflowState {
         };
         let now = self.ctx.clock.now_ms();
         let mut rng = self.rng();
-        let Ok(decision) = engine::fail_oversized(record, why.clone(), now, &mut rng) else {
+        let catalog = &*self.ctx.catalog;
+        let Ok(decision) = engine::fail_oversized(record, why.clone(), now, &mut rng, catalog)
+        else {
             return Err(Error::TooLarge(why));
         };
         let Some(failed) = decision.record else {

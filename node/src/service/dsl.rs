@@ -317,8 +317,17 @@ impl Workflows {
 
     /// An instance in the DSL's terms; `NotFound` when `id` is not a DSL instance.
     pub async fn dsl_instance(&self, id: &str) -> Result<Value> {
-        let workflow = self.workflow(id, true).await?;
-        engine::dsl::view(&workflow).ok_or_else(|| not_an_instance(id))
+        let record = self
+            .host
+            .record(&super::workflows::parse_workflow_id(id)?)
+            .await?;
+        let mut view = engine::dsl::view(&record.workflow).ok_or_else(|| not_an_instance(id))?;
+        if let Some(outbox) = &record.lifecycle {
+            let counts =
+                serde_json::json!({"pending": outbox.pending.len(), "dropped": outbox.dropped});
+            view["lifecycle"] = counts;
+        }
+        Ok(view)
     }
 
     /// Suspends an instance (Conductor's pause).

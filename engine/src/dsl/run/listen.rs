@@ -125,6 +125,9 @@ impl Runner<'_, '_> {
         };
         match (done, &frame.body) {
             (true, Body::Listen(listening)) => {
+                let keys = listening.correlations.clone().into_iter().collect();
+                let keys = Value::Object(keys);
+                self.ctx.correlated.insert(frame.task_id.clone(), keys);
                 Outcome::done(Value::Array(listening.events.clone()))
             }
             _ => Outcome::Pending,
@@ -298,13 +301,10 @@ impl Runner<'_, '_> {
                 })?),
                 None => listening.correlations.get(key).cloned(),
             };
-            match expected {
-                Some(expected) if expected != value => return Ok(None),
-                Some(_) => {}
-                None => {
-                    settled.insert(key.clone(), value);
-                }
+            if expected.as_ref().is_some_and(|e| *e != value) {
+                return Ok(None);
             }
+            settled.insert(key.clone(), value);
         }
         Ok(Some(settled))
     }
