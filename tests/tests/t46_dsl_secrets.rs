@@ -104,10 +104,16 @@ fn oauth2_client_credentials_get_one_token_for_the_calls_that_share_the_grant() 
             "{policy}do:\n{}{}",
             api_call("first", &upstream.url("/api/1")),
             api_call("second", &upstream.url("/api/2"))
+                + "      output:\n        as: ${ $authorization }\n"
         ),
     );
     let done = run(api, "oauth", &text);
     assert_eq!(done["phase"], "completed", "{done:#}");
+    assert_eq!(
+        done["output"],
+        json!({"scheme": "Bearer", "parameter": "tk-1"}),
+        "$authorization shows the token the call sent"
+    );
     let seen = upstream.seen();
     let tokens: Vec<_> = seen.iter().filter(|s| s.path == "/oauth2/token").collect();
     assert_eq!(tokens.len(), 1, "one token for both calls: {seen:#?}");

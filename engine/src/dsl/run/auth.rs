@@ -5,11 +5,21 @@
 //! document (expressions may read `$secrets`) or as a secret of the operator's store
 //! (`basic: { use: <secret> }`, the secret holding the scheme's fields). Other schemes are
 //! refused when the document is registered.
+//!
+//! `$authorization` is the resolved authorization as the spec describes it, `{scheme,
+//! parameter}` (`{"scheme": "Basic", "parameter": "YXBwOnB3"}`). In a call's definition (its
+//! `with`) it is the basic or bearer authorization, its arguments evaluated once more with it
+//! (an OAuth2 token is obtained later, by the runtime making the call). In the call's
+//! `output.as` and `export.as` it is the authorization the call sent: for OAuth2 the runtime
+//! shows the token it obtained in the HTTP task's output, only for a task whose `output.as` or
+//! `export.as` reads `$authorization` (the token is then stored with the instance).
 
 use super::{errors, Runner};
 use crate::OAuth2Grant;
 use base64::Engine as _;
-use serde_json::Value;
+use proto::model::dsl::{Body, Frame};
+use proto::model::task_type;
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// How a call authenticates.
@@ -74,6 +84,60 @@ impl Runner<'_, '_> {
         ))
     }
 
+    /// `$authorization` after a call: what the call's `frame` sent.
+    pub(super) fn authorization_arg(&self, frame: &Frame) -> Value {
+        if let Body::A2a(call) = &frame.body {
+            return call
+                .authorization
+                .as_deref()
+                .map_or(Value::Null, descriptor);
+        }
+        let Some(task) = self.task(&frame.task_id) else {
+            return Value::Null;
+        };
+        if task.task_type != task_type::HTTP {
+            return Value::Null;
+        }
+        if let Some(shown) = task.output_data.get("authorization") {
+            return shown.clone();
+        }
+        let request = task.input_data.get("http_request");
+        let sent = request.and_then(|r| r.pointer("/headers/Authorization"));
+        sent.and_then(Value::as_str).map_or(Value::Null, descriptor)
+    }
+
+    /// A call's arguments `args`, evaluated once more with `$authorization` when its `with`
+    /// reads it and it authenticates by basic or bearer.
+    pub(super) fn with_authorization(
+        &self,
+        at: &str,
+        with: &Value,
+        args: Value,
+        input: &Value,
+        vars: &BTreeMap<String, Value>,
+    ) -> Result<Value, Value> {
+        if !reads_authorization(Some(with)) {
+            return Ok(args);
+        }
+        let Some(Authorization::Header(header)) = self.authorization(at, &args)? else {
+            return Ok(args);
+        };
+        let scope = self.scope(vars, input, None);
+        let scope = scope.with("authorization", descriptor(&header));
+        let args = scope.deep(with, input);
+        args.map_err(|e| errors::expression_error(&format!("{at}/with"), &e))
+    }
+
+    /// Whether the task at `at` reads `$authorization` after its call (`output.as`,
+    /// `export.as`).
+    pub(super) fn reads_authorization_after(&self, at: &str) -> bool {
+        let def = self.doc.pointer(at);
+        let after = ["/output/as", "/export/as"];
+        after
+            .iter()
+            .any(|p| reads_authorization(def.and_then(|d| d.pointer(p))))
+    }
+
     /// A policy declared under `use.authentications`, its expressions evaluated.
     fn declared_policy(&self, name: &str) -> Result<Value, Value> {
         let declared = crate::dsl::rules::child("/use/authentications", name);
@@ -101,6 +165,17 @@ impl Runner<'_, '_> {
             )),
         }
     }
+}
+
+/// An `Authorization` header as `$authorization`: `{scheme, parameter}`.
+fn descriptor(header: &str) -> Value {
+    let (scheme, parameter) = header.split_once(' ').unwrap_or((header, ""));
+    json!({"scheme": scheme, "parameter": parameter})
+}
+
+/// Whether an expression in `value` names `$authorization`.
+fn reads_authorization(value: Option<&Value>) -> bool {
+    value.is_some_and(|v| v.to_string().contains("$authorization"))
 }
 
 /// The grant an `oauth2` policy's fields describe: the token endpoint under its `authority`

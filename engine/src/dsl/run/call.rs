@@ -31,6 +31,7 @@ impl Runner<'_, '_> {
             .scope(vars, &input, None)
             .deep(&with, &input)
             .map_err(|e| errors::expression_error(&format!("{at}/with"), &e))?;
+        let args = self.with_authorization(at, &with, args, &input, vars)?;
         let declared = crate::dsl::rules::child("/use/functions", target);
         if target == "a2a" && self.doc.pointer(&declared).is_none() {
             return self.start_a2a(at, name, &args, input);
@@ -89,6 +90,9 @@ impl Runner<'_, '_> {
                 }
                 Some(Authorization::OAuth2(grant)) => {
                     request["oauth2"] = serde_json::to_value(grant).unwrap_or_default();
+                    if self.reads_authorization_after(at) {
+                        request[crate::work::HTTP_SHOW_TOKEN] = true.into();
+                    }
                 }
                 None => {}
             }

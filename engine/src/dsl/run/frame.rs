@@ -329,6 +329,7 @@ impl Runner<'_, '_> {
         let transformed = match def.pointer("/output/as") {
             Some(filter) => self
                 .scope(vars, &frame.input, Some(&output))
+                .with_lazy("authorization", || self.authorization_arg(frame))
                 .expression(filter, &output)
                 .map_err(|e| errors::expression_error(&format!("{}/output/as", frame.at), &e))?,
             None => output,
@@ -342,6 +343,7 @@ impl Runner<'_, '_> {
         if let Some(filter) = def.pointer("/export/as") {
             let context = self
                 .scope(vars, &frame.input, Some(&transformed))
+                .with_lazy("authorization", || self.authorization_arg(frame))
                 .expression(filter, &transformed)
                 .map_err(|e| errors::expression_error(&format!("{at}/export/as"), &e))?;
             self.check_schema(

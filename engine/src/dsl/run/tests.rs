@@ -731,6 +731,42 @@ fn an_oauth2_call_asks_the_runtime_for_a_token_and_other_grants_are_refused() {
 }
 
 #[test]
+fn authorization_describes_what_a_call_sends() {
+    let basic = "do:\n  - get:\n      call: http\n      with:\n        method: get\n        endpoint:\n          uri: http://api.test/x\n          authentication:\n            basic:\n              username: app\n              password: pw\n        headers:\n          X-Scheme: ${ $authorization.scheme }\n      output:\n        as: ${ $authorization }\n      export:\n        as: '${ {token: $authorization.parameter} }'\n";
+    let mut h = start(&doc(basic), json!({}));
+    let request = &h.task("/do/0/get").input_data["http_request"];
+    assert_eq!(request["headers"]["X-Scheme"], "Basic", "in the definition");
+    assert!(request.get(crate::work::HTTP_SHOW_TOKEN).is_none());
+    h.perform(
+        "/do/0/get",
+        Ok(json!({"response": {"statusCode": 200, "body": {}}})),
+    );
+    assert_eq!(
+        output(&h),
+        json!({"scheme": "Basic", "parameter": "YXBwOnB3"}),
+        "after the call"
+    );
+    let context = &h.wf().dsl.as_ref().expect("an instance").context;
+    assert_eq!(context["token"], "YXBwOnB3");
+
+    // OAuth2: the runtime shows the token it obtained, only to a task that reads it.
+    let oauth2 = OAUTH2_CALL.replace("GRANT", "client_credentials");
+    let plain = start(&doc(&oauth2), json!({}));
+    let request = &plain.task("/do/0/get").input_data["http_request"];
+    assert!(request.get(crate::work::HTTP_SHOW_TOKEN).is_none());
+    let reads = format!("{oauth2}      output:\n        as: ${{ $authorization }}\n");
+    let mut h = start(&doc(&reads), json!({}));
+    let request = &h.task("/do/0/get").input_data["http_request"];
+    assert_eq!(request[crate::work::HTTP_SHOW_TOKEN], true);
+    let shown = json!({"scheme": "Bearer", "parameter": "t0k"});
+    h.perform(
+        "/do/0/get",
+        Ok(json!({"response": {"statusCode": 200, "body": {}}, "authorization": shown})),
+    );
+    assert_eq!(output(&h), shown);
+}
+
+#[test]
 fn the_loose_mode_evaluates_every_string_and_keeps_those_that_are_no_expression() {
     let body = "do:\n  - note:\n      set:\n        total: .a + .b\n        label: hello world\n        url: https://example.com/x\n        strict: ${ .a }\n";
     let loose = start(

@@ -138,7 +138,8 @@ impl HttpCaller {
     }
 
     /// Makes the call `request` describes, once a slot is free, first obtaining the OAuth2
-    /// access token it sends if it asks for one: the answer as the HTTP task's output, or why
+    /// access token it sends if it asks for one: the answer as the HTTP task's output (with the
+    /// token as `authorization: {scheme, parameter}` when the request asks to show it), or why
     /// there is none.
     pub async fn call(&self, request: &HttpRequest) -> Result<Value, HttpError> {
         let Some(grant) = &request.oauth2 else {
@@ -149,7 +150,11 @@ impl HttpCaller {
         authorized.oauth2 = None;
         let bearer = format!("Bearer {token}");
         authorized.headers.insert("Authorization".into(), bearer);
-        self.exchange(&authorized).await
+        let mut answer = self.exchange(&authorized).await?;
+        if request.show_token {
+            answer["authorization"] = serde_json::json!({"scheme": "Bearer", "parameter": token});
+        }
+        Ok(answer)
     }
 
     /// One request and its answer.

@@ -108,6 +108,7 @@ fn token_request(grant: &OAuth2Grant, call: &HttpRequest) -> HttpRequest {
         read_timeout_ms: call.read_timeout_ms,
         at_most_once: false,
         oauth2: None,
+        show_token: false,
     }
 }
 
@@ -169,6 +170,7 @@ mod tests {
             read_timeout_ms: 2_000,
             at_most_once: false,
             oauth2: None,
+            show_token: false,
         }
     }
 

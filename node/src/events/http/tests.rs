@@ -18,6 +18,7 @@ fn request(uri: &str) -> HttpRequest {
         read_timeout_ms: 5_000,
         at_most_once: false,
         oauth2: None,
+        show_token: false,
     }
 }
 
