@@ -1,6 +1,7 @@
 //! Serverless Workflow `listen` end to end: an instance waits for a CloudEvent that another
 //! instance emits (through Baton's own queue of the event's type), events sent to one instance
-//! are consumed once each and in order, and a listen that names no event type is refused at
+//! are consumed once each and in order (also through a `foreach` whose iterations wait, the
+//! events that come meanwhile queued), and a listen that names no event type is refused at
 //! registration with the filter's pointer.
 
 use std::time::Duration;
@@ -93,6 +94,29 @@ fn events_sent_to_an_instance_are_consumed_once_each_in_order() {
         "an event without id and type: {}",
         refused.body
     );
+}
+
+#[test]
+fn a_listens_foreach_processes_events_one_at_a_time_in_order() {
+    let server = Server::start();
+    let api = server.api();
+    let tasks = "  - collect:\n      listen:\n        to:\n          any:\n            - with:\n                type: com.example.reading\n          until: ${ length >= 2 }\n      foreach:\n        do:\n          - pause:\n              wait:\n                milliseconds: 300\n          - double:\n              set:\n                v: ${ .v * 2 }\n        output:\n          as: ${ .v }\n";
+    let (status, body) = register(api, "processor", tasks);
+    assert_eq!(status, 200, "{body}");
+    let id = start(api, "processor", &json!({}));
+    reaches(api, &id, "waiting");
+    let path = format!("/api/dsl/instances/{id}/events");
+    for (event_id, v) in [("p1", 1), ("p2", 2)] {
+        let event = json!({"specversion": "1.0", "id": event_id, "source": "test",
+                           "type": "com.example.reading", "data": {"v": v}});
+        api.post_json(&path, &event).expect_ok("deliver an event");
+    }
+    let done = reaches(api, &id, "completed");
+    assert_eq!(done["output"], json!([2, 4]), "{done:#}");
+    let pauses = done["tasks"].as_array().map_or(0, |tasks| {
+        tasks.iter().filter(|t| t["name"] == "pause").count()
+    });
+    assert_eq!(pauses, 2, "one iteration per event: {done:#}");
 }
 
 #[test]

@@ -1,9 +1,9 @@
 //! What a valid document may ask that this runtime does not do yet, found before it is
 //! registered, so that such a document is refused with the place it asks for it instead of
-//! faulting when an instance reaches it: `listen` filters without an event type and a
-//! listen's `foreach`, `run` of a container (no container runtime is configured in Baton),
-//! of a script in a language other than `js` (`javascript`) and `python` or given by `source`,
-//! and a `run` not awaited, calls of grpc, asyncapi and mcp, a2a's streaming methods, calls of
+//! faulting when an instance reaches it: `listen` filters without an event type, `run` of a
+//! container (no container runtime is configured in Baton), of a script in a language other
+//! than `js` (`javascript`) and `python` or given by `source`, and a `run` not awaited, calls
+//! of grpc, asyncapi and mcp, calls of
 //! cataloged or URI functions, a function that runs a shell or a script, schemas given by
 //! `resource`, authentication other than basic, bearer and oauth2 (its `client_credentials` and
 //! `password` grants, on `http` calls), and a `schedule.on` that gathers
@@ -102,7 +102,14 @@ fn task(def: &Value, at: &str, found: &mut Survey) {
     let kind = kind_of(def);
     let problems = &mut found.problems;
     match kind {
-        "listen" => listen(def, at, problems),
+        "listen" => {
+            listen(def, at, problems);
+            list(
+                def.pointer("/foreach/do"),
+                &format!("{at}/foreach/do"),
+                found,
+            );
+        }
         "run" => run(def, at, found),
         "call" => call(def, at, problems),
         "do" => list(def.get("do"), &child(at, "do"), found),
@@ -121,7 +128,7 @@ fn task(def: &Value, at: &str, found: &mut Survey) {
 }
 
 /// A `listen` is supported when each of its filters names the event `type` (which decides the
-/// events offered to it); `foreach` is not yet.
+/// events offered to it).
 fn listen(def: &Value, at: &str, problems: &mut Vec<Problem>) {
     let to = def.pointer("/listen/to").unwrap_or(&Value::Null);
     let strategy = ["one", "all", "any"]
@@ -150,9 +157,6 @@ fn listen(def: &Value, at: &str, problems: &mut Vec<Problem>) {
                 "an event filter must name the event 'type' (the events offered to a listen are chosen by type)".to_owned(),
             ));
         }
-    }
-    if def.get("foreach").is_some() {
-        problems.push(not_yet(&child(at, "foreach"), "'foreach' on a listen"));
     }
 }
 

@@ -189,6 +189,20 @@ pub struct Listening {
     pub until_matched: Vec<bool>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub until_met: bool,
+    /// With `foreach`: the events consumed and not yet processed, oldest first (as read);
+    /// `events` then holds the processed ones' outputs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queued: Vec<Value>,
+    /// With `foreach`: its `do` running for the oldest consumed event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<Seq>,
+}
+
+impl Listening {
+    /// How many events it consumed: processed, queued, and the one being processed.
+    pub fn consumed(&self) -> usize {
+        self.events.len() + self.queued.len() + usize::from(self.iteration.is_some())
+    }
 }
 
 /// How many offered message ids a `listen` remembers.
@@ -232,7 +246,12 @@ impl Frame {
                     }
                 }
             }
-            Body::Listen(listening) => types.extend(listening.types.iter().map(String::as_str)),
+            Body::Listen(listening) => {
+                types.extend(listening.types.iter().map(String::as_str));
+                if let Some(seq) = &listening.iteration {
+                    seq.listening(types);
+                }
+            }
         }
     }
 }

@@ -394,7 +394,13 @@ impl Runner<'_, '_> {
                     }
                 }
             }
-            Body::For { seq: None, .. } | Body::External | Body::Listen(_) => {}
+            Body::Listen(listening) => {
+                let running = listening.iteration.as_ref();
+                if let Some(inner) = running.and_then(|seq| seq.current.as_ref()) {
+                    self.cancel(inner);
+                }
+            }
+            Body::For { seq: None, .. } | Body::External => {}
             Body::A2a(call) => self.end_task(&call.step, TaskStatus::Canceled, &Value::Null, None),
         }
         if let Body::Try {

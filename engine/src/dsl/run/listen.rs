@@ -88,6 +88,8 @@ impl Runner<'_, '_> {
                 _ => Vec::new(),
             },
             until_met: false,
+            queued: Vec::new(),
+            iteration: None,
         };
         Frame {
             at: at.to_owned(),
@@ -108,6 +110,12 @@ impl Runner<'_, '_> {
         if let Some(delivery) = self.delivery.clone() {
             if let Err(fault) = self.offer(frame, &to, read, &delivery, vars) {
                 return Outcome::Fault(fault);
+            }
+        }
+        if let Some(each) = def.get("foreach") {
+            match self.foreach(frame, each, vars) {
+                Outcome::Done { .. } => {}
+                other => return other,
             }
         }
         let Body::Listen(listening) = &frame.body else {
@@ -174,7 +182,10 @@ impl Runner<'_, '_> {
         let Body::Listen(listening) = &frame.body else {
             return Ok(());
         };
-        if listening.seen.contains(&delivery.message_id) {
+        let one_is_enough =
+            to.get("one").is_some() || (to.get("any").is_some() && to.get("until").is_none());
+        let enough = listening.until_met || (one_is_enough && listening.consumed() > 0);
+        if enough || listening.seen.contains(&delivery.message_id) {
             return Ok(());
         }
         if let Some(until) = until_events(to) {
@@ -216,7 +227,11 @@ impl Runner<'_, '_> {
             *m = true;
         }
         listening.correlations.extend(settled);
-        listening.events.push(read_as(&delivery.event, read));
+        let event = read_as(&delivery.event, read);
+        match self.doc.pointer(&format!("{}/foreach", frame.at)) {
+            Some(_) => listening.queued.push(event),
+            None => listening.events.push(event),
+        }
         listening.seen.push(delivery.message_id.clone());
         let over = listening.seen.len().saturating_sub(LISTEN_SEEN_MAX);
         listening.seen.drain(..over);

@@ -20,6 +20,7 @@ mod child;
 mod composite;
 mod errors;
 mod expr;
+mod foreach;
 mod frame;
 mod listen;
 mod openapi;

@@ -817,3 +817,72 @@ fn listen_any_until_events_consumes_until_its_until_strategy_is_met() {
         "until's events are not consumed"
     );
 }
+
+const LISTEN_FOREACH: &str = "do:\n  - gather:\n      listen:\n        to:\n          any:\n            - with:\n                type: com.example.item\n          until: '${ length >= 2 }'\n      foreach:\n        item: ev\n        at: i\n        do:\n          - price:\n              call: priceItem\n              with:\n                sku: ${ .sku }\n        output:\n          as: '${ {sku: $ev.sku, price: .price, i: $i} }'\n        export:\n          as: '${ {last: .sku} }'\n";
+
+fn listening(h: &H) -> proto::model::dsl::Listening {
+    let run = h.wf().dsl.as_ref().expect("an instance");
+    let seq = run.root.as_ref().expect("a root");
+    match &seq.current.as_ref().expect("a task").body {
+        proto::model::dsl::Body::Listen(listening) => (**listening).clone(),
+        other => panic!("a listen: {other:?}"),
+    }
+}
+
+#[test]
+fn listen_foreach_processes_each_event_in_turn_and_queues_the_others() {
+    let mut h = start(&doc(LISTEN_FOREACH), json!({}));
+    let price = "/do/0/gather/foreach/do/0/price";
+    assert!(offer(&mut h, "m1", "com.example.item", json!({"sku": "a"})));
+    assert_eq!(h.task(price).input_data["sku"], "a");
+    assert!(offer(&mut h, "m2", "com.example.item", json!({"sku": "b"})));
+    assert_eq!(
+        listening(&h).queued,
+        [json!({"sku": "b"})],
+        "b waits its turn"
+    );
+    assert_eq!(h.attempts(price).len(), 1, "one event at a time");
+    h.poll(price);
+    h.complete(price, json!({"price": 3}));
+    assert_eq!(h.status(), WorkflowStatus::Running, "until needs two");
+    assert_eq!(h.task(price).input_data["sku"], "b");
+    h.poll(price);
+    h.complete(price, json!({"price": 5}));
+    assert_eq!(h.status(), WorkflowStatus::Completed, "{}", error(&h));
+    assert_eq!(
+        output(&h),
+        json!([{"sku": "a", "price": 3, "i": 0}, {"sku": "b", "price": 5, "i": 1}])
+    );
+    let context = &h.wf().dsl.as_ref().expect("an instance").context;
+    assert_eq!(context["last"], "b", "foreach.export.as");
+}
+
+#[test]
+fn listen_one_with_foreach_consumes_one_event_only() {
+    let one = LISTEN_FOREACH.replace(
+        "any:\n            - with:\n                type: com.example.item\n          until: '${ length >= 2 }'\n",
+        "one:\n            with:\n              type: com.example.item\n",
+    );
+    let mut h = start(&doc(&one), json!({}));
+    let price = "/do/0/gather/foreach/do/0/price";
+    assert!(offer(&mut h, "m1", "com.example.item", json!({"sku": "a"})));
+    assert!(!offer(
+        &mut h,
+        "m2",
+        "com.example.item",
+        json!({"sku": "b"})
+    ));
+    h.poll(price);
+    h.complete(price, json!({"price": 3}));
+    assert_eq!(h.status(), WorkflowStatus::Completed, "{}", error(&h));
+    assert_eq!(output(&h), json!([{"sku": "a", "price": 3, "i": 0}]));
+}
+
+#[test]
+fn cancelling_a_listen_cancels_its_running_iteration() {
+    let mut h = start(&doc(LISTEN_FOREACH), json!({}));
+    assert!(offer(&mut h, "m1", "com.example.item", json!({"sku": "a"})));
+    h.ok(Input::Terminate { reason: None });
+    let price = h.task("/do/0/gather/foreach/do/0/price");
+    assert_eq!(price.status, TaskStatus::Canceled);
+}
