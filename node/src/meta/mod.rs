@@ -15,6 +15,8 @@ use proto::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
+mod dsl_rows;
+
 fn task_key(name: &str) -> Vec<u8> {
     [b"td/".as_slice(), name.as_bytes()].concat()
 }
@@ -173,6 +175,7 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
         } => {
             batch.remove(dsl_listens_key(&namespace, &name, &version));
             batch.remove(dsl_schedule_key(&namespace, &name, &version));
+            dsl_rows::bump(state, batch);
             remove_existing(state, batch, dsl_key(&namespace, &name, &version))
         }
     }
@@ -208,6 +211,7 @@ fn put_dsl_workflow(
         Some(s) => batch.insert(schedule, record::encode(&s)),
         None => batch.remove(schedule),
     }
+    dsl_rows::bump(state, batch);
     MetaOutcome::Applied
 }
 
@@ -277,6 +281,8 @@ pub struct MetaState {
     /// was compiled from, so a replaced schema is compiled again and a lookup always answers
     /// what the replica holds. At most [`SCHEMAS_MAX`] entries (emptied when full).
     schemas: Arc<Mutex<SchemaCache>>,
+    /// The DSL rows the event consumers read, decoded at a generation (see [`dsl_rows`]).
+    dsl_rows: Arc<Mutex<dsl_rows::Decoded>>,
 }
 
 impl engine::Catalog for MetaState {
@@ -304,6 +310,7 @@ impl MetaState {
         Self {
             state,
             schemas: Arc::default(),
+            dsl_rows: Arc::default(),
         }
     }
 
@@ -452,14 +459,29 @@ impl MetaState {
     }
 
     /// The schedules of the registered DSL documents that have one, in key order.
-    pub fn dsl_schedules(&self) -> Vec<DslSchedule> {
-        self.scan(DSL_SCHEDULES_PREFIX)
+    pub fn dsl_schedules(&self) -> Arc<Vec<DslSchedule>> {
+        self.dsl_rows().schedules
     }
 
     /// The event types the registered DSL documents consume (`listen` and `schedule.on`).
-    pub fn dsl_listened_types(&self) -> BTreeSet<String> {
-        let lists: Vec<Vec<String>> = self.scan(DSL_LISTENS_PREFIX);
-        lists.into_iter().flatten().collect()
+    pub fn dsl_listened_types(&self) -> Arc<BTreeSet<String>> {
+        self.dsl_rows().types
+    }
+
+    /// The DSL rows as the replica holds them: the kept copy, or decoded again when a
+    /// document was written since.
+    fn dsl_rows(&self) -> dsl_rows::Decoded {
+        let generation = dsl_rows::generation(&self.state);
+        let mut kept = self.dsl_rows.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.generation != generation || generation == 0 {
+            let lists: Vec<Vec<String>> = self.scan(DSL_LISTENS_PREFIX);
+            *kept = dsl_rows::Decoded {
+                generation,
+                types: Arc::new(lists.into_iter().flatten().collect()),
+                schedules: Arc::new(self.scan(DSL_SCHEDULES_PREFIX)),
+            };
+        }
+        kept.clone()
     }
 
     pub fn node(&self, id: NodeId) -> Option<NodeEntry> {
@@ -587,6 +609,49 @@ mod tests {
             document: json!({"document": {"name": name}}),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_listened_types_and_schedules_follow_every_document_write() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("db");
+        let state = db.open_tree("meta").expect("tree");
+        let meta = MetaState::new(state.clone());
+        let put = |listens: &[&str], schedule: bool| {
+            let mut def = dsl("ns", "a", "1.0.0");
+            def.listens = listens.iter().map(|t| t.to_string()).collect();
+            if schedule {
+                def.document["schedule"] = json!({"on": {"one": {"with": {"type": "go"}}}});
+            }
+            let def = Box::new(def);
+            apply_one(
+                &state,
+                MetaCommand::PutDslWorkflow {
+                    def,
+                    overwrite: true,
+                },
+            )
+        };
+        assert!(meta.dsl_listened_types().is_empty());
+        assert_eq!(put(&["x"], false), MetaOutcome::Applied);
+        assert_eq!(*meta.dsl_listened_types(), BTreeSet::from(["x".to_owned()]));
+        assert!(meta.dsl_schedules().is_empty());
+        assert_eq!(put(&["y", "go"], true), MetaOutcome::Applied);
+        let types = meta.dsl_listened_types();
+        assert_eq!(*types, BTreeSet::from(["go".to_owned(), "y".to_owned()]));
+        assert_eq!(meta.dsl_schedules().len(), 1);
+        assert!(
+            Arc::ptr_eq(&types, &meta.dsl_listened_types()),
+            "kept, not decoded again"
+        );
+        let delete = MetaCommand::DeleteDslWorkflow {
+            namespace: "ns".into(),
+            name: "a".into(),
+            version: "1.0.0".into(),
+        };
+        assert_eq!(apply_one(&state, delete), MetaOutcome::Applied);
+        assert!(meta.dsl_listened_types().is_empty());
+        assert!(meta.dsl_schedules().is_empty());
     }
 
     #[test]

@@ -55,8 +55,9 @@ fn every(created: EpochMs, interval: i64, mark: EpochMs, now: EpochMs) -> Due {
 impl Triggers {
     /// The runner names of the registered documents' timed schedules.
     pub(super) fn dsl_schedule_names(&self) -> Vec<String> {
-        let schedules = self.host.defs.dsl_schedules().into_iter();
+        let schedules = self.host.defs.dsl_schedules();
         schedules
+            .iter()
             .filter(|s| timed(s).is_some())
             .map(|s| format!("{DSL_SCHEDULE_PREFIX}{}", s.key()))
             .collect()

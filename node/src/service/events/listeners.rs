@@ -31,9 +31,9 @@ impl Events {
         self.host
             .defs
             .dsl_listened_types()
-            .into_iter()
+            .iter()
             .filter(|t| bus.check_type(t).is_ok())
-            .map(|t| bus.event(&t))
+            .map(|t| bus.event(t))
             .collect()
     }
 
@@ -76,7 +76,7 @@ impl Events {
     /// start's idempotency key names both).
     async fn start_on_event(&self, event_type: &str, event: &Value, message_id: &str) -> Verdict {
         let mut verdict = Verdict::Ack;
-        for s in self.host.defs.dsl_schedules() {
+        for s in self.host.defs.dsl_schedules().iter() {
             let Some(Schedule::On(to)) = engine::dsl::schedule(&s.schedule) else {
                 continue;
             };

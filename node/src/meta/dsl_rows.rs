@@ -1,0 +1,34 @@
+//! The rows every consumed event is checked against: the event types registered DSL documents
+//! consume (`dwl/`) and their schedules (`dws/`), kept decoded. Every batch that writes or
+//! removes a DSL document also moves the DSL generation row on ([`bump`]); a read decodes the
+//! rows again only when the stored generation is not the one its copy was decoded at, so it
+//! answers what the replica holds.
+
+use cluster::storage::{Batch, Tree};
+use proto::model::DslSchedule;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// The DSL generation: a big-endian counter moved on by every batch that changes a document.
+const GENERATION_KEY: &[u8] = b"dwg";
+
+/// Moves the generation on in `batch`.
+pub(super) fn bump(state: &Tree, batch: &mut Batch) {
+    let next = generation(state).wrapping_add(1);
+    batch.insert(GENERATION_KEY, next.to_be_bytes().to_vec());
+}
+
+/// The stored generation (0 before any document was written).
+pub(super) fn generation(state: &Tree) -> u64 {
+    let stored = state.get(GENERATION_KEY).ok().flatten();
+    let bytes = stored.and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok());
+    bytes.map_or(0, u64::from_be_bytes)
+}
+
+/// The rows as decoded at one generation.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Decoded {
+    pub generation: u64,
+    pub types: Arc<BTreeSet<String>>,
+    pub schedules: Arc<Vec<DslSchedule>>,
+}
