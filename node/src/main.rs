@@ -56,9 +56,22 @@ enum Command {
         /// Where the node keeps its data (created if missing).
         #[arg(long, default_value = "baton-data")]
         data_dir: PathBuf,
-        /// Address of the HTTP API.
+        /// Address of the HTTP API. An address beyond loopback (`0.0.0.0:8080`) also needs
+        /// --insecure-no-auth: the API has no authentication yet.
         #[arg(long, default_value = "127.0.0.1:8080")]
         http: SocketAddr,
+        /// Serve the HTTP API beyond loopback although anyone who reaches it may do anything
+        /// (the API has no authentication yet); `/health` says so.
+        #[arg(long)]
+        insecure_no_auth: bool,
+        /// The names requests must give in `Host` besides IP addresses (refuses DNS
+        /// rebinding); without it any name, or only `localhost` on a loopback address.
+        #[arg(long, value_delimiter = ',', value_name = "NAME[,NAME...]")]
+        host_names: Vec<String>,
+        /// Origins (`scheme://host[:port]`) whose browser pages may call the API besides the
+        /// node's own, such as a UI served elsewhere; other sites' requests are refused.
+        #[arg(long, value_delimiter = ',', value_name = "ORIGIN[,ORIGIN...]")]
+        allow_origin: Vec<String>,
         /// Workflow partitions (fixed when the data directory is created).
         #[arg(long, default_value_t = 8)]
         partitions: u16,
@@ -212,6 +225,9 @@ fn main() -> anyhow::Result<()> {
         Command::Server {
             data_dir,
             http,
+            insecure_no_auth,
+            host_names,
+            allow_origin,
             partitions,
             node_id,
             listen,
@@ -254,9 +270,12 @@ fn main() -> anyhow::Result<()> {
                 Some(dir) => node::secrets::Secrets::read_dir(&dir).map_err(anyhow::Error::msg)?,
                 None => Default::default(),
             };
+            let doors = node::api::doors::Doors::new(http, host_names, allow_origin);
             serve(node::Options {
                 data_dir,
                 http,
+                insecure_no_auth,
+                doors,
                 partitions,
                 node,
                 cluster,

@@ -25,6 +25,10 @@ pub struct ClusterOptions {
 pub struct Options {
     pub data_dir: PathBuf,
     pub http: SocketAddr,
+    /// Serve `http` beyond loopback without authentication (`--insecure-no-auth`).
+    pub insecure_no_auth: bool,
+    /// The API's checks of hosts, origins and bodies (see [`crate::api::doors`]).
+    pub doors: crate::api::doors::Doors,
     /// Workflow partitions; fixed when the data directory is created.
     pub partitions: u16,
     pub node: NodeId,
@@ -43,6 +47,11 @@ impl Default for Options {
         Self {
             data_dir: PathBuf::from("baton-data"),
             http: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            insecure_no_auth: false,
+            doors: crate::api::doors::Doors {
+                loopback_only: true,
+                ..Default::default()
+            },
             partitions: 8,
             node: NodeId(1),
             cluster: None,

@@ -8,6 +8,7 @@ pub async fn serve(
     options: Options,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    check_exposure(&options)?;
     let node = crate::service::open(&options)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -43,7 +44,8 @@ pub async fn serve(
         }
     };
     tracing::info!(node = %options.node, http = %options.http, data_dir = %options.data_dir.display(), partitions = node.host.partition_count(), hosted = node.host.hosted().len(), members = node.host.peers().len() + 1, "baton node serving");
-    let app = crate::api::router(node.clone());
+    let exposure = options.insecure_no_auth.then(|| INSECURE.to_owned());
+    let app = crate::api::router(node.clone(), options.doors.clone(), exposure);
     let listener = crate::api::listener::Bounded::new(listener);
     let idle = std::time::Duration::from_secs(proto::limits::HTTP_IDLE_SECS);
     let http = crate::api::server::serve(listener, app, idle, stopped(stop_rx));
@@ -51,4 +53,24 @@ pub async fn serve(
     node.shutdown().await;
     tracing::info!("baton node stopped");
     Ok(())
+}
+
+/// What `/health` says of a node that serves its API beyond loopback without authentication.
+pub const INSECURE: &str =
+    "the HTTP API is served beyond loopback without authentication (--insecure-no-auth): anyone who reaches it may do anything";
+
+/// Refuses to serve the API beyond loopback without authentication, unless the operator said
+/// `--insecure-no-auth`.
+fn check_exposure(options: &Options) -> anyhow::Result<()> {
+    if options.http.ip().is_loopback() {
+        return Ok(());
+    }
+    if options.insecure_no_auth {
+        tracing::warn!(http = %options.http, "{INSECURE}");
+        return Ok(());
+    }
+    anyhow::bail!(
+        "--http {} is reachable from other machines and Baton's API has no authentication yet: anyone who reaches it could define, run, read and remove everything. Listen on a loopback address (127.0.0.1) behind your own proxy, or pass --insecure-no-auth to accept that",
+        options.http
+    )
 }

@@ -77,6 +77,7 @@ pub fn options(
             ..Default::default()
         },
         secrets: Default::default(),
+        ..Default::default()
     }
 }
 

@@ -165,6 +165,7 @@ fn execute(api: &Api, upstream: &Upstream, run: &mut Run) -> Result<(), String> 
     }
     let reply = reqwest::blocking::Client::new()
         .post(api.url("/api/dsl/workflows?overwrite=true"))
+        .header("Content-Type", "application/yaml")
         .body(text)
         .send()
         .map_err(|e| e.to_string())?;

@@ -119,6 +119,7 @@ fn register(api: &Api) {
     api.register_task_defs(&[task_def(FUNCTION, json!({}))]);
     let registered = reqwest::blocking::Client::new()
         .post(api.url("/api/dsl/workflows?overwrite=true"))
+        .header("Content-Type", "application/yaml")
         .body(DOCUMENT)
         .send()
         .expect("register");

@@ -87,6 +87,7 @@ fn calling(name: &str, method: &str, card: &str, parameters: &Value) -> String {
 fn start(api: &Api, name: &str, document: &str, input: &Value) -> String {
     let registered = reqwest::blocking::Client::new()
         .post(api.url("/api/dsl/workflows?overwrite=true"))
+        .header("Content-Type", "application/yaml")
         .body(document.to_owned())
         .send()
         .expect("register");

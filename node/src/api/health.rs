@@ -12,7 +12,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 
-/// The health body: Baton's [`Health`] with Conductor's (always empty) result lists.
+/// The health body: Baton's [`Health`] with Conductor's (always empty) result lists, and
+/// `insecure` when the node serves its API beyond loopback without authentication.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HealthBody {
@@ -20,7 +21,13 @@ pub struct HealthBody {
     pub health: Health,
     pub health_results: Vec<serde_json::Value>,
     pub suppressed_health_results: Vec<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub insecure: Option<String>,
 }
+
+/// What `/health` says of how the API is exposed (`None`: nothing to say).
+#[derive(Debug, Clone, Default)]
+pub struct Exposure(pub Option<String>);
 
 impl IntoResponse for HealthBody {
     fn into_response(self) -> Response {
@@ -33,11 +40,15 @@ impl IntoResponse for HealthBody {
     }
 }
 
-pub async fn health(State(node): State<Node>) -> HealthBody {
+pub async fn health(
+    State(node): State<Node>,
+    exposure: Option<axum::Extension<Exposure>>,
+) -> HealthBody {
     HealthBody {
         health: node.admin.health().await,
         health_results: Vec::new(),
         suppressed_health_results: Vec::new(),
+        insecure: exposure.and_then(|e| e.0 .0),
     }
 }
 
@@ -136,6 +147,7 @@ mod tests {
             },
             health_results: Vec::new(),
             suppressed_health_results: Vec::new(),
+            insecure: None,
         };
         let response = body(true).into_response();
         assert_eq!(response.status(), StatusCode::OK);

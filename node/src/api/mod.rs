@@ -19,6 +19,7 @@ pub mod admin;
 pub mod admission;
 pub mod bulk;
 pub mod dead_letters;
+pub mod doors;
 pub mod dsl;
 pub mod error;
 pub mod event;
@@ -50,11 +51,18 @@ pub use error::{ApiError, ApiResult};
 ///
 /// Unknown paths answer 404 and wrong methods 405, both as Conductor's `ErrorResponse`; bodies over
 /// [`proto::limits::REQUEST_BYTES_MAX`] answer 413; a request past the node's slots answers 503
-/// with `Retry-After` ([`admission`]).
-pub fn router(node: Node) -> axum::Router {
+/// with `Retry-After` ([`admission`]). Requests from other sites, naming hosts that are not the
+/// node's, or with bodies neither JSON nor YAML are refused first ([`doors`]). `exposure`, when
+/// set, is what `/health` says of a node served beyond loopback without authentication.
+pub fn router(node: Node, doors: doors::Doors, exposure: Option<String>) -> axum::Router {
     error::init_instance();
     routes()
         .with_state(node)
+        .layer(axum::Extension(health::Exposure(exposure)))
+        .layer(middleware::from_fn_with_state(
+            std::sync::Arc::new(doors),
+            doors::guard,
+        ))
         .layer(middleware::from_fn(error::errors_as_json))
         .layer(middleware::from_fn(trace_request))
         .layer(middleware::from_fn_with_state(

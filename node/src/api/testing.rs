@@ -92,7 +92,8 @@ pub(crate) type Answer = (StatusCode, serde_json::Value);
 impl TestApi {
     pub(crate) async fn start() -> Self {
         let cluster = crate::testing::cluster(1, 2).await;
-        let app = super::router(cluster.node(proto::NodeId(1)).clone());
+        let doors = super::doors::Doors::default();
+        let app = super::router(cluster.node(proto::NodeId(1)).clone(), doors, None);
         Self { cluster, app }
     }
 

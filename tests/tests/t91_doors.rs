@@ -1,0 +1,130 @@
+//! The API's doors against browsers and strangers: a page of another site cannot drive a node
+//! (a `text/plain` POST with a foreign `Origin` is refused, and changes nothing), a body that is
+//! neither JSON nor YAML is refused, a node told its names refuses a request naming another
+//! host, and a node asked to listen beyond loopback refuses to start unless told
+//! `--insecure-no-auth`, which `/health` then reports.
+
+use harness::{baton_bin, free_port, wait_for, Server};
+use serde_json::{json, Value};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(WAIT)
+        .build()
+        .expect("client")
+}
+
+/// POSTs a task definition as `content_type`, with `headers`; answers the status.
+fn define(server: &Server, name: &str, content_type: &str, headers: &[(&str, &str)]) -> u16 {
+    let body = json!([{"name": name, "retryCount": 0}]).to_string();
+    let mut request = client()
+        .post(format!("{}/api/metadata/taskdefs", server.base_url()))
+        .header("Content-Type", content_type)
+        .body(body);
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    request.send().expect("POST").status().as_u16()
+}
+
+fn defined(server: &Server, name: &str) -> bool {
+    let url = format!("{}/api/metadata/taskdefs/{name}", server.base_url());
+    client().get(url).send().expect("GET").status().is_success()
+}
+
+#[test]
+fn another_sites_page_cannot_drive_the_node() {
+    let server = Server::start();
+    let own = format!("http://127.0.0.1:{}", server.port());
+    let evil = [("Origin", "http://evil.example")];
+    assert_eq!(define(&server, "t91_csrf", "text/plain", &evil), 403);
+    assert_eq!(define(&server, "t91_csrf", "application/json", &evil), 403);
+    let fetched = [("Sec-Fetch-Site", "cross-site")];
+    assert_eq!(
+        define(&server, "t91_csrf", "application/json", &fetched),
+        403
+    );
+    assert_eq!(
+        define(
+            &server,
+            "t91_form",
+            "application/x-www-form-urlencoded",
+            &[]
+        ),
+        415
+    );
+    assert!(
+        !defined(&server, "t91_csrf") && !defined(&server, "t91_form"),
+        "nothing stored"
+    );
+
+    let same = [("Origin", own.as_str())];
+    assert_eq!(define(&server, "t91_ok", "application/json", &same), 200);
+    assert!(defined(&server, "t91_ok"));
+}
+
+#[test]
+fn a_node_told_its_names_refuses_other_hosts() {
+    let server = Server::start_with_args(&["--host-names".into(), "baton.test".into()]);
+    let health = |host: &str| {
+        let url = format!("{}/health", server.base_url());
+        client()
+            .get(url)
+            .header("Host", host)
+            .send()
+            .expect("GET")
+            .status()
+            .as_u16()
+    };
+    assert_eq!(health("evil.test"), 403);
+    assert_eq!(health(&format!("baton.test:{}", server.port())), 200);
+    assert_eq!(
+        health(&format!("127.0.0.1:{}", server.port())),
+        200,
+        "an address"
+    );
+}
+
+#[test]
+fn listening_beyond_loopback_needs_insecure_no_auth_and_health_says_so() {
+    let dir = tempfile::tempdir().expect("a data directory");
+    let port = free_port();
+    let command = |extra: &[&str]| {
+        let mut command = Command::new(baton_bin());
+        command
+            .args(["server", "--partitions", "1", "--http"])
+            .arg(format!("0.0.0.0:{port}"))
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .args(extra)
+            .stdin(Stdio::null());
+        command
+    };
+    let refused = command(&[]).output().expect("run baton");
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("--insecure-no-auth"), "{said}");
+
+    let mut child = command(&["--insecure-no-auth"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn baton");
+    let url = format!("http://127.0.0.1:{port}/health");
+    let body: Value = wait_for(WAIT, "the node's health", || {
+        let reply = client().get(&url).send().ok()?;
+        reply
+            .status()
+            .is_success()
+            .then(|| reply.json().ok())
+            .flatten()
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let insecure = body["insecure"].as_str().unwrap_or_default();
+    assert!(insecure.contains("without authentication"), "{body:#}");
+}
