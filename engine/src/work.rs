@@ -73,13 +73,10 @@ pub struct HttpRequest {
     pub oauth2: Option<Box<OAuth2Grant>>,
     /// With `oauth2`: the task's output shows the access token sent (`authorization`:
     /// `{scheme, parameter}`), for a document that reads `$authorization` after the call (the
-    /// task input's [`HTTP_SHOW_TOKEN`]).
+    /// task input's [`proto::model::HTTP_SHOW_TOKEN`]).
     #[serde(default)]
     pub show_token: bool,
 }
-
-/// The key of an HTTP task's input that asks for the OAuth2 token in the output (`true`).
-pub const HTTP_SHOW_TOKEN: &str = "showToken";
 
 /// How the runtime obtains the OAuth2 access token a call sends as `Authorization: Bearer`:
 /// a token request to `token_uri` (RFC 6749 §4.3 `password`, §4.4 `client_credentials`).
@@ -299,7 +296,7 @@ fn http_request(input: &Json) -> HttpRequest {
         oauth2: spec
             .get("oauth2")
             .and_then(|o| serde_json::from_value(o.clone()).ok()),
-        show_token: spec.get(HTTP_SHOW_TOKEN) == Some(&Value::Bool(true)),
+        show_token: spec.get(proto::model::HTTP_SHOW_TOKEN) == Some(&Value::Bool(true)),
     }
 }
 

@@ -27,8 +27,8 @@ pub struct Options {
     pub http: SocketAddr,
     /// Serve `http` beyond loopback without authentication (`--insecure-no-auth`).
     pub insecure_no_auth: bool,
-    /// The API's checks of hosts, origins and bodies (see [`crate::api::doors`]).
-    pub doors: crate::api::doors::Doors,
+    /// The API's checks of hosts, origins and bodies.
+    pub doors: Doors,
     /// Workflow partitions; fixed when the data directory is created.
     pub partitions: u16,
     pub node: NodeId,
@@ -48,7 +48,7 @@ impl Default for Options {
             data_dir: PathBuf::from("baton-data"),
             http: SocketAddr::from(([127, 0, 0, 1], 8080)),
             insecure_no_auth: false,
-            doors: crate::api::doors::Doors {
+            doors: Doors {
                 loopback_only: true,
                 ..Default::default()
             },
@@ -70,4 +70,28 @@ pub struct WorkerGatewayOptions {
     /// Directory with `ca.pem`, this node's `node-<id>.pem` / `.key` and `workers-ca.pem`
     /// (`baton certs`).
     pub certs: PathBuf,
+}
+
+/// The API's checks of hosts, origins and bodies (applied by `api::doors`).
+#[derive(Debug, Clone, Default)]
+pub struct Doors {
+    /// The names `Host` may give (`--host-names`); empty: any name, or only `localhost` when
+    /// the node listens on loopback only.
+    pub host_names: Vec<String>,
+    /// Origins allowed besides the node's own (`--allow-origin`), as `scheme://host[:port]`.
+    pub allowed_origins: Vec<String>,
+    /// The node listens on loopback only.
+    pub loopback_only: bool,
+}
+
+impl Doors {
+    /// The doors of a node listening on `http`.
+    pub fn new(http: SocketAddr, host_names: Vec<String>, allowed_origins: Vec<String>) -> Self {
+        let lower = |list: Vec<String>| list.into_iter().map(|s| s.to_ascii_lowercase()).collect();
+        Self {
+            host_names: lower(host_names),
+            allowed_origins: lower(allowed_origins),
+            loopback_only: http.ip().is_loopback(),
+        }
+    }
 }

@@ -16,11 +16,12 @@
 //! Refusals are Conductor's error body: 403 for a host or an origin, 415 for a body.
 
 use super::error::ApiError;
+pub use crate::options::Doors;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 /// The flag that names the node's host names.
@@ -30,29 +31,7 @@ pub const ALLOW_ORIGIN_FLAG: &str = "--allow-origin";
 /// The routes whose bodies come from third parties, in any content type.
 const ANY_BODY_PREFIX: &str = "/api/webhook/";
 
-/// The doors' settings.
-#[derive(Debug, Clone, Default)]
-pub struct Doors {
-    /// The names `Host` may give (`--host-names`); empty: any name, or only `localhost` when
-    /// the node listens on loopback only.
-    pub host_names: Vec<String>,
-    /// Origins allowed besides the node's own (`--allow-origin`), as `scheme://host[:port]`.
-    pub allowed_origins: Vec<String>,
-    /// The node listens on loopback only.
-    pub loopback_only: bool,
-}
-
 impl Doors {
-    /// The doors of a node listening on `http`.
-    pub fn new(http: SocketAddr, host_names: Vec<String>, allowed_origins: Vec<String>) -> Self {
-        let lower = |list: Vec<String>| list.into_iter().map(|s| s.to_ascii_lowercase()).collect();
-        Self {
-            host_names: lower(host_names),
-            allowed_origins: lower(allowed_origins),
-            loopback_only: http.ip().is_loopback(),
-        }
-    }
-
     /// Why `headers` (of a request to `path`) may not come in, if they may not.
     fn refusal(&self, path: &str, headers: &HeaderMap) -> Option<ApiError> {
         let host = text(headers, header::HOST).map(str::to_ascii_lowercase);

@@ -261,6 +261,10 @@ pub struct SubWorkflowParams {
 /// extension (see `engine::work`).
 pub const HTTP_AT_MOST_ONCE: &str = "atMostOnce";
 
+/// The key of an HTTP task's `http_request` that, with `oauth2`, asks for the access token the
+/// call sent in the task's output (`true`): a Baton extension (see `engine::work`).
+pub const HTTP_SHOW_TOKEN: &str = "showToken";
+
 /// Conductor's task type names.
 pub mod task_type {
     pub const SIMPLE: &str = "SIMPLE";

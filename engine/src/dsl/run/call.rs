@@ -91,7 +91,7 @@ impl Runner<'_, '_> {
                 Some(Authorization::OAuth2(grant)) => {
                     request["oauth2"] = serde_json::to_value(grant).unwrap_or_default();
                     if self.reads_authorization_after(at) {
-                        request[crate::work::HTTP_SHOW_TOKEN] = true.into();
+                        request[proto::model::HTTP_SHOW_TOKEN] = true.into();
                     }
                 }
                 None => {}

@@ -736,7 +736,7 @@ fn authorization_describes_what_a_call_sends() {
     let mut h = start(&doc(basic), json!({}));
     let request = &h.task("/do/0/get").input_data["http_request"];
     assert_eq!(request["headers"]["X-Scheme"], "Basic", "in the definition");
-    assert!(request.get(crate::work::HTTP_SHOW_TOKEN).is_none());
+    assert!(request.get(proto::model::HTTP_SHOW_TOKEN).is_none());
     h.perform(
         "/do/0/get",
         Ok(json!({"response": {"statusCode": 200, "body": {}}})),
@@ -753,11 +753,11 @@ fn authorization_describes_what_a_call_sends() {
     let oauth2 = OAUTH2_CALL.replace("GRANT", "client_credentials");
     let plain = start(&doc(&oauth2), json!({}));
     let request = &plain.task("/do/0/get").input_data["http_request"];
-    assert!(request.get(crate::work::HTTP_SHOW_TOKEN).is_none());
+    assert!(request.get(proto::model::HTTP_SHOW_TOKEN).is_none());
     let reads = format!("{oauth2}      output:\n        as: ${{ $authorization }}\n");
     let mut h = start(&doc(&reads), json!({}));
     let request = &h.task("/do/0/get").input_data["http_request"];
-    assert_eq!(request[crate::work::HTTP_SHOW_TOKEN], true);
+    assert_eq!(request[proto::model::HTTP_SHOW_TOKEN], true);
     let shown = json!({"scheme": "Bearer", "parameter": "t0k"});
     h.perform(
         "/do/0/get",
