@@ -64,6 +64,11 @@ enum Command {
         /// (the API has no authentication yet); `/health` says so.
         #[arg(long)]
         insecure_no_auth: bool,
+        /// Serve the administration API (`/api/admin/*`: members, snapshots, partitions) on its
+        /// own address instead of beside the API. Without it, it is served on a loopback --http
+        /// only.
+        #[arg(long, value_name = "ADDR")]
+        admin_http: Option<SocketAddr>,
         /// The names requests must give in `Host` besides IP addresses (refuses DNS
         /// rebinding); without it any name, or only `localhost` on a loopback address.
         #[arg(long, value_delimiter = ',', value_name = "NAME[,NAME...]")]
@@ -226,6 +231,7 @@ fn main() -> anyhow::Result<()> {
             data_dir,
             http,
             insecure_no_auth,
+            admin_http,
             host_names,
             allow_origin,
             partitions,
@@ -275,6 +281,7 @@ fn main() -> anyhow::Result<()> {
                 data_dir,
                 http,
                 insecure_no_auth,
+                admin_http,
                 doors,
                 partitions,
                 node,

@@ -27,6 +27,9 @@ pub struct Options {
     pub http: SocketAddr,
     /// Serve `http` beyond loopback without authentication (`--insecure-no-auth`).
     pub insecure_no_auth: bool,
+    /// The administration API's own listener (`--admin-http`); without it the administration
+    /// routes are served on `http` when it is a loopback address, and not at all otherwise.
+    pub admin_http: Option<SocketAddr>,
     /// The API's checks of hosts, origins and bodies.
     pub doors: Doors,
     /// Workflow partitions; fixed when the data directory is created.
@@ -48,6 +51,7 @@ impl Default for Options {
             data_dir: PathBuf::from("baton-data"),
             http: SocketAddr::from(([127, 0, 0, 1], 8080)),
             insecure_no_auth: false,
+            admin_http: None,
             doors: Doors {
                 loopback_only: true,
                 ..Default::default()

@@ -15,6 +15,16 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(options.http)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", options.http))?;
+    let admin_listener = match options.admin_http {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on {addr} (--admin-http): {e}"))?;
+            tracing::info!(admin = %addr, "serving the administration API");
+            Some((listener, addr))
+        }
+        None => None,
+    };
     let gateway = match &options.workers {
         Some(w) => {
             let g = crate::gateway::worker::WorkerGateway::start(node.clone(), w)
@@ -45,11 +55,24 @@ pub async fn serve(
     };
     tracing::info!(node = %options.node, http = %options.http, data_dir = %options.data_dir.display(), partitions = node.host.partition_count(), hosted = node.host.hosted().len(), members = node.host.peers().len() + 1, "baton node serving");
     let exposure = options.insecure_no_auth.then(|| INSECURE.to_owned());
-    let app = crate::api::router(node.clone(), options.doors.clone(), exposure);
+    let admin_door = match (options.admin_http, options.http.ip().is_loopback()) {
+        (None, true) => crate::api::AdminDoor::Beside,
+        _ => crate::api::AdminDoor::Elsewhere,
+    };
+    let app = crate::api::router(node.clone(), options.doors.clone(), exposure, admin_door);
     let listener = crate::api::listener::Bounded::new(listener);
     let idle = std::time::Duration::from_secs(proto::limits::HTTP_IDLE_SECS);
-    let http = crate::api::server::serve(listener, app, idle, stopped(stop_rx));
-    tokio::join!(http, workers_done);
+    let http = crate::api::server::serve(listener, app, idle, stopped(stop_rx.clone()));
+    let admin = async {
+        if let Some((listener, addr)) = admin_listener {
+            let names = options.doors.host_names.clone();
+            let doors = crate::options::Doors::new(addr, names, Vec::new());
+            let app = crate::api::admin_router(node.clone(), doors);
+            let listener = crate::api::listener::Bounded::new(listener);
+            crate::api::server::serve(listener, app, idle, stopped(stop_rx)).await;
+        }
+    };
+    tokio::join!(http, admin, workers_done);
     node.shutdown().await;
     tracing::info!("baton node stopped");
     Ok(())
@@ -62,15 +85,19 @@ pub const INSECURE: &str =
 /// Refuses to serve the API beyond loopback without authentication, unless the operator said
 /// `--insecure-no-auth`.
 fn check_exposure(options: &Options) -> anyhow::Result<()> {
-    if options.http.ip().is_loopback() {
+    let admin_exposed = options.admin_http.is_some_and(|a| !a.ip().is_loopback());
+    if options.http.ip().is_loopback() && !admin_exposed {
         return Ok(());
     }
     if options.insecure_no_auth {
         tracing::warn!(http = %options.http, "{INSECURE}");
         return Ok(());
     }
+    let (flag, addr) = match admin_exposed {
+        true => ("--admin-http", options.admin_http.unwrap_or(options.http)),
+        false => ("--http", options.http),
+    };
     anyhow::bail!(
-        "--http {} is reachable from other machines and Baton's API has no authentication yet: anyone who reaches it could define, run, read and remove everything. Listen on a loopback address (127.0.0.1) behind your own proxy, or pass --insecure-no-auth to accept that",
-        options.http
+        "{flag} {addr} is reachable from other machines and Baton's API has no authentication yet: anyone who reaches it could define, run, read and remove everything. Listen on a loopback address (127.0.0.1) behind your own proxy, or pass --insecure-no-auth to accept that"
     )
 }

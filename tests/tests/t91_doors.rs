@@ -1,8 +1,9 @@
 //! The API's doors against browsers and strangers: a page of another site cannot drive a node
 //! (a `text/plain` POST with a foreign `Origin` is refused, and changes nothing), a body that is
 //! neither JSON nor YAML is refused, a node told its names refuses a request naming another
-//! host, and a node asked to listen beyond loopback refuses to start unless told
-//! `--insecure-no-auth`, which `/health` then reports.
+//! host, a node asked to listen beyond loopback refuses to start unless told
+//! `--insecure-no-auth`, which `/health` then reports, and the administration API is served on
+//! its own listener with `--admin-http`, and not beyond loopback without it.
 
 use harness::{baton_bin, free_port, wait_for, Server};
 use serde_json::{json, Value};
@@ -90,6 +91,29 @@ fn a_node_told_its_names_refuses_other_hosts() {
 }
 
 #[test]
+fn the_administration_api_can_have_its_own_listener() {
+    let admin_port = free_port();
+    let admin = format!("127.0.0.1:{admin_port}");
+    let server = Server::start_with_args(&["--admin-http".into(), admin.clone()]);
+    let get = |base: &str, path: &str| {
+        let reply = client().get(format!("{base}{path}")).send().expect("GET");
+        (reply.status().as_u16(), reply.text().unwrap_or_default())
+    };
+    let (status, body) = get(&server.base_url(), "/api/admin/cluster");
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("--admin-http"), "{body}");
+    let admin = format!("http://{admin}");
+    assert_eq!(get(&admin, "/api/admin/cluster").0, 200);
+    assert_eq!(get(&admin, "/health").0, 200);
+    assert_eq!(
+        get(&admin, "/api/metadata/taskdefs").0,
+        404,
+        "only administration"
+    );
+    assert_eq!(get(&server.base_url(), "/api/metadata/taskdefs").0, 200);
+}
+
+#[test]
 fn listening_beyond_loopback_needs_insecure_no_auth_and_health_says_so() {
     let dir = tempfile::tempdir().expect("a data directory");
     let port = free_port();
@@ -123,8 +147,17 @@ fn listening_beyond_loopback_needs_insecure_no_auth_and_health_says_so() {
             .then(|| reply.json().ok())
             .flatten()
     });
+    let admin = client()
+        .get(format!("http://127.0.0.1:{port}/api/admin/cluster"))
+        .send()
+        .expect("GET");
     let _ = child.kill();
     let _ = child.wait();
     let insecure = body["insecure"].as_str().unwrap_or_default();
     assert!(insecure.contains("without authentication"), "{body:#}");
+    assert_eq!(
+        admin.status().as_u16(),
+        404,
+        "no administration beyond loopback"
+    );
 }

@@ -12,6 +12,9 @@
 //! - `GET /api/admin/quarantine`: workflows whose stored record could not be decoded, set aside
 //!   by their partition (the replicas hosted here); `DELETE /api/admin/quarantine/{id}` deletes
 //!   one for good.
+//!
+//! They are served beside the rest of the API on a loopback address, on their own listener with
+//! `--admin-http`, and not at all on an API listening beyond loopback without it.
 
 use super::error::{ApiError, ApiResult};
 use super::extract::{Body, Params, PathArgs};
@@ -99,4 +102,12 @@ pub async fn drop_quarantined(
     let id = super::extract::workflow_id(&id)?;
     node.admin.drop_quarantined(id.as_str()).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Any administration route on a listener that does not serve them: 404, saying where they are.
+pub async fn elsewhere() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "the administration API is not served on this address: it listens beyond loopback; serve it with --admin-http 127.0.0.1:PORT",
+    )
 }

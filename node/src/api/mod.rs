@@ -54,10 +54,25 @@ pub use error::{ApiError, ApiResult};
 /// with `Retry-After` ([`admission`]). Requests from other sites, naming hosts that are not the
 /// node's, or with bodies neither JSON nor YAML are refused first ([`doors`]). `exposure`, when
 /// set, is what `/health` says of a node served beyond loopback without authentication.
-pub fn router(node: Node, doors: doors::Doors, exposure: Option<String>) -> axum::Router {
+pub fn router(
+    node: Node,
+    doors: doors::Doors,
+    exposure: Option<String>,
+    admin: AdminDoor,
+) -> axum::Router {
+    let routes = match admin {
+        AdminDoor::Beside => routes().merge(admin_routes()),
+        AdminDoor::Elsewhere => {
+            routes().route("/api/admin/{*rest}", axum::routing::any(admin::elsewhere))
+        }
+    };
+    layered(routes.with_state(node), doors, exposure)
+}
+
+/// `routes` behind the doors, the error bodies, tracing, admission, metrics and the body limit.
+fn layered(routes: axum::Router, doors: doors::Doors, exposure: Option<String>) -> axum::Router {
     error::init_instance();
-    routes()
-        .with_state(node)
+    routes
         .layer(axum::Extension(health::Exposure(exposure)))
         .layer(middleware::from_fn_with_state(
             std::sync::Arc::new(doors),
@@ -73,7 +88,7 @@ pub fn router(node: Node, doors: doors::Doors, exposure: Option<String>) -> axum
         .layer(DefaultBodyLimit::max(proto::limits::REQUEST_BYTES_MAX))
 }
 
-/// The route table (without state and middleware).
+/// The route table without the administration routes (without state and middleware).
 fn routes() -> axum::Router<Node> {
     axum::Router::new()
         // ---- event handlers ----
@@ -258,7 +273,15 @@ fn routes() -> axum::Router<Node> {
         .route("/health", get(health::health))
         .route("/api/health", get(health::health))
         .route("/metrics", get(health::metrics))
-        // ---- Baton administration ----
+        .merge(not_served())
+        .fallback(error::not_found)
+        .method_not_allowed_fallback(error::method_not_allowed)
+}
+
+/// The administration routes (`/api/admin/*`: the groups, the cluster's members, snapshots,
+/// dead letters, quarantine), served beside the others or on their own listener.
+fn admin_routes() -> axum::Router<Node> {
+    axum::Router::new()
         .route("/api/admin/status", get(health::status))
         .route("/api/admin/digest", get(health::digest))
         .route("/api/admin/storage", get(health::storage))
@@ -285,9 +308,24 @@ fn routes() -> axum::Router<Node> {
             "/api/admin/quarantine/{workflow_id}",
             delete(admin::drop_quarantined),
         )
-        .merge(not_served())
+}
+
+/// Where the administration routes are served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminDoor {
+    /// Beside the API's other routes.
+    Beside,
+    /// Not on this listener: each answers 404, naming `--admin-http`.
+    Elsewhere,
+}
+
+/// The administration routes on their own listener (`--admin-http`), behind the same doors.
+pub fn admin_router(node: Node, doors: doors::Doors) -> axum::Router {
+    let routes = admin_routes()
+        .route("/health", get(health::health))
         .fallback(error::not_found)
-        .method_not_allowed_fallback(error::method_not_allowed)
+        .method_not_allowed_fallback(error::method_not_allowed);
+    layered(routes.with_state(node), doors, None)
 }
 
 /// Endpoints of Conductor (and of Orkes, which its clients also call) that Baton does not serve

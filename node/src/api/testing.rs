@@ -93,7 +93,8 @@ impl TestApi {
     pub(crate) async fn start() -> Self {
         let cluster = crate::testing::cluster(1, 2).await;
         let doors = super::doors::Doors::default();
-        let app = super::router(cluster.node(proto::NodeId(1)).clone(), doors, None);
+        let node = cluster.node(proto::NodeId(1)).clone();
+        let app = super::router(node, doors, None, super::AdminDoor::Beside);
         Self { cluster, app }
     }
 
