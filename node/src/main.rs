@@ -69,6 +69,13 @@ enum Command {
         /// only.
         #[arg(long, value_name = "ADDR")]
         admin_http: Option<SocketAddr>,
+        /// Serve the API over HTTPS with this certificate chain (PEM; read again when it
+        /// changes, without a restart); needs --tls-key.
+        #[arg(long, value_name = "PEM", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The private key of --tls-cert (PEM).
+        #[arg(long, value_name = "PEM", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
         /// The names requests must give in `Host` besides IP addresses (refuses DNS
         /// rebinding); without it any name, or only `localhost` on a loopback address.
         #[arg(long, value_delimiter = ',', value_name = "NAME[,NAME...]")]
@@ -232,6 +239,8 @@ fn main() -> anyhow::Result<()> {
             http,
             insecure_no_auth,
             admin_http,
+            tls_cert,
+            tls_key,
             host_names,
             allow_origin,
             partitions,
@@ -282,6 +291,9 @@ fn main() -> anyhow::Result<()> {
                 http,
                 insecure_no_auth,
                 admin_http,
+                tls: tls_cert
+                    .zip(tls_key)
+                    .map(|(cert, key)| node::api::tls::TlsFiles { cert, key }),
                 doors,
                 partitions,
                 node,

@@ -30,6 +30,9 @@ pub struct Options {
     /// The administration API's own listener (`--admin-http`); without it the administration
     /// routes are served on `http` when it is a loopback address, and not at all otherwise.
     pub admin_http: Option<SocketAddr>,
+    /// Serve the API (and the administration API) over HTTPS with these files (`--tls-cert`,
+    /// `--tls-key`).
+    pub tls: Option<crate::api::tls::TlsFiles>,
     /// The API's checks of hosts, origins and bodies.
     pub doors: Doors,
     /// Workflow partitions; fixed when the data directory is created.
@@ -52,6 +55,7 @@ impl Default for Options {
             http: SocketAddr::from(([127, 0, 0, 1], 8080)),
             insecure_no_auth: false,
             admin_http: None,
+            tls: None,
             doors: Doors {
                 loopback_only: true,
                 ..Default::default()

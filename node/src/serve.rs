@@ -9,6 +9,10 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     check_exposure(&options)?;
+    let tls = match &options.tls {
+        Some(files) => Some(crate::api::tls::server_config(files).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let node = crate::service::open(&options)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -62,14 +66,15 @@ pub async fn serve(
     let app = crate::api::router(node.clone(), options.doors.clone(), exposure, admin_door);
     let listener = crate::api::listener::Bounded::new(listener);
     let idle = std::time::Duration::from_secs(proto::limits::HTTP_IDLE_SECS);
-    let http = crate::api::server::serve(listener, app, idle, stopped(stop_rx.clone()));
+    let http =
+        crate::api::server::serve(listener, app, idle, stopped(stop_rx.clone()), tls.clone());
     let admin = async {
         if let Some((listener, addr)) = admin_listener {
             let names = options.doors.host_names.clone();
             let doors = crate::options::Doors::new(addr, names, Vec::new());
             let app = crate::api::admin_router(node.clone(), doors);
             let listener = crate::api::listener::Bounded::new(listener);
-            crate::api::server::serve(listener, app, idle, stopped(stop_rx)).await;
+            crate::api::server::serve(listener, app, idle, stopped(stop_rx), tls).await;
         }
     };
     tokio::join!(http, admin, workers_done);

@@ -3,7 +3,8 @@
 //! neither JSON nor YAML is refused, a node told its names refuses a request naming another
 //! host, a node asked to listen beyond loopback refuses to start unless told
 //! `--insecure-no-auth`, which `/health` then reports, and the administration API is served on
-//! its own listener with `--admin-http`, and not beyond loopback without it.
+//! its own listener with `--admin-http`, and not beyond loopback without it. Over HTTPS
+//! (`--tls-cert`, `--tls-key`) a renewed certificate is served without a restart.
 
 use harness::{baton_bin, free_port, wait_for, Server};
 use serde_json::{json, Value};
@@ -160,4 +161,66 @@ fn listening_beyond_loopback_needs_insecure_no_auth_and_health_says_so() {
         404,
         "no administration beyond loopback"
     );
+}
+
+/// Writes a new self-signed certificate for `localhost` and its key; answers the certificate.
+fn certificate(dir: &std::path::Path) -> reqwest::Certificate {
+    let pair = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("a cert");
+    std::fs::write(dir.join("api.key"), pair.key_pair.serialize_pem()).expect("write the key");
+    std::fs::write(dir.join("api.pem"), pair.cert.pem()).expect("write the certificate");
+    reqwest::Certificate::from_pem(pair.cert.pem().as_bytes()).expect("a PEM certificate")
+}
+
+#[test]
+fn the_api_serves_https_and_a_renewed_certificate_without_a_restart() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let first = certificate(dir.path());
+    let port = free_port();
+    let mut child = Command::new(baton_bin())
+        .args(["server", "--partitions", "1", "--http"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("--tls-cert")
+        .arg(dir.path().join("api.pem"))
+        .arg("--tls-key")
+        .arg(dir.path().join("api.key"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn baton");
+    let trusting = |certificate: reqwest::Certificate| {
+        reqwest::blocking::Client::builder()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(certificate)
+            .timeout(WAIT)
+            .build()
+            .expect("client")
+    };
+    let healthy = |client: &reqwest::blocking::Client| {
+        let url = format!("https://localhost:{port}/health");
+        client
+            .get(url)
+            .send()
+            .is_ok_and(|r| r.status().is_success())
+    };
+    let trusted = trusting(first);
+    wait_for(WAIT, "the node's health over HTTPS", || {
+        healthy(&trusted).then_some(())
+    });
+    let plain = client()
+        .get(format!("http://127.0.0.1:{port}/health"))
+        .send();
+    assert!(
+        plain.map_or(true, |r| !r.status().is_success()),
+        "no plain HTTP"
+    );
+
+    let renewed = trusting(certificate(dir.path()));
+    wait_for(WAIT, "the renewed certificate", || {
+        healthy(&renewed).then_some(())
+    });
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -31,6 +31,7 @@ pub mod schema;
 pub mod search;
 pub mod server;
 pub mod task;
+pub mod tls;
 pub mod trigger;
 pub mod workflow;
 

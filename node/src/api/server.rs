@@ -3,38 +3,52 @@
 //! a connection that waits longer than its idle limit for the next request's head is closed
 //! (hyper's header read timeout, which runs only while no request is being read or answered); at
 //! shutdown the listener stops and the connections finish the requests they hold, for at most
-//! [`SHUTDOWN_GRACE`].
+//! [`SHUTDOWN_GRACE`]. With TLS (`super::tls`) each connection first completes its handshake,
+//! within the idle limit, on its own task.
 
-use super::listener::{Bounded, Counted};
+use super::listener::{Bounded, Overflow};
 use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tower::ServiceExt;
 
 /// Longest the connections may take to finish their requests once shutdown began.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// Serves `app` on `listener` until `stop` resolves; closes connections idle for `idle`.
+/// Serves `app` on `listener` until `stop` resolves, over TLS when `tls` is given; closes
+/// connections idle for `idle`.
 pub async fn serve(
     mut listener: Bounded,
     app: axum::Router,
     idle: Duration,
     stop: impl Future<Output = ()>,
+    tls: Option<Arc<rustls::ServerConfig>>,
 ) {
     let graceful = GracefulShutdown::new();
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     tokio::pin!(stop);
     loop {
         let io = tokio::select! {
             (io, _) = axum::serve::Listener::accept(&mut listener) => io,
             () = &mut stop => break,
         };
-        let connection = connection(io, app.clone(), idle);
-        let connection = graceful.watch(connection);
+        let (overflow, app, watcher) = (io.overflow(), app.clone(), graceful.watcher());
+        let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
+            let ended = match acceptor {
+                None => watcher.watch(connection(io, overflow, app, idle)).await,
+                Some(acceptor) => match tokio::time::timeout(idle, acceptor.accept(io)).await {
+                    Ok(Ok(tls)) => watcher.watch(connection(tls, overflow, app, idle)).await,
+                    Ok(Err(e)) => return tracing::debug!(error = %e, "TLS handshake failed"),
+                    Err(_) => return tracing::debug!("TLS handshake timed out"),
+                },
+            };
+            if let Err(e) = ended {
                 tracing::trace!(error = %e, "HTTP connection ended");
             }
         });
@@ -49,12 +63,15 @@ pub async fn serve(
 }
 
 /// One connection's HTTP/1.1 server.
-fn connection(
-    io: Counted,
+fn connection<I>(
+    io: I,
+    overflow: Overflow,
     app: axum::Router,
     idle: Duration,
-) -> impl hyper_util::server::graceful::GracefulConnection<Error = hyper::Error> {
-    let overflow = io.overflow();
+) -> impl hyper_util::server::graceful::GracefulConnection<Error = hyper::Error>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let app = app.map_request(move |mut request: hyper::Request<hyper::body::Incoming>| {
         request.extensions_mut().insert(ConnectInfo(overflow));
         request.map(axum::body::Body::new)
@@ -88,7 +105,13 @@ mod tests {
                     "slow ok"
                 }),
             );
-        tokio::spawn(serve(Bounded::new(tcp), app, IDLE, std::future::pending()));
+        tokio::spawn(serve(
+            Bounded::new(tcp),
+            app,
+            IDLE,
+            std::future::pending(),
+            None,
+        ));
         addr
     }
 
