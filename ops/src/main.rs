@@ -39,9 +39,13 @@ const DRAIN_POLL: Duration = Duration::from_millis(500);
 #[derive(Parser)]
 #[command(name = "batonctl", version, about = "Operate a Baton node")]
 struct Cli {
-    /// The node's HTTP address.
+    /// The node's HTTP address (`https://...` for a node serving HTTPS).
     #[arg(long, global = true, default_value = "http://127.0.0.1:8080")]
     url: String,
+    /// The certificates (PEM, one or a bundle) to trust for an `https` --url: the node's own
+    /// when self-signed, its CA's, or the system's bundle (/etc/ssl/certs/ca-certificates.crt).
+    #[arg(long, global = true, value_name = "PEM")]
+    ca_cert: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -119,11 +123,19 @@ struct Api {
 }
 
 impl Api {
-    fn new(url: &str) -> anyhow::Result<Self> {
-        let http = reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(60))
-            .build()
-            .context("cannot build the HTTP client")?;
+    fn new(url: &str, ca_cert: Option<&std::path::Path>) -> anyhow::Result<Self> {
+        let mut builder = reqwest::blocking::Client::builder().timeout(Duration::from_secs(60));
+        if let Some(path) = ca_cert {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("cannot read --ca-cert {}", path.display()))?;
+            let certificates = reqwest::Certificate::from_pem_bundle(&pem).with_context(|| {
+                format!("--ca-cert {} holds no PEM certificate", path.display())
+            })?;
+            for certificate in certificates {
+                builder = builder.add_root_certificate(certificate);
+            }
+        }
+        let http = builder.build().context("cannot build the HTTP client")?;
         Ok(Self {
             http,
             base: url.trim_end_matches('/').to_owned(),
@@ -459,7 +471,7 @@ fn health_of(api: &Api) -> anyhow::Result<serde_json::Value> {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let api = Api::new(&cli.url)?;
+    let api = Api::new(&cli.url, cli.ca_cert.as_deref())?;
     match cli.command {
         Command::Status => print_status(&api)?,
         Command::Health => {

@@ -13,6 +13,16 @@ use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// A `baton` process started by hand, killed when dropped (a failed assertion included).
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn client() -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder()
         .timeout(WAIT)
@@ -134,11 +144,12 @@ fn listening_beyond_loopback_needs_insecure_no_auth_and_health_says_so() {
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(said.contains("--insecure-no-auth"), "{said}");
 
-    let mut child = command(&["--insecure-no-auth"])
+    let child = command(&["--insecure-no-auth"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn baton");
+    let child = Running(child);
     let url = format!("http://127.0.0.1:{port}/health");
     let body: Value = wait_for(WAIT, "the node's health", || {
         let reply = client().get(&url).send().ok()?;
@@ -152,8 +163,7 @@ fn listening_beyond_loopback_needs_insecure_no_auth_and_health_says_so() {
         .get(format!("http://127.0.0.1:{port}/api/admin/cluster"))
         .send()
         .expect("GET");
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     let insecure = body["insecure"].as_str().unwrap_or_default();
     assert!(insecure.contains("without authentication"), "{body:#}");
     assert_eq!(
@@ -176,7 +186,7 @@ fn the_api_serves_https_and_a_renewed_certificate_without_a_restart() {
     let dir = tempfile::tempdir().expect("a directory");
     let first = certificate(dir.path());
     let port = free_port();
-    let mut child = Command::new(baton_bin())
+    let child = Command::new(baton_bin())
         .args(["server", "--partitions", "1", "--http"])
         .arg(format!("127.0.0.1:{port}"))
         .arg("--data-dir")
@@ -190,6 +200,7 @@ fn the_api_serves_https_and_a_renewed_certificate_without_a_restart() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn baton");
+    let child = Running(child);
     let trusting = |certificate: reqwest::Certificate| {
         reqwest::blocking::Client::builder()
             .tls_built_in_root_certs(false)
@@ -221,6 +232,16 @@ fn the_api_serves_https_and_a_renewed_certificate_without_a_restart() {
     wait_for(WAIT, "the renewed certificate", || {
         healthy(&renewed).then_some(())
     });
-    let _ = child.kill();
-    let _ = child.wait();
+    let batonctl = Command::new(baton_bin().with_file_name("batonctl"))
+        .arg("--url")
+        .arg(format!("https://localhost:{port}"))
+        .arg("--ca-cert")
+        .arg(dir.path().join("api.pem"))
+        .arg("health")
+        .output()
+        .expect("batonctl runs");
+    let said = String::from_utf8_lossy(&batonctl.stdout);
+    let complained = String::from_utf8_lossy(&batonctl.stderr);
+    assert!(batonctl.status.success(), "{said} {complained}");
+    drop(child);
 }
