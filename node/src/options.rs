@@ -32,7 +32,7 @@ pub struct Options {
     pub admin_http: Option<SocketAddr>,
     /// Serve the API (and the administration API) over HTTPS with these files (`--tls-cert`,
     /// `--tls-key`).
-    pub tls: Option<crate::api::tls::TlsFiles>,
+    pub tls: Option<TlsFiles>,
     /// The API's checks of hosts, origins and bodies.
     pub doors: Doors,
     /// Workflow partitions; fixed when the data directory is created.
@@ -102,4 +102,11 @@ impl Doors {
             loopback_only: http.ip().is_loopback(),
         }
     }
+}
+
+/// Where the API's certificate chain and key are (PEM; served by `api::tls`).
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }

@@ -5,23 +5,17 @@
 //! hold a key that is not the certificate's (one written before the other) keep the
 //! certificate served until then, and say why in the log.
 
+pub use crate::options::TlsFiles;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 /// How often, at most, the files are checked for a change.
 pub const RELOAD_CHECK: Duration = Duration::from_secs(1);
-
-/// Where the API's certificate chain and key are.
-#[derive(Debug, Clone)]
-pub struct TlsFiles {
-    pub cert: PathBuf,
-    pub key: PathBuf,
-}
 
 /// The TLS configuration of the API, or why the files cannot serve.
 pub fn server_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, String> {
