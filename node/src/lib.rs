@@ -7,6 +7,7 @@
 //! the host, gathered in [`Node`]; `api` (HTTP) and `gateway` (QUIC workers) call the services;
 //! `serve` runs them.
 
+pub mod access;
 pub mod api;
 mod catalog;
 pub mod clock;

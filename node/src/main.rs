@@ -57,11 +57,17 @@ enum Command {
         #[arg(long, default_value = "baton-data")]
         data_dir: PathBuf,
         /// Address of the HTTP API. An address beyond loopback (`0.0.0.0:8080`) also needs
-        /// --insecure-no-auth: the API has no authentication yet.
+        /// --auth, or --insecure-no-auth.
         #[arg(long, default_value = "127.0.0.1:8080")]
         http: SocketAddr,
-        /// Serve the HTTP API beyond loopback although anyone who reaches it may do anything
-        /// (the API has no authentication yet); `/health` says so.
+        /// Access control: every request but health, metrics, the agent card, token exchange
+        /// and signed webhooks needs a token (`POST /api/token`) whose application's roles
+        /// reach it. The first node started with it sets it up for the cluster and writes the
+        /// administrator's key to DATA_DIR/admin-key.json; once set up, it stays on.
+        #[arg(long)]
+        auth: bool,
+        /// Serve the HTTP API beyond loopback without access control, although anyone who
+        /// reaches it may then do anything; `/health` says so.
         #[arg(long)]
         insecure_no_auth: bool,
         /// Serve the administration API (`/api/admin/*`: members, snapshots, partitions) on its
@@ -237,6 +243,7 @@ fn main() -> anyhow::Result<()> {
         Command::Server {
             data_dir,
             http,
+            auth,
             insecure_no_auth,
             admin_http,
             tls_cert,
@@ -289,6 +296,7 @@ fn main() -> anyhow::Result<()> {
             serve(node::Options {
                 data_dir,
                 http,
+                auth,
                 insecure_no_auth,
                 admin_http,
                 tls: tls_cert

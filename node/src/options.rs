@@ -25,7 +25,10 @@ pub struct ClusterOptions {
 pub struct Options {
     pub data_dir: PathBuf,
     pub http: SocketAddr,
-    /// Serve `http` beyond loopback without authentication (`--insecure-no-auth`).
+    /// Set access control up unless it is (`--auth`); once set up, it is enforced whatever
+    /// this says.
+    pub auth: bool,
+    /// Serve `http` beyond loopback without access control (`--insecure-no-auth`).
     pub insecure_no_auth: bool,
     /// The administration API's own listener (`--admin-http`); without it the administration
     /// routes are served on `http` when it is a loopback address, and not at all otherwise.
@@ -53,6 +56,7 @@ impl Default for Options {
         Self {
             data_dir: PathBuf::from("baton-data"),
             http: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            auth: false,
             insecure_no_auth: false,
             admin_http: None,
             tls: None,

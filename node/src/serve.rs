@@ -16,6 +16,9 @@ pub async fn serve(
     let node = crate::service::open(&options)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if options.auth {
+        set_up_access(&node, &options.data_dir).await?;
+    }
     let listener = tokio::net::TcpListener::bind(options.http)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", options.http))?;
@@ -58,7 +61,8 @@ pub async fn serve(
         }
     };
     tracing::info!(node = %options.node, http = %options.http, data_dir = %options.data_dir.display(), partitions = node.host.partition_count(), hosted = node.host.hosted().len(), members = node.host.peers().len() + 1, "baton node serving");
-    let exposure = options.insecure_no_auth.then(|| INSECURE.to_owned());
+    let open = node.access.table().signing.is_none();
+    let exposure = (options.insecure_no_auth && open).then(|| INSECURE.to_owned());
     let admin_door = match (options.admin_http, options.http.ip().is_loopback()) {
         (None, true) => crate::api::AdminDoor::Beside,
         _ => crate::api::AdminDoor::Elsewhere,
@@ -85,13 +89,55 @@ pub async fn serve(
 
 /// What `/health` says of a node that serves its API beyond loopback without authentication.
 pub const INSECURE: &str =
-    "the HTTP API is served beyond loopback without authentication (--insecure-no-auth): anyone who reaches it may do anything";
+    "the HTTP API is served beyond loopback without access control (--insecure-no-auth): anyone who reaches it may do anything";
 
-/// Refuses to serve the API beyond loopback without authentication, unless the operator said
-/// `--insecure-no-auth`.
+/// Where the node that sets access control up writes the administrator's key.
+pub const ADMIN_KEY_FILE: &str = "admin-key.json";
+
+/// Sets access control up for the cluster unless it is; the node that does writes the
+/// administrator's key (`{"keyId", "keySecret"}`) to [`ADMIN_KEY_FILE`] in its data
+/// directory, readable by its owner only.
+async fn set_up_access(node: &crate::Node, data_dir: &std::path::Path) -> anyhow::Result<()> {
+    let Some(key) = node
+        .access
+        .set_up()
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+    else {
+        tracing::info!("access control is on");
+        return Ok(());
+    };
+    let path = data_dir.join(ADMIN_KEY_FILE);
+    let body = serde_json::json!({"keyId": key.id, "keySecret": key.secret});
+    write_private(&path, &serde_json::to_vec_pretty(&body)?).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot write the administrator's key to {}: {e}",
+            path.display()
+        )
+    })?;
+    tracing::warn!(file = %path.display(), "access control set up: the administrator's key is in this file; keep it, then remove it");
+    Ok(())
+}
+
+/// Writes `bytes` to a new file at `path` that only its owner may read.
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// Refuses to serve the API beyond loopback without access control (`--auth`), unless the
+/// operator said `--insecure-no-auth`.
 fn check_exposure(options: &Options) -> anyhow::Result<()> {
     let admin_exposed = options.admin_http.is_some_and(|a| !a.ip().is_loopback());
-    if options.http.ip().is_loopback() && !admin_exposed {
+    if options.auth || (options.http.ip().is_loopback() && !admin_exposed) {
         return Ok(());
     }
     if options.insecure_no_auth {
@@ -103,6 +149,6 @@ fn check_exposure(options: &Options) -> anyhow::Result<()> {
         false => ("--http", options.http),
     };
     anyhow::bail!(
-        "{flag} {addr} is reachable from other machines and Baton's API has no authentication yet: anyone who reaches it could define, run, read and remove everything. Listen on a loopback address (127.0.0.1) behind your own proxy, or pass --insecure-no-auth to accept that"
+        "{flag} {addr} is reachable from other machines: turn access control on with --auth, or listen on a loopback address (127.0.0.1) behind your own proxy, or pass --insecure-no-auth to let anyone who reaches it define, run, read and remove everything"
     )
 }

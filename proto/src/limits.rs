@@ -98,6 +98,12 @@ pub const SCHEMA_BYTES_MAX: usize = 64 * 1024;
 pub const SCHEMAS_MAX: usize = 1_000;
 /// Most schemas one `POST /api/schema` may register.
 pub const SCHEMAS_PER_REQUEST_MAX: usize = 100;
+/// Most applications (identities with access keys) the meta group holds.
+pub const APPLICATIONS_MAX: usize = 1_000;
+/// Most access keys one application holds (two let a key be rotated without a gap).
+pub const ACCESS_KEYS_PER_APPLICATION_MAX: usize = 5;
+/// Seconds a token from `POST /api/token` is honoured (its key's revocation ends it sooner).
+pub const TOKEN_TTL_SECS: i64 = 60 * 60;
 /// Most validation errors a refusal or a failure reason lists (the rest are counted).
 pub const SCHEMA_ERRORS_MAX: usize = 10;
 /// Most Serverless Workflow document versions the meta group holds (each up to

@@ -16,7 +16,8 @@ const CRATES: [&str; 8] = [
 ];
 
 /// The node's services in the order `node::service` lists them, with the files of each.
-const SERVICES: [(&str, &[&str]); 8] = [
+const SERVICES: [(&str, &[&str]); 9] = [
+    ("Access", &["access.rs"]),
     ("Definitions", &["definitions.rs", "schemas.rs"]),
     ("Workflows", &["workflows.rs", "wait.rs", "dsl.rs"]),
     ("Tasks", &["tasks.rs", "backlog.rs"]),

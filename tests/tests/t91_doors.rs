@@ -165,7 +165,7 @@ fn listening_beyond_loopback_needs_insecure_no_auth_and_health_says_so() {
         .expect("GET");
     drop(child);
     let insecure = body["insecure"].as_str().unwrap_or_default();
-    assert!(insecure.contains("without authentication"), "{body:#}");
+    assert!(insecure.contains("without access control"), "{body:#}");
     assert_eq!(
         admin.status().as_u16(),
         404,

@@ -12,6 +12,7 @@
 //! - `GET /api/admin/quarantine`: workflows whose stored record could not be decoded, set aside
 //!   by their partition (the replicas hosted here); `DELETE /api/admin/quarantine/{id}` deletes
 //!   one for good.
+//! - `POST /api/admin/access`: sets access control up (`api::access`).
 //!
 //! They are served beside the rest of the API on a loopback address, on their own listener with
 //! `--admin-http`, and not at all on an API listening beyond loopback without it.
@@ -108,6 +109,6 @@ pub async fn drop_quarantined(
 pub async fn elsewhere() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        "the administration API is not served on this address: it listens beyond loopback; serve it with --admin-http 127.0.0.1:PORT",
+        "the administration API (/api/admin, /api/applications) is not served on this address: it listens beyond loopback; serve it with --admin-http 127.0.0.1:PORT",
     )
 }

@@ -15,6 +15,7 @@
 //! documents and instances); [`a2a`] serves workflows as an A2A agent.
 
 pub mod a2a;
+pub mod access;
 pub mod admin;
 pub mod admission;
 pub mod bulk;
@@ -24,6 +25,7 @@ pub mod dsl;
 pub mod error;
 pub mod event;
 pub mod extract;
+pub mod guard;
 pub mod health;
 pub mod listener;
 pub mod metadata;
@@ -64,10 +66,19 @@ pub fn router(
     let routes = match admin {
         AdminDoor::Beside => routes().merge(admin_routes()),
         AdminDoor::Elsewhere => {
-            routes().route("/api/admin/{*rest}", axum::routing::any(admin::elsewhere))
+            let elsewhere = axum::routing::any(admin::elsewhere);
+            routes()
+                .route("/api/admin/{*rest}", elsewhere.clone())
+                .route("/api/applications", elsewhere.clone())
+                .route("/api/applications/{*rest}", elsewhere)
         }
     };
-    layered(routes.with_state(node), doors, exposure)
+    layered(guarded(routes, &node).with_state(node), doors, exposure)
+}
+
+/// `routes` behind the guard (`guard`), which judges each route as declared.
+fn guarded(routes: axum::Router<Node>, node: &Node) -> axum::Router<Node> {
+    routes.route_layer(middleware::from_fn_with_state(node.clone(), guard::guard))
 }
 
 /// `routes` behind the doors, the error bodies, tracing, admission, metrics and the body limit.
@@ -267,6 +278,8 @@ fn routes() -> axum::Router<Node> {
             "/api/tasks/{id}/{reference}/{status}/sync",
             post(task::update_by_ref_sync),
         )
+        // ---- access: tokens (Orkes' exchange) ----
+        .route("/api/token", post(access::token))
         // ---- A2A (Agent2Agent): workflows as an agent's skills ----
         .route("/.well-known/agent-card.json", get(a2a::agent_card))
         .route(a2a::card::RPC_PATH, post(a2a::rpc))
@@ -280,7 +293,8 @@ fn routes() -> axum::Router<Node> {
 }
 
 /// The administration routes (`/api/admin/*`: the groups, the cluster's members, snapshots,
-/// dead letters, quarantine), served beside the others or on their own listener.
+/// dead letters, quarantine; `/api/applications`: identities and their keys), served beside
+/// the others or on their own listener.
 fn admin_routes() -> axum::Router<Node> {
     axum::Router::new()
         .route("/api/admin/status", get(health::status))
@@ -309,6 +323,30 @@ fn admin_routes() -> axum::Router<Node> {
             "/api/admin/quarantine/{workflow_id}",
             delete(admin::drop_quarantined),
         )
+        // ---- access control: set up, applications and their keys (Orkes' paths) ----
+        .route("/api/admin/access", post(access::set_up))
+        .route("/api/applications", get(access::list).post(access::create))
+        .route(
+            "/api/applications/{id}",
+            get(access::get).put(access::rename).delete(access::delete),
+        )
+        .route(
+            "/api/applications/{id}/roles/{role}",
+            post(access::grant).delete(access::withdraw),
+        )
+        .route(
+            "/api/applications/{id}/accessKeys",
+            get(access::keys).post(access::create_key),
+        )
+        .route(
+            "/api/applications/{id}/accessKeys/{key}",
+            delete(access::delete_key),
+        )
+        .route(
+            "/api/applications/{id}/accessKeys/{key}/status",
+            post(access::toggle_key),
+        )
+        .route("/api/applications/key/{key}", get(access::of_key))
 }
 
 /// Where the administration routes are served.
@@ -323,10 +361,11 @@ pub enum AdminDoor {
 /// The administration routes on their own listener (`--admin-http`), behind the same doors.
 pub fn admin_router(node: Node, doors: doors::Doors) -> axum::Router {
     let routes = admin_routes()
+        .route("/api/token", post(access::token))
         .route("/health", get(health::health))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed);
-    layered(routes.with_state(node), doors, None)
+    layered(guarded(routes, &node).with_state(node), doors, None)
 }
 
 /// Endpoints of Conductor (and of Orkes, which its clients also call) that Baton does not serve
@@ -481,11 +520,9 @@ mod tests {
         ("PUT", "/api/secrets/key"),
         ("GET", "/api/integrations/provider"),
         ("GET", "/api/prompts"),
-        ("GET", "/api/applications"),
         ("GET", "/api/groups"),
         ("GET", "/api/users"),
         ("GET", "/api/roles"),
-        ("POST", "/api/token"),
         ("POST", "/api/auth/authorization"),
         ("GET", "/api/gateway/config/auth"),
         ("GET", "/api/registry/service"),

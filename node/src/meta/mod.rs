@@ -15,7 +15,10 @@ use proto::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
+mod access_rows;
 mod dsl_rows;
+
+pub use access_rows::AccessTable;
 
 fn task_key(name: &str) -> Vec<u8> {
     [b"td/".as_slice(), name.as_bytes()].concat()
@@ -178,6 +181,29 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
             dsl_rows::bump(state, batch);
             remove_existing(state, batch, dsl_key(&namespace, &name, &version))
         }
+        MetaCommand::SetUpAccess {
+            signing,
+            admin,
+            key,
+        } => access_rows::set_up(state, batch, &signing, &admin, &key),
+        MetaCommand::PutApplication { app, create } => {
+            access_rows::put_application(state, batch, *app, create)
+        }
+        MetaCommand::DeleteApplication { id } => access_rows::delete_application(state, batch, &id),
+        MetaCommand::SetRole {
+            application,
+            role,
+            granted,
+        } => access_rows::set_role(state, batch, &application, role, granted),
+        MetaCommand::PutAccessKey(key) => access_rows::put_key(state, batch, key),
+        MetaCommand::SetAccessKeyStatus {
+            application,
+            id,
+            status,
+        } => access_rows::set_key_status(state, batch, &application, &id, status),
+        MetaCommand::DeleteAccessKey { application, id } => {
+            access_rows::delete_key(state, batch, &application, &id)
+        }
     }
 }
 
@@ -283,6 +309,8 @@ pub struct MetaState {
     schemas: Arc<Mutex<SchemaCache>>,
     /// The DSL rows the event consumers read, decoded at a generation (see [`dsl_rows`]).
     dsl_rows: Arc<Mutex<dsl_rows::Decoded>>,
+    /// Access control's rows the API's guard reads, decoded at a generation.
+    access: Arc<Mutex<Arc<AccessTable>>>,
 }
 
 impl engine::Catalog for MetaState {
@@ -311,6 +339,7 @@ impl MetaState {
             state,
             schemas: Arc::default(),
             dsl_rows: Arc::default(),
+            access: Arc::default(),
         }
     }
 
@@ -480,6 +509,17 @@ impl MetaState {
                 types: Arc::new(lists.into_iter().flatten().collect()),
                 schedules: Arc::new(self.scan(DSL_SCHEDULES_PREFIX)),
             };
+        }
+        kept.clone()
+    }
+
+    /// Access control's rows as the replica holds them: the kept copy, or decoded again when
+    /// one was written since (an empty table before access control is set up).
+    pub fn access(&self) -> Arc<AccessTable> {
+        let generation = access_rows::generation(&self.state);
+        let mut kept = self.access.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.generation != generation {
+            *kept = Arc::new(AccessTable::decode(&self.state, generation));
         }
         kept.clone()
     }

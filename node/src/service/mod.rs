@@ -3,6 +3,7 @@
 //! peers' requests ([`peer`]) call them through [`Node`]. Every service works through the shared
 //! [`Host`] (groups, members, routing); a service calls only services listed before it here:
 //!
+//! - [`Access`]: applications, their roles and access keys, and tokens;
 //! - [`Definitions`]: task and workflow definitions, the schemas they enforce, and Serverless
 //!   Workflow documents;
 //! - [`Workflows`]: start, execute, read, operate on and search workflows (and DSL instances);
@@ -15,6 +16,7 @@
 //! - [`A2a`]: workflows served as the skills of an A2A agent.
 
 pub mod a2a;
+pub mod access;
 mod admin;
 pub mod backlog;
 mod definitions;
@@ -32,6 +34,7 @@ pub mod wait;
 mod workflows;
 
 pub use a2a::A2a;
+pub use access::Access;
 pub use admin::{Admin, Health, QuarantineEntry, StoppedPartition};
 pub use definitions::Definitions;
 pub use dsl::{DslListing, PutDslError};
@@ -56,6 +59,7 @@ const OUTBOX_LEN_MAX: usize = 1_024;
 /// A running node: its services. Cheap to clone.
 #[derive(Clone)]
 pub struct Node {
+    pub access: Arc<Access>,
     pub definitions: Arc<Definitions>,
     pub workflows: Arc<Workflows>,
     pub tasks: Arc<Tasks>,
@@ -90,6 +94,7 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
         }),
     };
     let host = Host::open(options, &mut seams, env).await?;
+    let access = Access::new(host.clone());
     let providers = crate::events::Providers::new(options.events.clone());
     let definitions = Arc::new(Definitions::new(
         host.clone(),
@@ -126,6 +131,7 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
     let admin = Arc::new(Admin::new(host.clone(), tasks.clone(), workflows.clone()));
     let a2a = A2a::new(definitions.clone(), workflows.clone(), options.http);
     let node = Node {
+        access,
         definitions,
         workflows,
         tasks,

@@ -2,6 +2,7 @@
 //! Conductor load unchanged and Conductor's clients read Baton's workflows and tasks. Fields that Baton
 //! does not interpret yet are kept in `extra` maps so that a definition round-trips unchanged.
 
+pub mod access;
 pub mod dsl;
 mod dsl_def;
 mod event;

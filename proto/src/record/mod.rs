@@ -340,6 +340,45 @@ pub enum MetaCommand {
         name: String,
         version: String,
     },
+    /// Sets access control up: the token-signing key and the first application (an
+    /// administrator) with its key. `Exists` when it was set up already (nothing is written),
+    /// so nodes racing to set it up agree on one outcome.
+    SetUpAccess {
+        signing: crate::model::access::SigningKey,
+        admin: Box<crate::model::access::Application>,
+        key: crate::model::access::AccessKey,
+    },
+    /// Adds an application (`create`: `Exists` when its id is taken; `Full` past
+    /// `limits::APPLICATIONS_MAX`) or renames one (`!create`: `NotFound` when it is absent;
+    /// its roles and times of creation are kept).
+    PutApplication {
+        app: Box<crate::model::access::Application>,
+        create: bool,
+    },
+    /// Removes an application and its keys.
+    DeleteApplication {
+        id: String,
+    },
+    /// Grants (`granted`) or withdraws a role of an application.
+    SetRole {
+        application: String,
+        role: crate::model::access::Role,
+        granted: bool,
+    },
+    /// Adds a key to an application (`NotFound` when it is absent, `Full` past
+    /// `limits::ACCESS_KEYS_PER_APPLICATION_MAX`).
+    PutAccessKey(crate::model::access::AccessKey),
+    /// Activates or deactivates a key of an application.
+    SetAccessKeyStatus {
+        application: String,
+        id: String,
+        status: crate::model::access::KeyStatus,
+    },
+    /// Removes a key of an application.
+    DeleteAccessKey {
+        application: String,
+        id: String,
+    },
 }
 
 /// A cluster member as the meta group records it.

@@ -1,0 +1,193 @@
+//! Access control's decisions: who a request's token names ([`authenticate`]) and whether its
+//! roles reach the route it asks for ([`Family`], [`permits`]). Pure functions of the replica's
+//! [`AccessTable`], the token and the time; the API's guard (`api::guard`) calls them on every
+//! request once access control is set up, and the Access service makes keys and tokens.
+
+pub mod secret;
+pub mod token;
+
+use crate::meta::AccessTable;
+use proto::model::access::{Application, KeyStatus, Role};
+use proto::model::EpochMs;
+use std::collections::BTreeSet;
+
+/// Who made a request: the application its token names, with the roles it holds now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub application: String,
+    pub name: String,
+    pub roles: BTreeSet<Role>,
+    /// The access key the token was exchanged for.
+    pub key: String,
+}
+
+/// Why a request was not authenticated (401). Each says what the client should do: fetch a new
+/// token (`EXPIRED_TOKEN`, `INVALID_TOKEN`, the codes Orkes' clients renew their token on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Denied {
+    #[error("no token: send the one POST /api/token answers in X-Authorization")]
+    Missing,
+    #[error("the token is not one this cluster signed")]
+    Invalid,
+    #[error("the token has expired: fetch a new one from POST /api/token")]
+    Expired,
+    #[error("the token's access key or application was revoked")]
+    Revoked,
+}
+
+impl Denied {
+    /// The `error` an Orkes client reads in the 401's body.
+    pub fn error_code(self) -> &'static str {
+        match self {
+            Denied::Expired => "EXPIRED_TOKEN",
+            Denied::Missing | Denied::Invalid | Denied::Revoked => "INVALID_TOKEN",
+        }
+    }
+}
+
+/// Who `token` names, as the replica's table holds them at `now`.
+pub fn authenticate(
+    table: &AccessTable,
+    token: Option<&str>,
+    now: EpochMs,
+) -> Result<Principal, Denied> {
+    let token = token.ok_or(Denied::Missing)?;
+    let signing = table.signing.as_ref().ok_or(Denied::Invalid)?;
+    let claims = token::verify(signing, token)?;
+    if claims.exp.saturating_mul(1000) <= now {
+        return Err(Denied::Expired);
+    }
+    let key = table.keys.get(&claims.key).ok_or(Denied::Revoked)?;
+    let app = table.applications.get(&claims.sub).ok_or(Denied::Revoked)?;
+    if key.status != KeyStatus::Active || key.application_id != app.id {
+        return Err(Denied::Revoked);
+    }
+    Ok(Principal {
+        application: app.id.clone(),
+        name: app.name.clone(),
+        roles: app.roles.clone(),
+        key: key.id.clone(),
+    })
+}
+
+/// A new application `id` named `name`, made by `by` at `now`, without roles.
+pub fn application(id: String, name: &str, by: &str, now: EpochMs) -> Application {
+    Application {
+        id,
+        name: name.to_owned(),
+        roles: BTreeSet::new(),
+        created_by: by.to_owned(),
+        create_time: now,
+        updated_by: by.to_owned(),
+        update_time: now,
+    }
+}
+
+/// The application access control is set up with: `name`, with the role `ADMIN`.
+pub fn administrator(id: String, name: &str, now: EpochMs) -> Application {
+    let mut app = application(id, name, "baton", now);
+    app.roles.insert(Role::Admin);
+    app
+}
+
+/// A family of routes, by what they let a caller do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Family {
+    /// Served to anyone: health, metrics, the agent card, token exchange, signed webhooks.
+    Public,
+    /// Reads of definitions, workflows, tasks, queues, handlers and triggers.
+    Read,
+    /// Writes of definitions, schemas, DSL documents, event handlers, webhooks and schedules.
+    Define,
+    /// Operations on workflows and DSL instances, and publishing events.
+    Operate,
+    /// Polling tasks and reporting their results and logs.
+    Work,
+    /// The administration API and applications.
+    Admin,
+}
+
+/// The routes (by path as declared and method) served to anyone.
+const PUBLIC: &[&str] = &[
+    "/health",
+    "/api/health",
+    "/metrics",
+    "/.well-known/agent-card.json",
+    "/api/token",
+    "/api/webhook/{name}",
+];
+
+/// The routes a worker uses, for every method.
+const WORK: &[&str] = &[
+    "/api/tasks",
+    "/api/tasks/update-v2",
+    "/api/tasks/poll/{task_type}",
+    "/api/tasks/poll/batch/{task_type}",
+    "/api/tasks/{id}/{reference}/{status}",
+    "/api/tasks/{id}/{reference}/{status}/sync",
+];
+
+/// The routes that change something although asked for with GET (Conductor's pause and
+/// resume of schedules).
+const CHANGING_GETS: &[&str] = &[
+    "/api/scheduler/schedules/{name}/pause",
+    "/api/scheduler/schedules/{name}/resume",
+];
+
+/// The routes that only read although asked for with POST.
+const READING_POSTS: &[&str] = &[
+    "/api/dsl/validate",
+    "/api/workflow/correlated/batch",
+    "/api/workflow/{id}/correlated",
+];
+
+/// The path prefixes of definitions (their writes are [`Family::Define`]).
+const DEFINE: &[&str] = &[
+    "/api/metadata/",
+    "/api/event",
+    "/api/scheduler/",
+    "/api/schema",
+    "/api/dsl/workflows",
+];
+
+/// The family of the route declared as `path`, asked for with `method`. A route no rule names
+/// falls to [`Family::Operate`] when it changes something and [`Family::Read`] when it reads.
+pub fn family(method: &str, path: &str) -> Family {
+    let reads = matches!(method, "GET" | "HEAD") && !CHANGING_GETS.contains(&path)
+        || READING_POSTS.contains(&path);
+    if PUBLIC.contains(&path) {
+        Family::Public
+    } else if path.starts_with("/api/admin/") || path.starts_with("/api/applications") {
+        Family::Admin
+    } else if WORK.contains(&path) || (path == "/api/tasks/{id}/log" && !reads) {
+        Family::Work
+    } else if reads {
+        Family::Read
+    } else if path.starts_with("/api/event/publish") || path.ends_with("/instances") {
+        Family::Operate
+    } else if DEFINE.iter().any(|p| path.starts_with(p)) {
+        Family::Define
+    } else {
+        Family::Operate
+    }
+}
+
+/// The families a role reaches.
+fn reaches(role: Role, family: Family) -> bool {
+    use Family::*;
+    match role {
+        Role::Admin => true,
+        Role::MetadataManager => matches!(family, Read | Define),
+        Role::WorkflowManager => matches!(family, Read | Operate | Work),
+        Role::Worker => family == Work,
+        Role::ReadOnly => family == Read,
+    }
+}
+
+/// Whether any of `roles` reaches `family`.
+pub fn permits(roles: &BTreeSet<Role>, family: Family) -> bool {
+    family == Family::Public || roles.iter().any(|r| reaches(*r, family))
+}
+
+#[cfg(test)]
+mod tests;

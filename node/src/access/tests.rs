@@ -1,0 +1,164 @@
+use super::*;
+use crate::meta::AccessTable;
+use proto::model::access::{AccessKey, Application, SigningKey};
+
+const NOW: EpochMs = 1_800_000_000_000;
+
+fn table(roles: &[Role]) -> AccessTable {
+    let app = Application {
+        id: "app".into(),
+        name: "billing".into(),
+        roles: roles.iter().copied().collect(),
+        created_by: String::new(),
+        create_time: 0,
+        updated_by: String::new(),
+        update_time: 0,
+    };
+    let key = AccessKey {
+        id: "key".into(),
+        application_id: "app".into(),
+        secret_hash: String::new(),
+        status: KeyStatus::Active,
+        created_at: 0,
+    };
+    AccessTable {
+        generation: 1,
+        signing: Some(signing()),
+        applications: [(app.id.clone(), app)].into(),
+        keys: [(key.id.clone(), key)].into(),
+    }
+}
+
+fn signing() -> SigningKey {
+    SigningKey {
+        id: "sk".into(),
+        secret: vec![7; 32],
+        created_at: 0,
+    }
+}
+
+#[test]
+fn a_token_names_its_application_while_its_key_is_active() {
+    let mut table = table(&[Role::Worker]);
+    let token = token::issue(&signing(), "app", "key", NOW);
+    let principal = authenticate(&table, Some(&token), NOW + 1).expect("authenticated");
+    assert_eq!(principal.name, "billing");
+    assert_eq!(principal.roles, [Role::Worker].into());
+    table.keys.get_mut("key").expect("key").status = KeyStatus::Inactive;
+    assert_eq!(
+        authenticate(&table, Some(&token), NOW),
+        Err(Denied::Revoked)
+    );
+    table.keys.clear();
+    assert_eq!(
+        authenticate(&table, Some(&token), NOW),
+        Err(Denied::Revoked)
+    );
+}
+
+#[test]
+fn a_token_expires_and_a_foreign_one_is_refused() {
+    let table = table(&[Role::Admin]);
+    let token = token::issue(&signing(), "app", "key", NOW);
+    let end = NOW + proto::limits::TOKEN_TTL_SECS * 1000;
+    assert!(authenticate(&table, Some(&token), end - 1).is_ok());
+    assert_eq!(
+        authenticate(&table, Some(&token), end),
+        Err(Denied::Expired)
+    );
+    let foreign = SigningKey {
+        secret: vec![8; 32],
+        ..signing()
+    };
+    let forged = token::issue(&foreign, "app", "key", NOW);
+    assert_eq!(
+        authenticate(&table, Some(&forged), NOW),
+        Err(Denied::Invalid)
+    );
+    let renamed = SigningKey {
+        id: "other".into(),
+        ..signing()
+    };
+    let renamed = token::issue(&renamed, "app", "key", NOW);
+    assert_eq!(
+        authenticate(&table, Some(&renamed), NOW),
+        Err(Denied::Invalid)
+    );
+    assert_eq!(
+        authenticate(&table, Some("a.b.c"), NOW),
+        Err(Denied::Invalid)
+    );
+    assert_eq!(authenticate(&table, None, NOW), Err(Denied::Missing));
+    assert_eq!(Denied::Expired.error_code(), "EXPIRED_TOKEN");
+    assert_eq!(Denied::Revoked.error_code(), "INVALID_TOKEN");
+}
+
+#[test]
+fn routes_fall_into_their_families() {
+    use Family::*;
+    let cases = [
+        ("GET", "/health", Public),
+        ("POST", "/api/token", Public),
+        ("POST", "/api/webhook/{name}", Public),
+        ("GET", "/api/admin/status", Admin),
+        ("POST", "/api/applications", Admin),
+        ("GET", "/api/applications/{id}/accessKeys", Admin),
+        ("GET", "/api/tasks/poll/{task_type}", Work),
+        ("GET", "/api/tasks/poll/batch/{task_type}", Work),
+        ("POST", "/api/tasks", Work),
+        ("POST", "/api/tasks/{id}/log", Work),
+        ("GET", "/api/tasks/{id}/log", Read),
+        ("GET", "/api/tasks/{id}", Read),
+        ("GET", "/api/metadata/taskdefs", Read),
+        ("POST", "/api/metadata/taskdefs", Define),
+        ("DELETE", "/api/metadata/workflow/{name}/{version}", Define),
+        ("POST", "/api/event", Define),
+        ("POST", "/api/event/publish/{queue}", Operate),
+        ("GET", "/api/scheduler/schedules/{name}/pause", Define),
+        ("POST", "/api/schema", Define),
+        ("POST", "/api/dsl/workflows", Define),
+        ("POST", "/api/dsl/validate", Read),
+        (
+            "POST",
+            "/api/dsl/workflows/{namespace}/{name}/{version}/instances",
+            Operate,
+        ),
+        ("POST", "/api/dsl/instances/{id}/cancel", Operate),
+        ("POST", "/api/workflow", Operate),
+        ("DELETE", "/api/workflow/{id}", Operate),
+        ("POST", "/api/workflow/bulk/terminate", Operate),
+        ("POST", "/api/workflow/correlated/batch", Read),
+        ("GET", "/api/workflow/search", Read),
+        ("POST", "/a2a", Operate),
+    ];
+    for (method, path, expected) in cases {
+        assert_eq!(family(method, path), expected, "{method} {path}");
+    }
+}
+
+#[test]
+fn each_role_reaches_its_families_only() {
+    use Family::*;
+    let matrix = [
+        (Role::Admin, [Read, Define, Operate, Work, Admin].as_slice()),
+        (Role::MetadataManager, &[Read, Define]),
+        (Role::WorkflowManager, &[Read, Operate, Work]),
+        (Role::Worker, &[Work]),
+        (Role::ReadOnly, &[Read]),
+    ];
+    for (role, allowed) in matrix {
+        for family in [Read, Define, Operate, Work, Admin] {
+            let roles = [role].into();
+            assert_eq!(
+                permits(&roles, family),
+                allowed.contains(&family),
+                "{role:?} on {family:?}"
+            );
+        }
+        assert!(permits(&[role].into(), Public));
+    }
+    assert!(permits(&BTreeSet::new(), Public));
+    assert!(!permits(&BTreeSet::new(), Read));
+    let both = [Role::Worker, Role::MetadataManager].into();
+    assert!(permits(&both, Work) && permits(&both, Define) && !permits(&both, Operate));
+}

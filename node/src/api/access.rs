@@ -1,0 +1,167 @@
+//! Applications, their roles and access keys (Orkes' `/api/applications` paths, which its
+//! clients' `OrkesAuthorizationClient` calls), and `POST /api/token`, which exchanges an access
+//! key for a token as Orkes does, so `conductor-python`'s `AuthenticationSettings` work
+//! unchanged. Every path but the token's is for administrators ([`crate::access::Family::Admin`]).
+
+use super::error::ApiResult;
+use super::extract::{Body, PathArgs};
+use super::ApiError;
+use crate::access::Principal;
+use crate::Node;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use proto::model::access::{
+    AccessKeyView, Application, CreatedAccessKey, TokenAnswer, TokenRequest,
+};
+use serde::Deserialize;
+
+/// `POST /api/applications`' and `PUT /api/applications/{id}`'s body.
+#[derive(Debug, Deserialize)]
+pub struct ApplicationRequest {
+    pub name: String,
+}
+
+/// Who made the request (`anonymous` before access control is set up).
+fn by(principal: &Option<Extension<Principal>>) -> String {
+    principal
+        .as_ref()
+        .map_or_else(|| "anonymous".to_owned(), |p| p.name.clone())
+}
+
+/// `POST /api/token`: a token for an access key; 401 for an unknown, wrong or revoked key, 404
+/// while access control is not set up (Orkes' clients then go on without tokens).
+pub async fn token(
+    State(node): State<Node>,
+    Body(request): Body<TokenRequest>,
+) -> ApiResult<Json<TokenAnswer>> {
+    if node.access.table().signing.is_none() {
+        return Err(ApiError::not_found(
+            "no such endpoint: POST /api/token (access control is not set up: `baton server --auth`)",
+        ));
+    }
+    let token = node.access.token(request).await?;
+    Ok(Json(TokenAnswer { token }))
+}
+
+/// `GET /api/applications`.
+pub async fn list(State(node): State<Node>) -> ApiResult<Json<Vec<Application>>> {
+    Ok(Json(node.access.applications().await?))
+}
+
+/// `POST /api/applications`: a new application, without roles or keys.
+pub async fn create(
+    State(node): State<Node>,
+    principal: Option<Extension<Principal>>,
+    Body(request): Body<ApplicationRequest>,
+) -> ApiResult<Json<Application>> {
+    let app = node
+        .access
+        .create_application(&request.name, &by(&principal))
+        .await?;
+    Ok(Json(app))
+}
+
+/// `GET /api/applications/{id}`.
+pub async fn get(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+) -> ApiResult<Json<Application>> {
+    Ok(Json(node.access.application(&id).await?))
+}
+
+/// `PUT /api/applications/{id}`: renames it.
+pub async fn rename(
+    State(node): State<Node>,
+    principal: Option<Extension<Principal>>,
+    PathArgs(id): PathArgs<String>,
+    Body(request): Body<ApplicationRequest>,
+) -> ApiResult<Json<Application>> {
+    let app = node
+        .access
+        .rename_application(&id, &request.name, &by(&principal))
+        .await?;
+    Ok(Json(app))
+}
+
+/// `DELETE /api/applications/{id}`: the application and its keys; their tokens stop working.
+pub async fn delete(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+) -> ApiResult<StatusCode> {
+    node.access.delete_application(&id).await?;
+    Ok(StatusCode::OK)
+}
+
+/// `POST /api/applications/{id}/roles/{role}`.
+pub async fn grant(
+    State(node): State<Node>,
+    PathArgs((id, role)): PathArgs<(String, String)>,
+) -> ApiResult<StatusCode> {
+    node.access.set_role(&id, &role, true).await?;
+    Ok(StatusCode::OK)
+}
+
+/// `DELETE /api/applications/{id}/roles/{role}`.
+pub async fn withdraw(
+    State(node): State<Node>,
+    PathArgs((id, role)): PathArgs<(String, String)>,
+) -> ApiResult<StatusCode> {
+    node.access.set_role(&id, &role, false).await?;
+    Ok(StatusCode::OK)
+}
+
+/// `POST /api/applications/{id}/accessKeys`: a new key, with its secret (shown this once).
+pub async fn create_key(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+) -> ApiResult<Json<CreatedAccessKey>> {
+    Ok(Json(node.access.create_key(&id).await?))
+}
+
+/// `GET /api/applications/{id}/accessKeys`: the keys, without secrets.
+pub async fn keys(
+    State(node): State<Node>,
+    PathArgs(id): PathArgs<String>,
+) -> ApiResult<Json<Vec<AccessKeyView>>> {
+    Ok(Json(node.access.keys(&id).await?))
+}
+
+/// `POST /api/applications/{id}/accessKeys/{key}/status`: deactivates an active key (its
+/// tokens stop working) or activates an inactive one.
+pub async fn toggle_key(
+    State(node): State<Node>,
+    PathArgs((id, key)): PathArgs<(String, String)>,
+) -> ApiResult<Json<AccessKeyView>> {
+    Ok(Json(node.access.toggle_key(&id, &key).await?))
+}
+
+/// `DELETE /api/applications/{id}/accessKeys/{key}`.
+pub async fn delete_key(
+    State(node): State<Node>,
+    PathArgs((id, key)): PathArgs<(String, String)>,
+) -> ApiResult<StatusCode> {
+    node.access.delete_key(&id, &key).await?;
+    Ok(StatusCode::OK)
+}
+
+/// `GET /api/applications/key/{key}`: the application holding a key.
+pub async fn of_key(
+    State(node): State<Node>,
+    PathArgs(key): PathArgs<String>,
+) -> ApiResult<Json<Application>> {
+    Ok(Json(node.access.application_of_key(&key).await?))
+}
+
+/// `POST /api/admin/access`: sets access control up on a running cluster, as `baton server
+/// --auth` does, answering the administrator's key (the only time its secret is shown); 409
+/// when it is set up already.
+pub async fn set_up(State(node): State<Node>) -> ApiResult<Json<CreatedAccessKey>> {
+    match node.access.set_up().await? {
+        Some(key) => Ok(Json(key)),
+        None => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "access control is set up already",
+        )),
+    }
+}

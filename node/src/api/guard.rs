@@ -1,0 +1,72 @@
+//! The guard: once access control is set up, every request to a route that is not public must
+//! carry a token (`X-Authorization: <token>`, as Orkes' clients send it, or `Authorization:
+//! Bearer <token>`) whose application holds a role reaching the route's family; otherwise 401
+//! (with the `error` Orkes' clients renew their token on) or 403. Before it is set up, every
+//! request passes. It runs after routing, so it judges the route as declared, not the path.
+
+use super::ApiError;
+use crate::access::{self, Denied, Family, Principal};
+use crate::Node;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+/// The header Orkes' clients send their token in.
+pub const TOKEN_HEADER: &str = "x-authorization";
+
+pub async fn guard(State(node): State<Node>, mut request: Request, next: Next) -> Response {
+    let table = node.access.table();
+    if table.signing.is_none() {
+        return next.run(request).await;
+    }
+    let route = request.extensions().get::<MatchedPath>();
+    let family = access::family(request.method().as_str(), route.map_or("", |p| p.as_str()));
+    if family == Family::Public {
+        return next.run(request).await;
+    }
+    let token = token(request.headers());
+    match access::authenticate(&table, token, node.access.now_ms()) {
+        Err(denied) => unauthorized(denied),
+        Ok(principal) if !access::permits(&principal.roles, family) => {
+            forbidden(&principal, family)
+        }
+        Ok(principal) => {
+            request.extensions_mut().insert(principal);
+            next.run(request).await
+        }
+    }
+}
+
+/// The request's token, if it carries one.
+fn token(headers: &HeaderMap) -> Option<&str> {
+    if let Some(token) = headers.get(TOKEN_HEADER) {
+        return token.to_str().ok().map(str::trim);
+    }
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+fn unauthorized(denied: Denied) -> Response {
+    let error = ApiError::new(StatusCode::UNAUTHORIZED, denied.to_string());
+    let mut body = serde_json::to_value(error.body()).unwrap_or_default();
+    body["error"] = denied.error_code().into();
+    let challenge = [(header::WWW_AUTHENTICATE, "Bearer")];
+    (StatusCode::UNAUTHORIZED, challenge, Json(body)).into_response()
+}
+
+fn forbidden(principal: &Principal, family: Family) -> Response {
+    let roles: Vec<&str> = principal.roles.iter().map(|r| r.name()).collect();
+    let message = format!(
+        "application {:?} (roles: {}) may not use this route ({family:?})",
+        principal.name,
+        if roles.is_empty() {
+            "none".to_owned()
+        } else {
+            roles.join(", ")
+        },
+    );
+    ApiError::new(StatusCode::FORBIDDEN, message).into_response()
+}

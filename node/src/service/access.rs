@@ -1,0 +1,287 @@
+//! Access control's service: setting it up, applications and their roles and keys (replicated
+//! through the meta group), and the exchange of a key for a token (`POST /api/token`). The
+//! decisions themselves are [`crate::access`]'s; the API's guard reads [`Access::table`].
+
+use crate::access::{self, secret, token};
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::meta::AccessTable;
+use proto::model::access::{
+    AccessKey, AccessKeyView, Application, CreatedAccessKey, KeyStatus, Role, SigningKey,
+    TokenRequest,
+};
+use proto::record::{MetaCommand, MetaOutcome};
+use std::sync::Arc;
+
+/// The name of the application access control is set up with.
+pub const ADMIN_APPLICATION: &str = "admin";
+
+/// Applications, keys and tokens.
+pub struct Access {
+    host: Arc<Host>,
+}
+
+impl Access {
+    pub(crate) fn new(host: Arc<Host>) -> Arc<Self> {
+        Arc::new(Self { host })
+    }
+
+    /// Access control's rows as this node's replica holds them.
+    pub fn table(&self) -> Arc<AccessTable> {
+        self.host.defs.access()
+    }
+
+    /// The time tokens are issued and checked at.
+    pub fn now_ms(&self) -> proto::model::EpochMs {
+        self.host.clock.now_ms()
+    }
+
+    /// Sets access control up unless it is: the signing key and the application
+    /// [`ADMIN_APPLICATION`] with the role `ADMIN` and one key, answered (the only time its
+    /// secret is shown). `None` when the cluster had it set up already.
+    pub async fn set_up(&self) -> Result<Option<CreatedAccessKey>> {
+        self.host.catch_up_meta().await?;
+        if self.table().signing.is_some() {
+            return Ok(None);
+        }
+        let now = self.now_ms();
+        let signing = SigningKey {
+            id: secret::new_id(),
+            secret: secret::new_signing_secret(),
+            created_at: now,
+        };
+        let admin = access::administrator(secret::new_id(), ADMIN_APPLICATION, now);
+        let (created, key) = new_key(&admin.id, now).await?;
+        let command = MetaCommand::SetUpAccess {
+            signing,
+            admin: Box::new(admin),
+            key,
+        };
+        match self.host.propose_meta(command).await? {
+            MetaOutcome::Applied => Ok(Some(created)),
+            _ => Ok(None),
+        }
+    }
+
+    pub async fn applications(&self) -> Result<Vec<Application>> {
+        self.host.catch_up_meta().await?;
+        let mut apps: Vec<Application> = self.table().applications.values().cloned().collect();
+        apps.sort_by(|a, b| (&a.name, &a.id).cmp(&(&b.name, &b.id)));
+        Ok(apps)
+    }
+
+    pub async fn application(&self, id: &str) -> Result<Application> {
+        self.host.catch_up_meta().await?;
+        self.table()
+            .applications
+            .get(id)
+            .cloned()
+            .ok_or_else(|| no_application(id))
+    }
+
+    /// A new application named `name`, made by `by`, without roles or keys.
+    pub async fn create_application(&self, name: &str, by: &str) -> Result<Application> {
+        proto::check::name("application", name)?;
+        let app = access::application(secret::new_id(), name, by, self.now_ms());
+        let command = MetaCommand::PutApplication {
+            app: Box::new(app.clone()),
+            create: true,
+        };
+        match self.host.propose_meta(command).await? {
+            MetaOutcome::Applied => Ok(app),
+            MetaOutcome::Full => Err(Error::TooLarge(format!(
+                "the cluster holds {} applications already",
+                proto::limits::APPLICATIONS_MAX
+            ))),
+            other => Err(Error::Conflict(format!(
+                "application not created: {other:?}"
+            ))),
+        }
+    }
+
+    /// Renames application `id`.
+    pub async fn rename_application(&self, id: &str, name: &str, by: &str) -> Result<Application> {
+        proto::check::name("application", name)?;
+        let mut app = self.application(id).await?;
+        app.name = name.to_owned();
+        app.updated_by = by.to_owned();
+        app.update_time = self.now_ms();
+        let command = MetaCommand::PutApplication {
+            app: Box::new(app),
+            create: false,
+        };
+        self.applied(command, id).await?;
+        self.application(id).await
+    }
+
+    pub async fn delete_application(&self, id: &str) -> Result<()> {
+        let command = MetaCommand::DeleteApplication { id: id.to_owned() };
+        self.applied(command, id).await
+    }
+
+    /// Grants or withdraws `role`.
+    pub async fn set_role(&self, id: &str, role: &str, granted: bool) -> Result<()> {
+        let role = Role::parse(role).ok_or_else(|| {
+            let names: Vec<&str> = Role::ALL.iter().map(|r| r.name()).collect();
+            Error::Invalid(format!(
+                "no role {role:?}: the roles are {}",
+                names.join(", ")
+            ))
+        })?;
+        let command = MetaCommand::SetRole {
+            application: id.to_owned(),
+            role,
+            granted,
+        };
+        self.applied(command, id).await
+    }
+
+    /// A new key of application `id`, with its secret (shown this once).
+    pub async fn create_key(&self, id: &str) -> Result<CreatedAccessKey> {
+        let (created, key) = new_key(id, self.now_ms()).await?;
+        match self
+            .host
+            .propose_meta(MetaCommand::PutAccessKey(key))
+            .await?
+        {
+            MetaOutcome::Applied => Ok(created),
+            MetaOutcome::Full => Err(Error::Conflict(format!(
+                "application {id} holds {} keys already: delete one first",
+                proto::limits::ACCESS_KEYS_PER_APPLICATION_MAX
+            ))),
+            _ => Err(no_application(id)),
+        }
+    }
+
+    pub async fn keys(&self, id: &str) -> Result<Vec<AccessKeyView>> {
+        self.application(id).await?;
+        let table = self.table();
+        let mut keys: Vec<AccessKeyView> = table
+            .keys
+            .values()
+            .filter(|k| k.application_id == id)
+            .map(AccessKey::view)
+            .collect();
+        keys.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(keys)
+    }
+
+    /// Deactivates an active key and activates an inactive one (Orkes' toggle).
+    pub async fn toggle_key(&self, id: &str, key: &str) -> Result<AccessKeyView> {
+        self.host.catch_up_meta().await?;
+        let held = self.key_of(id, key)?;
+        let status = match held.status {
+            KeyStatus::Active => KeyStatus::Inactive,
+            KeyStatus::Inactive => KeyStatus::Active,
+        };
+        let command = MetaCommand::SetAccessKeyStatus {
+            application: id.to_owned(),
+            id: key.to_owned(),
+            status,
+        };
+        self.applied(command, key).await?;
+        Ok(AccessKeyView {
+            status,
+            ..held.view()
+        })
+    }
+
+    pub async fn delete_key(&self, id: &str, key: &str) -> Result<()> {
+        let command = MetaCommand::DeleteAccessKey {
+            application: id.to_owned(),
+            id: key.to_owned(),
+        };
+        self.applied(command, key).await
+    }
+
+    /// The application that holds key `key`.
+    pub async fn application_of_key(&self, key: &str) -> Result<Application> {
+        self.host.catch_up_meta().await?;
+        let table = self.table();
+        let held = table.keys.get(key).ok_or_else(|| no_key(key))?;
+        self.application(&held.application_id).await
+    }
+
+    /// A token for an active key whose secret is `request.key_secret`.
+    pub async fn token(&self, request: TokenRequest) -> Result<String> {
+        self.host.catch_up_meta().await?;
+        let table = self.table();
+        let refused =
+            || Error::Unauthorized("unknown key id, wrong secret, or a revoked key".into());
+        let signing = table.signing.clone().ok_or_else(refused)?;
+        let key = table
+            .keys
+            .get(&request.key_id)
+            .cloned()
+            .ok_or_else(refused)?;
+        let active =
+            key.status == KeyStatus::Active && table.applications.contains_key(&key.application_id);
+        let hash = key.secret_hash.clone();
+        let secret = request.key_secret;
+        let matches = tokio::task::spawn_blocking(move || secret::matches(&secret, &hash))
+            .await
+            .map_err(|e| Error::Internal(format!("checking a secret: {e}")))?;
+        if !(active && matches) {
+            return Err(refused());
+        }
+        Ok(token::issue(
+            &signing,
+            &key.application_id,
+            &key.id,
+            self.now_ms(),
+        ))
+    }
+
+    fn key_of(&self, id: &str, key: &str) -> Result<AccessKey> {
+        let table = self.table();
+        table
+            .keys
+            .get(key)
+            .filter(|k| k.application_id == id)
+            .cloned()
+            .ok_or_else(|| no_key(key))
+    }
+
+    /// Proposes `command`; `NotFound` names `what`.
+    async fn applied(&self, command: MetaCommand, what: &str) -> Result<()> {
+        match self.host.propose_meta(command).await? {
+            MetaOutcome::Applied => Ok(()),
+            _ => Err(Error::NotFound(format!(
+                "No such application or key: {what}"
+            ))),
+        }
+    }
+}
+
+/// A new active key of `application`: its id and secret, and what the meta group stores (the
+/// secret's hash, made off the async threads).
+async fn new_key(
+    application: &str,
+    now: proto::model::EpochMs,
+) -> Result<(CreatedAccessKey, AccessKey)> {
+    let created = CreatedAccessKey {
+        id: secret::new_id(),
+        secret: secret::new_secret(),
+    };
+    let plain = created.secret.clone();
+    let hash = tokio::task::spawn_blocking(move || secret::hash(&plain))
+        .await
+        .map_err(|e| Error::Internal(format!("hashing a secret: {e}")))?
+        .map_err(Error::Internal)?;
+    let key = AccessKey {
+        id: created.id.clone(),
+        application_id: application.to_owned(),
+        secret_hash: hash,
+        status: KeyStatus::Active,
+        created_at: now,
+    };
+    Ok((created, key))
+}
+
+fn no_application(id: &str) -> Error {
+    Error::NotFound(format!("No such application: {id}"))
+}
+
+fn no_key(id: &str) -> Error {
+    Error::NotFound(format!("No such access key: {id}"))
+}

@@ -1,0 +1,235 @@
+//! Access control end to end. A node started with `--auth` sets it up and writes the
+//! administrator's key; conductor-python 2.0.0 with `AuthenticationSettings` then runs workers
+//! and workflows unchanged, a worker-only key is refused everything but its work, and a key
+//! made inactive is refused (`tests/python/test_access.py`). In a 3-node cluster every role meets
+//! every family of routes on every node (requests a node forwards to a leader included), and a
+//! key made inactive through one node is refused by the others, the time it took measured.
+
+use harness::cluster::Cluster;
+use harness::python::pytest;
+use harness::{wait_for, Server};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(30);
+const PYTEST_DEADLINE: Duration = Duration::from_secs(180);
+
+#[test]
+fn conductor_python_authenticates_with_application_keys() {
+    let server = Server::start_with_args(&["--auth".to_owned()]);
+    let key = server.data_dir().join("data").join("admin-key.json");
+    assert!(key.is_file(), "--auth writes {}", key.display());
+    let key = key.to_string_lossy().into_owned();
+    let env = [
+        ("CONDUCTOR_WORKER_ISOLATION", None),
+        ("BATON_ADMIN_KEY", Some(key.as_str())),
+    ];
+    pytest(
+        "tests/python/test_access.py",
+        &server.base_url(),
+        &env,
+        PYTEST_DEADLINE,
+    );
+}
+
+fn client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(WAIT)
+        .build()
+        .expect("client")
+}
+
+/// One request to `base` with `token`: its status and JSON body.
+fn call(
+    base: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+    let mut request = client().request(method, format!("{base}{path}"));
+    if let Some(token) = token {
+        request = request.header("X-Authorization", token);
+    }
+    if let Some(body) = body {
+        request = request.json(body);
+    }
+    let reply = request.send().expect("request");
+    let status = reply.status().as_u16();
+    (status, reply.json().unwrap_or(Value::Null))
+}
+
+fn ok(answer: (u16, Value), what: &str) -> Value {
+    assert!((200..300).contains(&answer.0), "{what}: {answer:?}");
+    answer.1
+}
+
+fn token(base: &str, key: &Value) -> String {
+    let body = json!({"keyId": key["id"], "keySecret": key["secret"]});
+    let answer = ok(call(base, None, "POST", "/api/token", Some(&body)), "token");
+    answer["token"].as_str().expect("a token").to_owned()
+}
+
+/// An application with `role` made through `base` by `admin`: its id and a key.
+fn application(base: &str, admin: &str, name: &str, role: &str) -> (String, Value) {
+    let app = ok(
+        call(
+            base,
+            Some(admin),
+            "POST",
+            "/api/applications",
+            Some(&json!({"name": name})),
+        ),
+        "create an application",
+    );
+    let id = app["id"].as_str().expect("id").to_owned();
+    let roles = format!("/api/applications/{id}/roles/{role}");
+    ok(call(base, Some(admin), "POST", &roles, None), "grant");
+    let keys = format!("/api/applications/{id}/accessKeys");
+    let key = ok(call(base, Some(admin), "POST", &keys, None), "a key");
+    (id, key)
+}
+
+/// One request of each family: (family, method, path, body).
+fn requests(n: usize) -> Vec<(&'static str, &'static str, String, Option<Value>)> {
+    vec![
+        (
+            "Read",
+            "GET",
+            "/api/metadata/taskdefs/t94_task".into(),
+            None,
+        ),
+        ("Read", "GET", "/api/workflow/search?size=1".into(), None),
+        (
+            "Define",
+            "POST",
+            "/api/metadata/taskdefs".into(),
+            Some(json!([{"name": format!("t94_def_{n}"), "retryCount": 0}])),
+        ),
+        (
+            "Operate",
+            "POST",
+            "/api/workflow".into(),
+            Some(json!({"name": "t94_wf", "input": {}})),
+        ),
+        (
+            "Work",
+            "GET",
+            "/api/tasks/poll/t94_task?workerid=w".into(),
+            None,
+        ),
+        ("Admin", "GET", "/api/admin/cluster".into(), None),
+        ("Admin", "GET", "/api/applications".into(), None),
+    ]
+}
+
+const ROLES: [(&str, &[&str]); 5] = [
+    ("ADMIN", &["Read", "Define", "Operate", "Work", "Admin"]),
+    ("METADATA_MANAGER", &["Read", "Define"]),
+    ("WORKFLOW_MANAGER", &["Read", "Operate", "Work"]),
+    ("WORKER", &["Work"]),
+    ("READ_ONLY", &["Read"]),
+];
+
+#[test]
+fn every_role_meets_every_route_family_on_every_node_and_revocation_spreads() {
+    let cluster = Cluster::start(3);
+    let base = |id: u64| cluster.base_url(id);
+    let admin_key = ok(
+        call(&base(2), None, "POST", "/api/admin/access", None),
+        "set up",
+    );
+    // Set up once: a node that knows it already wants a token, one that does not yet finds
+    // it set up when it asks the meta group.
+    let again = call(&base(3), None, "POST", "/api/admin/access", None).0;
+    assert!(again == 401 || again == 409, "{again}");
+    let admin = token(&base(3), &admin_key);
+    let task = json!([{"name": "t94_task", "retryCount": 0}]);
+    ok(
+        call(
+            &base(1),
+            Some(&admin),
+            "POST",
+            "/api/metadata/taskdefs",
+            Some(&task),
+        ),
+        "task def",
+    );
+    let wf = json!({"name": "t94_wf", "version": 1, "schemaVersion": 2, "tasks": [
+        {"name": "t94_task", "taskReferenceName": "t", "type": "SIMPLE"}]});
+    ok(
+        call(
+            &base(1),
+            Some(&admin),
+            "POST",
+            "/api/metadata/workflow",
+            Some(&wf),
+        ),
+        "workflow def",
+    );
+
+    let mut n = 0;
+    for (role, allowed) in ROLES {
+        let (_, key) = application(&base(1), &admin, &format!("t94-{role}"), role);
+        for id in cluster.ids() {
+            let token = token(&base(id), &key);
+            for (family, method, path, body) in requests(n) {
+                n += 1;
+                let (status, answer) = call(&base(id), Some(&token), method, &path, body.as_ref());
+                let what = format!("{role} {method} {path} on node {id}: {status} {answer}");
+                if allowed.contains(&family) {
+                    assert!(status != 401 && status != 403 && status < 500, "{what}");
+                } else {
+                    assert_eq!(status, 403, "{what}");
+                    assert_eq!(answer["code"], "FORBIDDEN", "{what}");
+                }
+            }
+            assert_eq!(
+                call(&base(id), None, "GET", "/api/metadata/taskdefs", None).0,
+                401
+            );
+        }
+    }
+
+    // Revocation: a key made inactive through node 1 is refused by nodes 2 and 3.
+    let (app, key) = application(&base(1), &admin, "t94-revoked", "READ_ONLY");
+    let reader = token(&base(2), &key);
+    for id in [2, 3] {
+        ok(
+            call(
+                &base(id),
+                Some(&reader),
+                "GET",
+                "/api/metadata/taskdefs",
+                None,
+            ),
+            "before",
+        );
+    }
+    let status = format!(
+        "/api/applications/{app}/accessKeys/{}/status",
+        key["id"].as_str().expect("a key id")
+    );
+    let started = Instant::now();
+    ok(
+        call(&base(1), Some(&admin), "POST", &status, None),
+        "deactivate",
+    );
+    for id in [2, 3] {
+        wait_for(WAIT, "the revocation to reach every node", || {
+            let (code, _) = call(
+                &base(id),
+                Some(&reader),
+                "GET",
+                "/api/metadata/taskdefs",
+                None,
+            );
+            (code == 401).then_some(())
+        });
+        println!(
+            "node {id} refused the revoked key {:?} after it was revoked",
+            started.elapsed()
+        );
+    }
+}
