@@ -102,6 +102,8 @@ pub const SCHEMAS_PER_REQUEST_MAX: usize = 100;
 pub const APPLICATIONS_MAX: usize = 1_000;
 /// Most access keys one application holds (two let a key be rotated without a gap).
 pub const ACCESS_KEYS_PER_APPLICATION_MAX: usize = 5;
+/// Most targets one application holds grants on.
+pub const GRANTS_PER_APPLICATION_MAX: usize = 100;
 /// Seconds a token from `POST /api/token` is honoured (its key's revocation ends it sooner).
 pub const TOKEN_TTL_SECS: i64 = 60 * 60;
 /// Most validation errors a refusal or a failure reason lists (the rest are counted).

@@ -21,15 +21,19 @@ import pytest
 from conductor.client.automator.task_handler import TaskHandler
 from conductor.client.configuration.configuration import Configuration
 from conductor.client.configuration.settings.authentication_settings import AuthenticationSettings
+from conductor.client.http.api.task_resource_api import TaskResourceApi
 from conductor.client.http.api_client import ApiClient
 from conductor.client.http.models.create_or_update_application_request import (
     CreateOrUpdateApplicationRequest,
 )
 from conductor.client.http.models.start_workflow_request import StartWorkflowRequest
+from conductor.client.http.models.subject_ref import SubjectRef
+from conductor.client.http.models.target_ref import TargetRef, TargetType
 from conductor.client.http.models.task_def import TaskDef
 from conductor.client.http.models.workflow_def import WorkflowDef
 from conductor.client.http.models.workflow_task import WorkflowTask
 from conductor.client.http.rest import AuthorizationException
+from conductor.client.orkes.models.access_type import AccessType
 from conductor.client.orkes_clients import OrkesClients
 from conductor.client.worker.worker_task import worker_task
 
@@ -75,12 +79,13 @@ def admin():
     return OrkesClients(configuration=configuration(key["keyId"], key["keySecret"]))
 
 
-def application(admin, name, role):
+def application(admin, name, role=None):
     """A new application with `role` and one key: (application id, its configuration)."""
     authorization = admin.get_authorization_client()
     app = authorization.create_application(CreateOrUpdateApplicationRequest(name=name))
     app_id = app.id if hasattr(app, "id") else app["id"]
-    authorization.add_role_to_application_user(app_id, role)
+    if role:
+        authorization.add_role_to_application_user(app_id, role)
     key = authorization.create_access_key(app_id)
     return app_id, configuration(key.id, key.secret)
 
@@ -128,7 +133,14 @@ def test_without_a_token_or_with_a_wrong_secret_the_node_answers_401(admin):
 
 
 def test_a_worker_key_runs_its_tasks_and_nothing_else(admin, registered):
-    _, worker = application(admin, f"acc-workers-{uuid.uuid4().hex[:6]}", "WORKER")
+    # No role: a grant to execute the task types named acc_* (Orkes' way of naming an
+    # application as a subject: the user app:ID).
+    worker_id, worker = application(admin, f"acc-workers-{uuid.uuid4().hex[:6]}")
+    authorization = admin.get_authorization_client()
+    task_types = TargetRef(TargetType.TASK_DEF, "acc_*")
+    authorization.grant_permissions(SubjectRef("USER", f"app:{worker_id}"), task_types, [AccessType.EXECUTE])
+    holders = authorization.get_permissions(task_types)
+    assert [s.id for s in holders["EXECUTE"]] == [f"app:{worker_id}"]
     _, operator = application(admin, f"acc-operator-{uuid.uuid4().hex[:6]}", "WORKFLOW_MANAGER")
     handler = TaskHandler(configuration=worker, scan_for_annotated_workers=True, monitor_processes=False)
     handler.start_processes()
@@ -146,6 +158,9 @@ def test_a_worker_key_runs_its_tasks_and_nothing_else(admin, registered):
     finally:
         handler.stop_processes()
 
+    tasks = TaskResourceApi(ApiClient(configuration=worker))
+    assert refused(lambda: tasks.poll("other_type", workerid="w")) == 403
+    assert getattr(tasks.poll("acc_double", workerid="w"), "task_id", None) is None  # allowed; none queued
     as_worker = OrkesClients(configuration=worker)
     metadata = as_worker.get_metadata_client()
     assert refused(lambda: metadata.register_task_def(TaskDef(name="acc_nope"))) == 403

@@ -71,7 +71,7 @@ fn token(base: &str, key: &Value) -> String {
     answer["token"].as_str().expect("a token").to_owned()
 }
 
-/// An application with `role` made through `base` by `admin`: its id and a key.
+/// An application with `role` (none when empty) made through `base` by `admin`: its id and a key.
 fn application(base: &str, admin: &str, name: &str, role: &str) -> (String, Value) {
     let app = ok(
         call(
@@ -84,8 +84,10 @@ fn application(base: &str, admin: &str, name: &str, role: &str) -> (String, Valu
         "create an application",
     );
     let id = app["id"].as_str().expect("id").to_owned();
-    let roles = format!("/api/applications/{id}/roles/{role}");
-    ok(call(base, Some(admin), "POST", &roles, None), "grant");
+    if !role.is_empty() {
+        let roles = format!("/api/applications/{id}/roles/{role}");
+        ok(call(base, Some(admin), "POST", &roles, None), "grant");
+    }
     let keys = format!("/api/applications/{id}/accessKeys");
     let key = ok(call(base, Some(admin), "POST", &keys, None), "a key");
     (id, key)
@@ -191,6 +193,65 @@ fn every_role_meets_every_route_family_on_every_node_and_revocation_spreads() {
             );
         }
     }
+
+    // A grant to execute some task types opens work on those types only.
+    let (granted, key) = application(&base(1), &admin, "t94-granted", "");
+    let grant = json!({"subject": {"type": "USER", "id": format!("app:{granted}")},
+        "target": {"type": "TASK_DEF", "id": "t94_other*"}, "access": ["EXECUTE"]});
+    ok(
+        call(
+            &base(2),
+            Some(&admin),
+            "POST",
+            "/api/auth/authorization",
+            Some(&grant),
+        ),
+        "grant",
+    );
+    let worker = token(&base(3), &key);
+    let poll = |task_type: &str| {
+        let path = format!("/api/tasks/poll/{task_type}?workerid=w");
+        call(&base(3), Some(&worker), "GET", &path, None).0
+    };
+    assert_eq!(poll("t94_other_type"), 204);
+    assert_eq!(poll("t94_task"), 403);
+    let started = json!({"name": "t94_wf", "input": {}});
+    ok(
+        call(
+            &base(1),
+            Some(&admin),
+            "POST",
+            "/api/workflow",
+            Some(&started),
+        ),
+        "start",
+    );
+    let task = wait_for(WAIT, "a t94_task", || {
+        let answer = call(
+            &base(1),
+            Some(&admin),
+            "GET",
+            "/api/tasks/poll/t94_task?workerid=a",
+            None,
+        );
+        (answer.0 == 200).then_some(answer.1)
+    });
+    let result = json!({"taskId": task["taskId"], "workflowInstanceId": task["workflowInstanceId"],
+        "status": "COMPLETED"});
+    let (status, answer) = call(&base(2), Some(&worker), "POST", "/api/tasks", Some(&result));
+    assert_eq!(status, 403, "another type's result: {answer}");
+    let by_ref = format!(
+        "/api/tasks/{}/t/COMPLETED",
+        task["workflowInstanceId"].as_str().unwrap_or("")
+    );
+    assert_eq!(
+        call(&base(2), Some(&worker), "POST", &by_ref, Some(&json!({}))).0,
+        403
+    );
+    ok(
+        call(&base(2), Some(&admin), "POST", "/api/tasks", Some(&result)),
+        "the admin completes it",
+    );
 
     // Revocation: a key made inactive through node 1 is refused by nodes 2 and 3.
     let (app, key) = application(&base(1), &admin, "t94-revoked", "READ_ONLY");

@@ -7,7 +7,7 @@ pub mod secret;
 pub mod token;
 
 use crate::meta::AccessTable;
-use proto::model::access::{Application, KeyStatus, Role};
+use proto::model::access::{AccessType, Application, Grant, KeyStatus, Role, TargetType};
 use proto::model::EpochMs;
 use std::collections::BTreeSet;
 
@@ -17,8 +17,40 @@ pub struct Principal {
     pub application: String,
     pub name: String,
     pub roles: BTreeSet<Role>,
+    pub grants: Vec<Grant>,
     /// The access key the token was exchanged for.
     pub key: String,
+}
+
+impl Principal {
+    /// Whether its roles reach `family`.
+    pub fn reaches(&self, family: Family) -> bool {
+        permits(&self.roles, family)
+    }
+
+    /// Whether it may poll tasks of `task_type` and report their results: by a role that
+    /// works, or by a grant to execute that type.
+    pub fn may_execute(&self, task_type: &str) -> bool {
+        self.reaches(Family::Work)
+            || self.grants.iter().any(|g| {
+                g.access.contains(&AccessType::Execute)
+                    && g.target.covers(TargetType::TaskDef, task_type)
+            })
+    }
+
+    /// Whether it holds a grant to execute some task types (so the routes of work are open to
+    /// it, each checking the type).
+    pub fn executes_some_types(&self) -> bool {
+        self.grants.iter().any(|g| {
+            g.access.contains(&AccessType::Execute) && g.target.kind == TargetType::TaskDef
+        })
+    }
+
+    /// Whether it may use the route family `family`: by its roles, or, for work, by grants on
+    /// task types (each route then checks the type).
+    pub fn may_use(&self, family: Family) -> bool {
+        self.reaches(family) || (family == Family::Work && self.executes_some_types())
+    }
 }
 
 /// Why a request was not authenticated (401). Each says what the client should do: fetch a new
@@ -66,6 +98,7 @@ pub fn authenticate(
         application: app.id.clone(),
         name: app.name.clone(),
         roles: app.roles.clone(),
+        grants: app.grants.clone(),
         key: key.id.clone(),
     })
 }
@@ -76,6 +109,7 @@ pub fn application(id: String, name: &str, by: &str, now: EpochMs) -> Applicatio
         id,
         name: name.to_owned(),
         roles: BTreeSet::new(),
+        grants: Vec::new(),
         created_by: by.to_owned(),
         create_time: now,
         updated_by: by.to_owned(),
@@ -157,7 +191,10 @@ pub fn family(method: &str, path: &str) -> Family {
         || READING_POSTS.contains(&path);
     if PUBLIC.contains(&path) {
         Family::Public
-    } else if path.starts_with("/api/admin/") || path.starts_with("/api/applications") {
+    } else if ["/api/admin/", "/api/applications", "/api/auth/"]
+        .iter()
+        .any(|p| path.starts_with(p))
+    {
         Family::Admin
     } else if WORK.contains(&path) || (path == "/api/tasks/{id}/log" && !reads) {
         Family::Work

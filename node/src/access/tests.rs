@@ -9,6 +9,7 @@ fn table(roles: &[Role]) -> AccessTable {
         id: "app".into(),
         name: "billing".into(),
         roles: roles.iter().copied().collect(),
+        grants: Vec::new(),
         created_by: String::new(),
         create_time: 0,
         updated_by: String::new(),
@@ -103,6 +104,8 @@ fn routes_fall_into_their_families() {
         ("GET", "/api/admin/status", Admin),
         ("POST", "/api/applications", Admin),
         ("GET", "/api/applications/{id}/accessKeys", Admin),
+        ("POST", "/api/auth/authorization", Admin),
+        ("GET", "/api/auth/authorization/{type}/{id}", Admin),
         ("GET", "/api/tasks/poll/{task_type}", Work),
         ("GET", "/api/tasks/poll/batch/{task_type}", Work),
         ("POST", "/api/tasks", Work),
@@ -161,4 +164,33 @@ fn each_role_reaches_its_families_only() {
     assert!(!permits(&BTreeSet::new(), Read));
     let both = [Role::Worker, Role::MetadataManager].into();
     assert!(permits(&both, Work) && permits(&both, Define) && !permits(&both, Operate));
+}
+
+#[test]
+fn a_grant_to_execute_task_types_opens_work_on_those_types_only() {
+    use proto::model::access::{AccessType, Grant, Target, TargetType};
+    let grant = |id: &str, access: AccessType| Grant {
+        target: Target {
+            kind: TargetType::TaskDef,
+            id: id.into(),
+        },
+        access: [access].into(),
+    };
+    let mut principal = Principal {
+        application: "app".into(),
+        name: "encoders".into(),
+        roles: BTreeSet::new(),
+        grants: vec![grant("encode_*", AccessType::Execute)],
+        key: "key".into(),
+    };
+    assert!(principal.may_use(Family::Work) && !principal.may_use(Family::Read));
+    assert!(principal.may_execute("encode_video"));
+    assert!(!principal.may_execute("decode_video"));
+    principal.grants = vec![grant("encode_*", AccessType::Read)];
+    assert!(!principal.may_use(Family::Work), "reading is not executing");
+    principal.roles.insert(Role::Worker);
+    assert!(
+        principal.may_execute("decode_video"),
+        "the role works on every type"
+    );
 }

@@ -12,9 +12,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use proto::model::access::{
-    AccessKeyView, Application, CreatedAccessKey, TokenAnswer, TokenRequest,
+    AccessKeyView, AccessType, Application, AuthorizationRequest, CreatedAccessKey, Subject,
+    Target, TokenAnswer, TokenRequest,
 };
 use serde::Deserialize;
+use std::collections::BTreeMap;
 
 /// `POST /api/applications`' and `PUT /api/applications/{id}`'s body.
 #[derive(Debug, Deserialize)]
@@ -164,4 +166,37 @@ pub async fn set_up(State(node): State<Node>) -> ApiResult<Json<CreatedAccessKey
             "access control is set up already",
         )),
     }
+}
+
+/// `POST /api/auth/authorization`: grants access on a target to an application (Orkes'
+/// subject `{"type": "USER", "id": "app:ID"}`).
+pub async fn grant_access(
+    State(node): State<Node>,
+    Body(request): Body<AuthorizationRequest>,
+) -> ApiResult<StatusCode> {
+    node.access.set_grant(request, true).await?;
+    Ok(StatusCode::OK)
+}
+
+/// `DELETE /api/auth/authorization`: takes the access it names away.
+pub async fn remove_access(
+    State(node): State<Node>,
+    Body(request): Body<AuthorizationRequest>,
+) -> ApiResult<StatusCode> {
+    node.access.set_grant(request, false).await?;
+    Ok(StatusCode::OK)
+}
+
+/// `GET /api/auth/authorization/{type}/{id}`: who holds which access on the target.
+pub async fn permissions(
+    State(node): State<Node>,
+    PathArgs((kind, id)): PathArgs<(String, String)>,
+) -> ApiResult<Json<BTreeMap<AccessType, Vec<Subject>>>> {
+    let kind = serde_json::from_value(serde_json::Value::String(kind.clone())).map_err(|_| {
+        ApiError::bad_request(format!(
+            "no target type {kind:?}: grants name TASK_DEF targets"
+        ))
+    })?;
+    let target = Target { kind, id };
+    Ok(Json(node.access.permissions(&target).await?))
 }

@@ -29,9 +29,7 @@ pub async fn guard(State(node): State<Node>, mut request: Request, next: Next) -
     let token = token(request.headers());
     match access::authenticate(&table, token, node.access.now_ms()) {
         Err(denied) => unauthorized(denied),
-        Ok(principal) if !access::permits(&principal.roles, family) => {
-            forbidden(&principal, family)
-        }
+        Ok(principal) if !principal.may_use(family) => forbidden(&principal, family),
         Ok(principal) => {
             request.extensions_mut().insert(principal);
             next.run(request).await
@@ -55,6 +53,36 @@ fn unauthorized(denied: Denied) -> Response {
     body["error"] = denied.error_code().into();
     let challenge = [(header::WWW_AUTHENTICATE, "Bearer")];
     (StatusCode::UNAUTHORIZED, challenge, Json(body)).into_response()
+}
+
+/// 403 unless the request's principal (if access control is on) may execute tasks of
+/// `task_type`.
+pub fn may_execute(principal: Option<&Principal>, task_type: &str) -> Result<(), ApiError> {
+    match principal {
+        Some(p) if !p.may_execute(task_type) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "application {:?} may not execute tasks of type {task_type:?}",
+                p.name
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// 403 unless the request's principal (if access control is on) works on every task type by a
+/// role: the routes that name a task by its workflow and reference are not open to grants.
+pub fn works_everywhere(principal: Option<&Principal>) -> Result<(), ApiError> {
+    match principal {
+        Some(p) if !p.reaches(Family::Work) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "application {:?} executes granted task types only: report results with POST /api/tasks",
+                p.name
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn forbidden(principal: &Principal, family: Family) -> Response {

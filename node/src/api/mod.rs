@@ -70,7 +70,8 @@ pub fn router(
             routes()
                 .route("/api/admin/{*rest}", elsewhere.clone())
                 .route("/api/applications", elsewhere.clone())
-                .route("/api/applications/{*rest}", elsewhere)
+                .route("/api/applications/{*rest}", elsewhere.clone())
+                .route("/api/auth/{*rest}", elsewhere)
         }
     };
     layered(guarded(routes, &node).with_state(node), doors, exposure)
@@ -347,6 +348,14 @@ fn admin_routes() -> axum::Router<Node> {
             post(access::toggle_key),
         )
         .route("/api/applications/key/{key}", get(access::of_key))
+        .route(
+            "/api/auth/authorization",
+            post(access::grant_access).delete(access::remove_access),
+        )
+        .route(
+            "/api/auth/authorization/{type}/{id}",
+            get(access::permissions),
+        )
 }
 
 /// Where the administration routes are served.
@@ -523,7 +532,6 @@ mod tests {
         ("GET", "/api/groups"),
         ("GET", "/api/users"),
         ("GET", "/api/roles"),
-        ("POST", "/api/auth/authorization"),
         ("GET", "/api/gateway/config/auth"),
         ("GET", "/api/registry/service"),
         ("GET", "/api/agent/x/status"),

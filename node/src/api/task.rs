@@ -7,13 +7,15 @@
 
 use super::error::ApiResult;
 use super::extract::{name, task_id, workflow_id, Body, BodyOrDefault, Params, PathArgs, Text};
+use super::guard::{may_execute, works_everywhere};
 use super::{search, ApiError};
+use crate::access::{Family, Principal};
 use crate::service::{PollRequest, TaskSearchQuery, TaskSummary};
 use crate::Node;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use proto::limits::{POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
 use proto::model::{self, SearchResult, Task, TaskResult, TaskResultStatus, TaskStatus, Workflow};
 use proto::peer::QueueDomain;
@@ -32,14 +34,31 @@ fn task_or_no_content(task: Option<Task>) -> Response {
     }
 }
 
+/// The principal of a request made with a token (none while access control is off).
+type Caller = Option<Extension<Principal>>;
+
+/// 403 unless the caller may execute the task `id` (its type is read only for a caller whose
+/// grants name types).
+async fn may_report(node: &Node, caller: &Caller, id: &str) -> ApiResult<()> {
+    match caller.as_deref() {
+        Some(p) if !p.reaches(Family::Work) => {
+            let task = node.tasks.task(id).await?;
+            may_execute(Some(p), &task.task_type)
+        }
+        _ => Ok(()),
+    }
+}
+
 // ---- polling ----
 
 /// `GET /api/tasks/poll/{tasktype}?workerid=&domain=`: one task, or 204.
 pub async fn poll(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(task_type): PathArgs<String>,
     params: Params,
 ) -> ApiResult<Response> {
+    may_execute(caller.as_deref(), &task_type)?;
     let request = PollRequest {
         task_type: name("task type", &task_type)?.to_owned(),
         worker_id: params.string("workerid"),
@@ -67,10 +86,12 @@ pub fn batch_bounds(count: i64, timeout_ms: i64) -> (usize, u64) {
 /// waiting up to `timeout` ms for the first; `[]` when none.
 pub async fn batch_poll(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(task_type): PathArgs<String>,
     params: Params,
 ) -> ApiResult<Json<Vec<Task>>> {
     let task_type = name("task type", &task_type)?.to_owned();
+    may_execute(caller.as_deref(), &task_type)?;
     let (count, wait_ms) = batch_bounds(
         params.num_or("count", 1i64)?,
         params.num_or("timeout", BATCH_POLL_WAIT_MS_DEFAULT)?,
@@ -107,8 +128,13 @@ fn check_result(result: &TaskResult) -> ApiResult<()> {
 }
 
 /// `POST /api/tasks` with a `TaskResult`: answers the task id.
-pub async fn update(State(node): State<Node>, Body(result): Body<TaskResult>) -> ApiResult<String> {
+pub async fn update(
+    State(node): State<Node>,
+    caller: Caller,
+    Body(result): Body<TaskResult>,
+) -> ApiResult<String> {
     check_result(&result)?;
+    may_report(&node, &caller, &result.task_id).await?;
     Ok(node.tasks.update_task(result).await?)
 }
 
@@ -116,9 +142,11 @@ pub async fn update(State(node): State<Node>, Body(result): Body<TaskResult>) ->
 /// or 204 when there is none.
 pub async fn update_v2(
     State(node): State<Node>,
+    caller: Caller,
     Body(result): Body<TaskResult>,
 ) -> ApiResult<Response> {
     check_result(&result)?;
+    may_report(&node, &caller, &result.task_id).await?;
     Ok(task_or_no_content(node.tasks.update_task_v2(result).await?))
 }
 
@@ -137,10 +165,12 @@ pub fn result_status(s: &str) -> ApiResult<TaskStatus> {
 /// updates the latest attempt of that reference name; answers its task id.
 pub async fn update_by_ref(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs((workflow, reference, status)): PathArgs<(String, String, String)>,
     params: Params,
     BodyOrDefault(output): BodyOrDefault<model::Json>,
 ) -> ApiResult<String> {
+    works_everywhere(caller.as_deref())?;
     let update = ByRef::check(&workflow, &reference, &status, &params, output)?;
     Ok(update.send(&node).await?)
 }
@@ -149,10 +179,12 @@ pub async fn update_by_ref(
 /// reference name, answering the workflow (with its tasks) as the update left it.
 pub async fn update_by_ref_sync(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs((workflow, reference, status)): PathArgs<(String, String, String)>,
     params: Params,
     BodyOrDefault(output): BodyOrDefault<model::Json>,
 ) -> ApiResult<Json<Workflow>> {
+    works_everywhere(caller.as_deref())?;
     let update = ByRef::check(&workflow, &reference, &status, &params, output)?;
     update.send(&node).await?;
     Ok(Json(node.workflows.workflow(&update.workflow, true).await?))
@@ -253,11 +285,13 @@ pub fn log_line(text: &str, content_type_is_json: bool) -> String {
 /// `POST /api/tasks/{taskId}/log`: appends one log line.
 pub async fn add_log(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(id): PathArgs<String>,
     headers: HeaderMap,
     Text(text): Text,
 ) -> ApiResult<StatusCode> {
     let id = task_id(&id)?;
+    may_report(&node, &caller, id.as_str()).await?;
     let is_json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

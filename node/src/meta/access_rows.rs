@@ -5,9 +5,14 @@
 
 use super::{read, remove_existing};
 use cluster::storage::{Batch, Tree};
-use proto::limits::{ACCESS_KEYS_PER_APPLICATION_MAX, APPLICATIONS_MAX};
-use proto::model::access::{AccessKey, Application, KeyStatus, Role, SigningKey};
+use proto::limits::{
+    ACCESS_KEYS_PER_APPLICATION_MAX, APPLICATIONS_MAX, GRANTS_PER_APPLICATION_MAX,
+};
+use proto::model::access::{
+    AccessKey, AccessType, Application, Grant, KeyStatus, Role, SigningKey, Target,
+};
 use proto::record::{self, MetaOutcome};
+use std::collections::BTreeSet;
 use std::collections::HashMap;
 
 const SIGNING_KEY: &[u8] = b"as";
@@ -77,6 +82,7 @@ pub(super) fn put_application(
         (held, _) => {
             if let Some(old) = held {
                 app.roles = old.roles;
+                app.grants = old.grants;
                 app.create_time = old.create_time;
                 app.created_by = old.created_by;
             }
@@ -110,6 +116,38 @@ pub(super) fn set_role(
         app.roles.insert(role);
     } else {
         app.roles.remove(&role);
+    }
+    batch.insert(key, record::encode(&app));
+    applied(state, batch, MetaOutcome::Applied)
+}
+
+pub(super) fn set_grant(
+    state: &Tree,
+    batch: &mut Batch,
+    application: &str,
+    target: Target,
+    access: &BTreeSet<AccessType>,
+    granted: bool,
+) -> MetaOutcome {
+    let key = application_key(application);
+    let Some(mut app) = read::<Application>(state, &key) else {
+        return MetaOutcome::NotFound;
+    };
+    let held = app.grants.iter().position(|g| g.target == target);
+    match (held, granted) {
+        (Some(i), true) => app.grants[i].access.extend(access),
+        (Some(i), false) => {
+            app.grants[i].access.retain(|a| !access.contains(a));
+            if app.grants[i].access.is_empty() {
+                app.grants.remove(i);
+            }
+        }
+        (None, true) if app.grants.len() >= GRANTS_PER_APPLICATION_MAX => return MetaOutcome::Full,
+        (None, true) => app.grants.push(Grant {
+            target,
+            access: access.clone(),
+        }),
+        (None, false) => return MetaOutcome::NotFound,
     }
     batch.insert(key, record::encode(&app));
     applied(state, batch, MetaOutcome::Applied)
@@ -253,7 +291,10 @@ mod tests {
         assert_eq!(run(set_up()), MetaOutcome::Exists);
         let table = meta.access();
         assert_eq!(table.signing.as_ref().map(|s| s.id.as_str()), Some("sk"));
-        assert!(std::sync::Arc::ptr_eq(&table, &meta.access()), "decoded once");
+        assert!(
+            std::sync::Arc::ptr_eq(&table, &meta.access()),
+            "decoded once"
+        );
 
         let put = |a: Application, create| MetaCommand::PutApplication {
             app: Box::new(a),
@@ -280,6 +321,34 @@ mod tests {
             "roles kept"
         );
         assert_eq!(run(role("c", true)), MetaOutcome::NotFound);
+
+        let grant = |access: &[AccessType], granted| MetaCommand::SetGrant {
+            application: "b".into(),
+            target: Target {
+                kind: proto::model::access::TargetType::TaskDef,
+                id: "enc*".into(),
+            },
+            access: access.iter().copied().collect(),
+            granted,
+        };
+        let both = [AccessType::Execute, AccessType::Read];
+        assert_eq!(run(grant(&both, true)), MetaOutcome::Applied);
+        assert_eq!(run(grant(&[AccessType::Read], false)), MetaOutcome::Applied);
+        let grants = meta.access().applications["b"].grants.clone();
+        assert_eq!(grants.len(), 1);
+        assert_eq!(grants[0].access, [AccessType::Execute].into());
+        assert_eq!(
+            run(grant(&[AccessType::Execute], false)),
+            MetaOutcome::Applied
+        );
+        assert!(
+            meta.access().applications["b"].grants.is_empty(),
+            "emptied, gone"
+        );
+        assert_eq!(
+            run(grant(&[AccessType::Execute], false)),
+            MetaOutcome::NotFound
+        );
 
         for n in 0..ACCESS_KEYS_PER_APPLICATION_MAX {
             let put = MetaCommand::PutAccessKey(key(&format!("b{n}"), "b"));

@@ -195,6 +195,12 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
             role,
             granted,
         } => access_rows::set_role(state, batch, &application, role, granted),
+        MetaCommand::SetGrant {
+            application,
+            target,
+            access,
+            granted,
+        } => access_rows::set_grant(state, batch, &application, target, &access, granted),
         MetaCommand::PutAccessKey(key) => access_rows::put_key(state, batch, key),
         MetaCommand::SetAccessKeyStatus {
             application,

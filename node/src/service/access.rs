@@ -7,10 +7,11 @@ use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::meta::AccessTable;
 use proto::model::access::{
-    AccessKey, AccessKeyView, Application, CreatedAccessKey, KeyStatus, Role, SigningKey,
-    TokenRequest,
+    AccessKey, AccessKeyView, AccessType, Application, AuthorizationRequest, CreatedAccessKey,
+    KeyStatus, Role, SigningKey, Subject, Target, TokenRequest,
 };
 use proto::record::{MetaCommand, MetaOutcome};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The name of the application access control is set up with.
@@ -134,6 +135,56 @@ impl Access {
             granted,
         };
         self.applied(command, id).await
+    }
+
+    /// Grants (`granted`) or takes away the access `request` names for the application its
+    /// subject names.
+    pub async fn set_grant(&self, request: AuthorizationRequest, granted: bool) -> Result<()> {
+        let application = request.subject.application().ok_or_else(|| {
+            Error::Invalid(format!(
+                "subject {:?} {:?} names no application: grants are for applications, named as the user \"app:ID\" or as APPLICATION",
+                request.subject.kind, request.subject.id
+            ))
+        })?;
+        let target = request.target;
+        proto::check::name("target id", target.id.trim_end_matches('*'))?;
+        if request.access.is_empty() {
+            return Err(Error::Invalid("access names nothing".into()));
+        }
+        let command = MetaCommand::SetGrant {
+            application: application.to_owned(),
+            target,
+            access: request.access,
+            granted,
+        };
+        match self.host.propose_meta(command).await? {
+            MetaOutcome::Applied => Ok(()),
+            MetaOutcome::Full => Err(Error::Conflict(format!(
+                "application {application} holds grants on {} targets already",
+                proto::limits::GRANTS_PER_APPLICATION_MAX
+            ))),
+            _ => Err(Error::NotFound(format!(
+                "No such application, or no such grant: {application}"
+            ))),
+        }
+    }
+
+    /// Who holds which access on `target`, by access (Orkes' answer: subjects as `app:ID`
+    /// users).
+    pub async fn permissions(&self, target: &Target) -> Result<BTreeMap<AccessType, Vec<Subject>>> {
+        self.host.catch_up_meta().await?;
+        let mut held: BTreeMap<AccessType, Vec<Subject>> = BTreeMap::new();
+        for app in self.applications().await? {
+            for grant in app.grants.iter().filter(|g| &g.target == target) {
+                for access in &grant.access {
+                    held.entry(*access).or_default().push(Subject {
+                        kind: "USER".into(),
+                        id: format!("app:{}", app.id),
+                    });
+                }
+            }
+        }
+        Ok(held)
     }
 
     /// A new key of application `id`, with its secret (shown this once).

@@ -51,6 +51,79 @@ impl Role {
     }
 }
 
+/// The kind of resource a grant names (Orkes' `TargetType`; Baton honours task types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TargetType {
+    TaskDef,
+}
+
+/// What a grant allows on its target (Orkes' `AccessType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AccessType {
+    Create,
+    Read,
+    Update,
+    Delete,
+    /// For a task type: poll its tasks and report their results and logs.
+    Execute,
+}
+
+/// A resource by kind and name; a name ending in `*` names every resource it is a prefix of.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Target {
+    #[serde(rename = "type")]
+    pub kind: TargetType,
+    pub id: String,
+}
+
+impl Target {
+    /// Whether this target names the resource `name` of kind `kind`.
+    pub fn covers(&self, kind: TargetType, name: &str) -> bool {
+        self.kind == kind
+            && match self.id.strip_suffix('*') {
+                Some(prefix) => name.starts_with(prefix),
+                None => self.id == name,
+            }
+    }
+}
+
+/// Access to one target, held by an application beside its roles.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    pub target: Target,
+    pub access: BTreeSet<AccessType>,
+}
+
+/// Who a grant is for: Orkes names an application as the user `app:{id}`; `APPLICATION` with
+/// the bare id is taken too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subject {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+}
+
+impl Subject {
+    /// The application this subject names, if it names one.
+    pub fn application(&self) -> Option<&str> {
+        match self.kind.as_str() {
+            "USER" => self.id.strip_prefix("app:"),
+            "APPLICATION" => Some(self.id.as_str()),
+            _ => None,
+        }
+    }
+}
+
+/// `POST` and `DELETE /api/auth/authorization`'s body (Orkes' `AuthorizationRequest`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthorizationRequest {
+    pub subject: Subject,
+    pub target: Target,
+    pub access: BTreeSet<AccessType>,
+}
+
 /// An application: a named identity holding roles and access keys (Orkes' `ConductorApplication`
 /// with its roles).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +133,9 @@ pub struct Application {
     pub name: String,
     #[serde(default)]
     pub roles: BTreeSet<Role>,
+    /// Access to named resources beyond what its roles give.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<Grant>,
     #[serde(default)]
     pub created_by: String,
     #[serde(default)]
@@ -152,6 +228,32 @@ pub struct TokenAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_target_covers_its_name_or_its_prefix() {
+        let exact = Target {
+            kind: TargetType::TaskDef,
+            id: "encode".into(),
+        };
+        assert!(exact.covers(TargetType::TaskDef, "encode"));
+        assert!(!exact.covers(TargetType::TaskDef, "encode_video"));
+        let prefix = Target {
+            id: "encode_*".into(),
+            ..exact
+        };
+        assert!(prefix.covers(TargetType::TaskDef, "encode_video"));
+        assert!(!prefix.covers(TargetType::TaskDef, "decode_video"));
+        let json = serde_json::to_value(&prefix).expect("serializes");
+        assert_eq!(
+            json,
+            serde_json::json!({"type": "TASK_DEF", "id": "encode_*"})
+        );
+        let orkes = Subject {
+            kind: "USER".into(),
+            id: "app:a1".into(),
+        };
+        assert_eq!(orkes.application(), Some("a1"));
+    }
 
     #[test]
     fn roles_read_back_by_their_names() {

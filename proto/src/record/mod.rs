@@ -365,6 +365,14 @@ pub enum MetaCommand {
         role: crate::model::access::Role,
         granted: bool,
     },
+    /// Adds (`granted`) or takes away `access` on `target` for an application (`Full` past
+    /// `limits::GRANTS_PER_APPLICATION_MAX` targets).
+    SetGrant {
+        application: String,
+        target: crate::model::access::Target,
+        access: std::collections::BTreeSet<crate::model::access::AccessType>,
+        granted: bool,
+    },
     /// Adds a key to an application (`NotFound` when it is absent, `Full` past
     /// `limits::ACCESS_KEYS_PER_APPLICATION_MAX`).
     PutAccessKey(crate::model::access::AccessKey),
