@@ -104,6 +104,13 @@ pub const APPLICATIONS_MAX: usize = 1_000;
 pub const ACCESS_KEYS_PER_APPLICATION_MAX: usize = 5;
 /// Most targets one application holds grants on.
 pub const GRANTS_PER_APPLICATION_MAX: usize = 100;
+/// Most entries the audit log keeps; the oldest goes as a new one comes.
+pub const AUDIT_ENTRIES_MAX: u64 = 100_000;
+/// How long the audit log keeps an entry (90 days), if fewer than [`AUDIT_ENTRIES_MAX`] came
+/// after it.
+pub const AUDIT_RETENTION_MS: i64 = 90 * 24 * 60 * 60 * 1000;
+/// Most audit entries one read answers.
+pub const AUDIT_PAGE_MAX: usize = 1_000;
 /// Seconds a token from `POST /api/token` is honoured (its key's revocation ends it sooner).
 pub const TOKEN_TTL_SECS: i64 = 60 * 60;
 /// Most validation errors a refusal or a failure reason lists (the rest are counted).

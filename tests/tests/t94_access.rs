@@ -293,4 +293,34 @@ fn every_role_meets_every_route_family_on_every_node_and_revocation_spreads() {
             started.elapsed()
         );
     }
+
+    // Every change is in the audit log, with who made it and never a secret.
+    let audit = ok(
+        call(
+            &base(3),
+            Some(&admin),
+            "GET",
+            "/api/admin/audit?limit=1000",
+            None,
+        ),
+        "the audit log",
+    );
+    let entries = audit.as_array().expect("entries");
+    let made = |action: &str, target: &str| {
+        entries.iter().any(|e| {
+            e["action"] == action
+                && e["target"].as_str().is_some_and(|t| t.contains(target))
+                && e["by"].as_str().is_some_and(|b| b.starts_with("admin ("))
+        })
+    };
+    assert!(made("PutTaskDefs", "t94_task"), "{audit:#}");
+    assert!(made("PutWorkflowDef", "t94_wf v1"), "{audit:#}");
+    assert!(made("GrantRole", "READ_ONLY"), "{audit:#}");
+    assert!(made("SetAccessKeyStatus", "Inactive"), "{audit:#}");
+    assert!(made("GrantAccess", "t94_other*"), "{audit:#}");
+    let set_up = entries.iter().find(|e| e["action"] == "SetUpAccess");
+    assert_eq!(set_up.map(|e| e["by"].clone()), Some(json!("anonymous")));
+    let text = audit.to_string();
+    assert!(!text.contains(admin_key["secret"].as_str().unwrap_or("?")));
+    assert!(!text.contains(key["secret"].as_str().unwrap_or("?")));
 }

@@ -3,6 +3,7 @@
 //! [`AccessTable`], the token and the time; the API's guard (`api::guard`) calls them on every
 //! request once access control is set up, and the Access service makes keys and tokens.
 
+pub mod caller;
 pub mod secret;
 pub mod token;
 
@@ -23,6 +24,11 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// How the audit log names it: the application's name and id.
+    pub fn who(&self) -> String {
+        format!("{} ({})", self.name, self.application)
+    }
+
     /// Whether its roles reach `family`.
     pub fn reaches(&self, family: Family) -> bool {
         permits(&self.roles, family)

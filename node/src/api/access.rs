@@ -200,3 +200,15 @@ pub async fn permissions(
     let target = Target { kind, id };
     Ok(Json(node.access.permissions(&target).await?))
 }
+
+/// `GET /api/admin/audit?before=SEQ&limit=N`: the audit log, newest first (100 entries by
+/// default); `before` pages back from an entry's `seq`.
+pub async fn audit(
+    State(node): State<Node>,
+    params: super::extract::Params,
+) -> ApiResult<Json<Vec<proto::record::audit::AuditEntry>>> {
+    let before = params.num::<u64>("before")?;
+    let limit = params.num_or::<u64>("limit", 100)?;
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    Ok(Json(node.access.audit(before, limit).await?))
+}

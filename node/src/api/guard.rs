@@ -5,7 +5,7 @@
 //! request passes. It runs after routing, so it judges the route as declared, not the path.
 
 use super::ApiError;
-use crate::access::{self, Denied, Family, Principal};
+use crate::access::{self, caller, Denied, Family, Principal};
 use crate::Node;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -17,22 +17,24 @@ use axum::Json;
 pub const TOKEN_HEADER: &str = "x-authorization";
 
 pub async fn guard(State(node): State<Node>, mut request: Request, next: Next) -> Response {
+    let anonymous = || caller::ANONYMOUS.to_owned();
     let table = node.access.table();
     if table.signing.is_none() {
-        return next.run(request).await;
+        return caller::acting_as(anonymous(), next.run(request)).await;
     }
     let route = request.extensions().get::<MatchedPath>();
     let family = access::family(request.method().as_str(), route.map_or("", |p| p.as_str()));
     if family == Family::Public {
-        return next.run(request).await;
+        return caller::acting_as(anonymous(), next.run(request)).await;
     }
     let token = token(request.headers());
     match access::authenticate(&table, token, node.access.now_ms()) {
         Err(denied) => unauthorized(denied),
         Ok(principal) if !principal.may_use(family) => forbidden(&principal, family),
         Ok(principal) => {
+            let who = principal.who();
             request.extensions_mut().insert(principal);
-            next.run(request).await
+            caller::acting_as(who, next.run(request)).await
         }
     }
 }

@@ -326,6 +326,7 @@ fn admin_routes() -> axum::Router<Node> {
         )
         // ---- access control: set up, applications and their keys (Orkes' paths) ----
         .route("/api/admin/access", post(access::set_up))
+        .route("/api/admin/audit", get(access::audit))
         .route("/api/applications", get(access::list).post(access::create))
         .route(
             "/api/applications/{id}",

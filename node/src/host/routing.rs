@@ -406,8 +406,15 @@ impl Host {
     }
 
     /// Writes a definition change through the meta group's leader.
+    /// The change is recorded in the audit log with who it is made for
+    /// ([`crate::access::caller`]) and when.
     pub(crate) async fn propose_meta(&self, cmd: MetaCommand) -> Result<MetaOutcome> {
-        self.propose_meta_hops(cmd, 0).await
+        let audited = MetaCommand::Audited {
+            by: crate::access::caller::current(),
+            at: self.clock.now_ms(),
+            command: Box::new(cmd),
+        };
+        self.propose_meta_hops(audited, 0).await
     }
 
     pub(crate) async fn propose_meta_hops(

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 mod access_rows;
+mod audit_rows;
 mod dsl_rows;
 
 pub use access_rows::AccessTable;
@@ -209,6 +210,14 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
         } => access_rows::set_key_status(state, batch, &application, &id, status),
         MetaCommand::DeleteAccessKey { application, id } => {
             access_rows::delete_key(state, batch, &application, &id)
+        }
+        MetaCommand::Audited { by, at, command } => {
+            let (action, target) = command.summary();
+            let outcome = apply(state, batch, *command);
+            if outcome == MetaOutcome::Applied {
+                audit_rows::append(state, batch, by, at, action, target);
+            }
+            outcome
         }
     }
 }
@@ -528,6 +537,15 @@ impl MetaState {
             *kept = Arc::new(AccessTable::decode(&self.state, generation));
         }
         kept.clone()
+    }
+
+    /// The audit log's entries below sequence `before` (the newest when `None`), newest first.
+    pub fn audit(
+        &self,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Vec<proto::record::audit::AuditEntry> {
+        audit_rows::read(&self.state, before, limit)
     }
 
     pub fn node(&self, id: NodeId) -> Option<NodeEntry> {

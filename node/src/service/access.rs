@@ -10,6 +10,7 @@ use proto::model::access::{
     AccessKey, AccessKeyView, AccessType, Application, AuthorizationRequest, CreatedAccessKey,
     KeyStatus, Role, SigningKey, Subject, Target, TokenRequest,
 };
+use proto::record::audit::AuditEntry;
 use proto::record::{MetaCommand, MetaOutcome};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -281,6 +282,14 @@ impl Access {
             &key.id,
             self.now_ms(),
         ))
+    }
+
+    /// The audit log's entries below sequence `before` (the newest when `None`), newest
+    /// first, at most `limit` (bounded by [`proto::limits::AUDIT_PAGE_MAX`]).
+    pub async fn audit(&self, before: Option<u64>, limit: usize) -> Result<Vec<AuditEntry>> {
+        self.host.catch_up_meta().await?;
+        let limit = limit.min(proto::limits::AUDIT_PAGE_MAX);
+        Ok(self.host.defs.audit(before, limit))
     }
 
     fn key_of(&self, id: &str, key: &str) -> Result<AccessKey> {

@@ -21,6 +21,25 @@ impl std::fmt::Display for Refused {
 
 impl std::error::Error for Refused {}
 
+/// The token every client sends once the target's access control is on (`--auth`): the
+/// latest target's (a fresh target for the sweep sets its own).
+static TOKEN: std::sync::RwLock<Option<String>> = std::sync::RwLock::new(None);
+
+/// Has every client made from now on send `token` (`X-Authorization`, as Orkes' clients do).
+pub fn use_token(token: String) {
+    *TOKEN.write().unwrap_or_else(|e| e.into_inner()) = Some(token);
+}
+
+/// The headers every request carries: the token, when there is one.
+pub fn default_headers() -> reqwest::header::HeaderMap {
+    let mut headers = reqwest::header::HeaderMap::new();
+    let token = TOKEN.read().unwrap_or_else(|e| e.into_inner()).clone();
+    if let Some(value) = token.and_then(|t| t.parse().ok()) {
+        headers.insert("x-authorization", value);
+    }
+    headers
+}
+
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::blocking::Client,
@@ -46,6 +65,7 @@ impl Client {
         Ok(Self {
             http: reqwest::blocking::Client::builder()
                 .timeout(timeout)
+                .default_headers(default_headers())
                 .build()
                 .context("cannot build the HTTP client")?,
             base: base.trim_end_matches('/').to_owned(),
@@ -248,6 +268,7 @@ impl AsyncClient {
         Ok(Self {
             http: reqwest::Client::builder()
                 .timeout(timeout)
+                .default_headers(default_headers())
                 .build()
                 .context("cannot build the HTTP client")?,
             base: base.trim_end_matches('/').to_owned(),

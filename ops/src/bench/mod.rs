@@ -88,6 +88,10 @@ pub struct BenchArgs {
     /// Runs of every workload (default 1 with --quick, 3 otherwise); tables show the median.
     #[arg(long)]
     repeat: Option<usize>,
+    /// Turn the target's access control on: every request of the bench then carries a token
+    /// (an administrator's), so the guard's checks are in every figure.
+    #[arg(long)]
+    auth: bool,
     /// Peer systems to run W1 and W2 on beside Baton: a comma-separated subset of
     /// dbos,celery,restate (see bench/peers/).
     #[arg(long, value_delimiter = ',')]
@@ -439,6 +443,7 @@ fn target_spec(args: &BenchArgs) -> anyhow::Result<TargetSpec> {
             bin,
             partitions: args.partitions,
             quic,
+            auth: args.auth,
         }
     } else {
         TargetSpec::LocalCluster {
@@ -446,6 +451,7 @@ fn target_spec(args: &BenchArgs) -> anyhow::Result<TargetSpec> {
             nodes: args.nodes,
             partitions: args.partitions,
             quic,
+            auth: args.auth,
         }
     })
 }

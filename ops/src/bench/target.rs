@@ -29,6 +29,8 @@ pub enum TargetSpec {
         partitions: u16,
         /// Serve QUIC workers (`--workers`), with a certificate for [`QUIC_WORKER_ID`].
         quic: bool,
+        /// Set access control up; every request then carries a token.
+        auth: bool,
     },
     /// `nodes` `baton server` processes forming one cluster on loopback.
     LocalCluster {
@@ -36,6 +38,7 @@ pub enum TargetSpec {
         nodes: u16,
         partitions: u16,
         quic: bool,
+        auth: bool,
     },
 }
 
@@ -45,6 +48,17 @@ pub const QUIC_WORKER_ID: &str = "bench";
 impl TargetSpec {
     /// A one-line description for the report (cluster size, replication, partitions).
     pub fn describe(&self) -> String {
+        let shape = self.shape();
+        match self {
+            TargetSpec::LocalServer { auth: true, .. }
+            | TargetSpec::LocalCluster { auth: true, .. } => {
+                format!("{shape}, access control on (a token on every request)")
+            }
+            _ => shape,
+        }
+    }
+
+    fn shape(&self) -> String {
         match self {
             TargetSpec::LocalServer { partitions, .. } => {
                 format!("1 node (local baton server), RF 1, {partitions} partitions")
@@ -103,18 +117,57 @@ impl Target {
             dir,
         };
         let certs = target.dir.path().join("certs");
-        match spec {
+        let auth = match spec {
             TargetSpec::LocalServer {
-                partitions, quic, ..
-            } => target.start_server(bin, &certs, *partitions, *quic)?,
+                partitions,
+                quic,
+                auth,
+                ..
+            } => {
+                target.start_server(bin, &certs, *partitions, *quic)?;
+                *auth
+            }
             TargetSpec::LocalCluster {
                 nodes,
                 partitions,
                 quic,
+                auth,
                 ..
-            } => target.start_cluster(bin, &certs, *nodes, *partitions, *quic)?,
+            } => {
+                target.start_cluster(bin, &certs, *nodes, *partitions, *quic)?;
+                *auth
+            }
+        };
+        if auth {
+            target.set_up_access()?;
         }
         Ok(target)
+    }
+
+    /// Sets access control up (`POST /api/admin/access`), exchanges the administrator's key for
+    /// a token, and has every client of the bench send it from then on.
+    fn set_up_access(&self) -> anyhow::Result<()> {
+        let http = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()?;
+        let url = &self.urls[0];
+        let key: Value = http
+            .post(format!("{url}/api/admin/access"))
+            .send()?
+            .error_for_status()
+            .context("setting access control up")?
+            .json()?;
+        let body = serde_json::json!({"keyId": key["id"], "keySecret": key["secret"]});
+        let answer: Value = http
+            .post(format!("{url}/api/token"))
+            .json(&body)
+            .send()?
+            .error_for_status()
+            .context("exchanging the administrator's key for a token")?
+            .json()?;
+        let token = answer["token"].as_str().context("a token")?;
+        super::client::use_token(token.to_owned());
+        Ok(())
     }
 
     /// One node (id 1), with QUIC workers if `quic`; waits until it is ready.
@@ -290,6 +343,7 @@ impl Target {
     fn wait_ready(&mut self, groups: usize) -> anyhow::Result<()> {
         let http = reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(2))
+            .default_headers(super::client::default_headers())
             .build()?;
         let deadline = Instant::now() + START_DEADLINE;
         loop {

@@ -10,6 +10,7 @@ use crate::model::{EventExecution, TaskDef, TaskExecLog, Workflow, WorkflowDef};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+pub mod audit;
 pub mod compact;
 pub mod dead_letter;
 mod lifecycle;
@@ -386,6 +387,13 @@ pub enum MetaCommand {
     DeleteAccessKey {
         application: String,
         id: String,
+    },
+    /// `command`, recorded in the audit log with who proposed it and when, if it changed
+    /// something (see [`audit`]).
+    Audited {
+        by: String,
+        at: crate::model::EpochMs,
+        command: Box<MetaCommand>,
     },
 }
 
