@@ -30,18 +30,15 @@ fn key_key(id: &str) -> Vec<u8> {
 }
 
 fn bump(state: &Tree, batch: &mut Batch) {
-    let next = generation(state).wrapping_add(1);
-    batch.insert(GENERATION_KEY, next.to_be_bytes().to_vec());
+    super::set_counter(batch, GENERATION_KEY, generation(state).wrapping_add(1));
 }
 
 /// The stored generation (0 before access control was set up).
 pub(super) fn generation(state: &Tree) -> u64 {
-    let stored = state.get(GENERATION_KEY).ok().flatten();
-    let bytes = stored.and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok());
-    bytes.map_or(0, u64::from_be_bytes)
+    super::counter(state, GENERATION_KEY)
 }
 
-/// Applies `outcome`'s writes only when it is `Applied`, moving the generation on.
+/// Moves the generation on when `outcome` is `Applied`, and answers it.
 fn applied(state: &Tree, batch: &mut Batch, outcome: MetaOutcome) -> MetaOutcome {
     if outcome == MetaOutcome::Applied {
         bump(state, batch);

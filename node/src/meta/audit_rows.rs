@@ -20,9 +20,7 @@ fn entry_key(seq: u64) -> Vec<u8> {
 }
 
 fn next_seq(state: &Tree) -> u64 {
-    let stored = state.get(NEXT_KEY).ok().flatten();
-    let bytes = stored.and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok());
-    bytes.map_or(0, u64::from_be_bytes)
+    super::counter(state, NEXT_KEY)
 }
 
 /// Records the change `action` made to `target` at `at` for `by`, and prunes what the bounds
@@ -44,7 +42,7 @@ pub(super) fn append(
         target,
     };
     batch.insert(entry_key(seq), record::encode(&entry));
-    batch.insert(NEXT_KEY, (seq + 1).to_be_bytes().to_vec());
+    super::set_counter(batch, NEXT_KEY, seq + 1);
     if let Some(gone) = seq.checked_sub(AUDIT_ENTRIES_MAX) {
         batch.remove(entry_key(gone));
     }

@@ -14,15 +14,12 @@ const GENERATION_KEY: &[u8] = b"dwg";
 
 /// Moves the generation on in `batch`.
 pub(super) fn bump(state: &Tree, batch: &mut Batch) {
-    let next = generation(state).wrapping_add(1);
-    batch.insert(GENERATION_KEY, next.to_be_bytes().to_vec());
+    super::set_counter(batch, GENERATION_KEY, generation(state).wrapping_add(1));
 }
 
 /// The stored generation (0 before any document was written).
 pub(super) fn generation(state: &Tree) -> u64 {
-    let stored = state.get(GENERATION_KEY).ok().flatten();
-    let bytes = stored.and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok());
-    bytes.map_or(0, u64::from_be_bytes)
+    super::counter(state, GENERATION_KEY)
 }
 
 /// The rows as decoded at one generation.

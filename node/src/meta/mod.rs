@@ -86,6 +86,18 @@ fn dsl_schedule_key(namespace: &str, name: &str, version: &str) -> Vec<u8> {
 }
 const DSL_SCHEDULES_PREFIX: &[u8] = b"dws/";
 
+/// A big-endian `u64` counter row (0 while absent): generations and sequences.
+fn counter(state: &Tree, key: &[u8]) -> u64 {
+    let stored = state.get(key).ok().flatten();
+    let bytes = stored.and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok());
+    bytes.map_or(0, u64::from_be_bytes)
+}
+
+/// Writes the counter row `key` as `value` in `batch`.
+fn set_counter(batch: &mut Batch, key: &[u8], value: u64) {
+    batch.insert(key, value.to_be_bytes().to_vec());
+}
+
 /// Removes `key` if it exists.
 fn remove_existing(state: &Tree, batch: &mut Batch, key: Vec<u8>) -> MetaOutcome {
     if matches!(state.contains_key(&key), Ok(true)) {
