@@ -46,6 +46,11 @@ struct Cli {
     /// when self-signed, its CA's, or the system's bundle (/etc/ssl/certs/ca-certificates.crt).
     #[arg(long, global = true, value_name = "PEM")]
     ca_cert: Option<std::path::PathBuf>,
+    /// An access key (JSON: `{"keyId", "keySecret"}` as `baton server --auth` writes the
+    /// administrator's, or `{"id", "secret"}` as a key is answered when made), exchanged for a
+    /// token that every request then carries: for a node with access control on.
+    #[arg(long, global = true, value_name = "FILE")]
+    key_file: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -116,6 +121,26 @@ impl std::fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
+/// A client trusting `ca_cert`'s certificates (besides the system's), sending `headers`.
+fn http_client(
+    ca_cert: Option<&std::path::Path>,
+    headers: reqwest::header::HeaderMap,
+) -> anyhow::Result<reqwest::blocking::Client> {
+    let mut builder = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .default_headers(headers);
+    if let Some(path) = ca_cert {
+        let pem = std::fs::read(path)
+            .with_context(|| format!("cannot read --ca-cert {}", path.display()))?;
+        let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+            .with_context(|| format!("--ca-cert {} holds no PEM certificate", path.display()))?;
+        for certificate in certificates {
+            builder = builder.add_root_certificate(certificate);
+        }
+    }
+    builder.build().context("cannot build the HTTP client")
+}
+
 /// The node's HTTP API.
 struct Api {
     http: reqwest::blocking::Client,
@@ -123,23 +148,49 @@ struct Api {
 }
 
 impl Api {
-    fn new(url: &str, ca_cert: Option<&std::path::Path>) -> anyhow::Result<Self> {
-        let mut builder = reqwest::blocking::Client::builder().timeout(Duration::from_secs(60));
-        if let Some(path) = ca_cert {
-            let pem = std::fs::read(path)
-                .with_context(|| format!("cannot read --ca-cert {}", path.display()))?;
-            let certificates = reqwest::Certificate::from_pem_bundle(&pem).with_context(|| {
-                format!("--ca-cert {} holds no PEM certificate", path.display())
-            })?;
-            for certificate in certificates {
-                builder = builder.add_root_certificate(certificate);
-            }
-        }
-        let http = builder.build().context("cannot build the HTTP client")?;
+    /// The API at `url`, trusting `ca_cert`'s certificates; with `key_file`, every request
+    /// carries a token for that key.
+    fn new(
+        url: &str,
+        ca_cert: Option<&std::path::Path>,
+        key_file: Option<&std::path::Path>,
+    ) -> anyhow::Result<Self> {
+        let base = url.trim_end_matches('/').to_owned();
+        let api = Self {
+            http: http_client(ca_cert, reqwest::header::HeaderMap::new())?,
+            base,
+        };
+        let Some(key_file) = key_file else {
+            return Ok(api);
+        };
+        let mut headers = reqwest::header::HeaderMap::new();
+        let token = api.token(key_file)?;
+        headers.insert(
+            "x-authorization",
+            token.parse().context("a token is a header value")?,
+        );
         Ok(Self {
-            http,
-            base: url.trim_end_matches('/').to_owned(),
+            http: http_client(ca_cert, headers)?,
+            base: api.base,
         })
+    }
+
+    /// A token for the access key in `key_file` (`POST /api/token`).
+    fn token(&self, key_file: &std::path::Path) -> anyhow::Result<String> {
+        let text = std::fs::read_to_string(key_file)
+            .with_context(|| format!("cannot read --key-file {}", key_file.display()))?;
+        let key: Value = serde_json::from_str(&text)
+            .with_context(|| format!("--key-file {} is not JSON", key_file.display()))?;
+        let field = |a: &str, b: &str| key.get(a).or_else(|| key.get(b)).cloned();
+        let body = serde_json::json!({
+            "keyId": field("keyId", "id").context("the key file names no keyId")?,
+            "keySecret": field("keySecret", "secret").context("the key file holds no keySecret")?,
+        });
+        let answer = self.call(Method::POST, "/api/token", Some(&body))?;
+        let token = answer["token"]
+            .as_str()
+            .context("POST /api/token answered no token")?;
+        Ok(token.to_owned())
     }
 
     /// Sends a request (with an optional JSON body) and answers the status and the body: `null`
@@ -471,7 +522,7 @@ fn health_of(api: &Api) -> anyhow::Result<serde_json::Value> {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let api = Api::new(&cli.url, cli.ca_cert.as_deref())?;
+    let api = Api::new(&cli.url, cli.ca_cert.as_deref(), cli.key_file.as_deref())?;
     match cli.command {
         Command::Status => print_status(&api)?,
         Command::Health => {

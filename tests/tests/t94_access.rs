@@ -7,7 +7,7 @@
 
 use harness::cluster::Cluster;
 use harness::python::pytest;
-use harness::{wait_for, Server};
+use harness::{baton_bin, wait_for, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,24 @@ fn conductor_python_authenticates_with_application_keys() {
     let server = Server::start_with_args(&["--auth".to_owned()]);
     let key = server.data_dir().join("data").join("admin-key.json");
     assert!(key.is_file(), "--auth writes {}", key.display());
+    // batonctl authenticates with a key file; without one the node refuses it.
+    let batonctl = |key_file: Option<&std::path::Path>| {
+        let mut command = std::process::Command::new(baton_bin().with_file_name("batonctl"));
+        command.arg("--url").arg(server.base_url());
+        if let Some(file) = key_file {
+            command.arg("--key-file").arg(file);
+        }
+        command.arg("cluster").output().expect("batonctl runs")
+    };
+    let refused = batonctl(None);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("401"), "{said}");
+    let allowed = batonctl(Some(&key));
+    let said = String::from_utf8_lossy(&allowed.stdout);
+    assert!(allowed.status.success(), "{said} {}", String::from_utf8_lossy(&allowed.stderr));
+    assert!(said.contains("meta"), "{said}");
+
     let key = key.to_string_lossy().into_owned();
     let env = [
         ("CONDUCTOR_WORKER_ISOLATION", None),
