@@ -34,7 +34,11 @@ fn conductor_python_authenticates_with_application_keys() {
     assert!(said.contains("401"), "{said}");
     let allowed = batonctl(Some(&key));
     let said = String::from_utf8_lossy(&allowed.stdout);
-    assert!(allowed.status.success(), "{said} {}", String::from_utf8_lossy(&allowed.stderr));
+    assert!(
+        allowed.status.success(),
+        "{said} {}",
+        String::from_utf8_lossy(&allowed.stderr)
+    );
     assert!(said.contains("meta"), "{said}");
 
     let key = key.to_string_lossy().into_owned();

@@ -18,14 +18,24 @@ use std::sync::Arc;
 /// The name of the application access control is set up with.
 pub const ADMIN_APPLICATION: &str = "admin";
 
+/// Most secrets hashed or checked at once: each takes Argon2's 19 MiB and a core for tens of
+/// milliseconds, so a flood of token requests queues here instead of exhausting memory.
+const HASHES_AT_ONCE: usize = 4;
+/// How long a token request waits for a turn before it is answered 503.
+const HASH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Applications, keys and tokens.
 pub struct Access {
     host: Arc<Host>,
+    hashing: tokio::sync::Semaphore,
 }
 
 impl Access {
     pub(crate) fn new(host: Arc<Host>) -> Arc<Self> {
-        Arc::new(Self { host })
+        Arc::new(Self {
+            host,
+            hashing: tokio::sync::Semaphore::new(HASHES_AT_ONCE),
+        })
     }
 
     /// Access control's rows as this node's replica holds them.
@@ -190,7 +200,9 @@ impl Access {
 
     /// A new key of application `id`, with its secret (shown this once).
     pub async fn create_key(&self, id: &str) -> Result<CreatedAccessKey> {
+        let turn = self.turn().await?;
         let (created, key) = new_key(id, self.now_ms()).await?;
+        drop(turn);
         match self
             .host
             .propose_meta(MetaCommand::PutAccessKey(key))
@@ -270,6 +282,7 @@ impl Access {
             key.status == KeyStatus::Active && table.applications.contains_key(&key.application_id);
         let hash = key.secret_hash.clone();
         let secret = request.key_secret;
+        let _turn = self.turn().await?;
         let matches = tokio::task::spawn_blocking(move || secret::matches(&secret, &hash))
             .await
             .map_err(|e| Error::Internal(format!("checking a secret: {e}")))?;
@@ -290,6 +303,15 @@ impl Access {
         self.host.catch_up_meta().await?;
         let limit = limit.min(proto::limits::AUDIT_PAGE_MAX);
         Ok(self.host.defs.audit(before, limit))
+    }
+
+    /// A turn to hash or check a secret ([`HASHES_AT_ONCE`]); 503 after [`HASH_WAIT`].
+    async fn turn(&self) -> Result<tokio::sync::SemaphorePermit<'_>> {
+        let busy = || Error::Unavailable("too many token requests at once: retry".into());
+        tokio::time::timeout(HASH_WAIT, self.hashing.acquire())
+            .await
+            .map_err(|_| busy())?
+            .map_err(|_| busy())
     }
 
     fn key_of(&self, id: &str, key: &str) -> Result<AccessKey> {
