@@ -79,7 +79,11 @@ fn call(
     }
     let reply = request.send().expect("request");
     let status = reply.status().as_u16();
-    (status, reply.json().unwrap_or(Value::Null))
+    let text = reply.text().unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 fn ok(answer: (u16, Value), what: &str) -> Value {
@@ -274,6 +278,74 @@ fn every_role_meets_every_route_family_on_every_node_and_revocation_spreads() {
         call(&base(2), Some(&admin), "POST", "/api/tasks", Some(&result)),
         "the admin completes it",
     );
+
+    // A grant to run and read the workflows of one name opens their starts, operations and
+    // reads, and nothing of other workflows.
+    let other = json!({"name": "t94_x_wf", "version": 1, "schemaVersion": 2, "tasks": [
+        {"name": "t94_task", "taskReferenceName": "t", "type": "SIMPLE"}]});
+    ok(
+        call(
+            &base(1),
+            Some(&admin),
+            "POST",
+            "/api/metadata/workflow",
+            Some(&other),
+        ),
+        "t94_x_wf",
+    );
+    let (runner, key) = application(&base(1), &admin, "t94-runner", "");
+    let grant = json!({"subject": {"type": "USER", "id": format!("app:{runner}")},
+        "target": {"type": "WORKFLOW_DEF", "id": "t94_wf"}, "access": ["EXECUTE", "READ"]});
+    ok(
+        call(
+            &base(2),
+            Some(&admin),
+            "POST",
+            "/api/auth/authorization",
+            Some(&grant),
+        ),
+        "grant",
+    );
+    let runner = token(&base(3), &key);
+    let as_runner = |method: &str, path: &str, body: Option<&Value>| {
+        call(&base(3), Some(&runner), method, path, body)
+    };
+    let mine = ok(
+        as_runner("POST", "/api/workflow", Some(&json!({"name": "t94_wf"}))),
+        "start",
+    );
+    let mine = mine.as_str().expect("an id").to_owned();
+    let theirs = ok(
+        call(
+            &base(1),
+            Some(&admin),
+            "POST",
+            "/api/workflow",
+            Some(&json!({"name": "t94_x_wf"})),
+        ),
+        "start another",
+    );
+    let theirs = theirs.as_str().expect("an id").to_owned();
+    assert_eq!(
+        as_runner("POST", "/api/workflow", Some(&json!({"name": "t94_x_wf"}))).0,
+        403
+    );
+    for (method, path, expected) in [
+        ("GET", format!("/api/workflow/{mine}"), 200),
+        ("GET", format!("/api/workflow/{mine}/status"), 200),
+        ("PUT", format!("/api/workflow/{mine}/pause"), 200),
+        ("DELETE", format!("/api/workflow/{mine}"), 200),
+        ("GET", format!("/api/workflow/{theirs}"), 403),
+        ("PUT", format!("/api/workflow/{theirs}/pause"), 403),
+        ("DELETE", format!("/api/workflow/{theirs}"), 403),
+        ("GET", "/api/workflow/search".to_owned(), 403),
+        ("POST", "/api/workflow/bulk/terminate".to_owned(), 403),
+        ("GET", "/api/metadata/workflow/t94_wf".to_owned(), 403),
+    ] {
+        let body = (method != "GET").then(|| json!([theirs]));
+        let (status, answer) = as_runner(method, &path, body.as_ref());
+        assert_eq!(status, expected, "{method} {path}: {answer}");
+    }
 
     // Revocation: a key made inactive through node 1 is refused by nodes 2 and 3.
     let (app, key) = application(&base(1), &admin, "t94-revoked", "READ_ONLY");

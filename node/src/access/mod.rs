@@ -34,30 +34,171 @@ impl Principal {
         permits(&self.roles, family)
     }
 
+    /// Whether a grant gives it `access` to the resource `name` of kind `kind`.
+    pub fn granted(&self, kind: TargetType, name: &str, access: AccessType) -> bool {
+        self.grants
+            .iter()
+            .any(|g| g.access.contains(&access) && g.target.covers(kind, name))
+    }
+
+    /// Whether a grant gives it `access` to some resources of kind `kind`.
+    fn granted_some(&self, kind: TargetType, access: AccessType) -> bool {
+        self.grants
+            .iter()
+            .any(|g| g.access.contains(&access) && g.target.kind == kind)
+    }
+
     /// Whether it may poll tasks of `task_type` and report their results: by a role that
     /// works, or by a grant to execute that type.
     pub fn may_execute(&self, task_type: &str) -> bool {
         self.reaches(Family::Work)
-            || self.grants.iter().any(|g| {
-                g.access.contains(&AccessType::Execute)
-                    && g.target.covers(TargetType::TaskDef, task_type)
-            })
+            || self.granted(TargetType::TaskDef, task_type, AccessType::Execute)
     }
 
-    /// Whether it holds a grant to execute some task types (so the routes of work are open to
-    /// it, each checking the type).
-    pub fn executes_some_types(&self) -> bool {
-        self.grants.iter().any(|g| {
-            g.access.contains(&AccessType::Execute) && g.target.kind == TargetType::TaskDef
-        })
+    /// Whether it may start workflows named `workflow` and operate on them.
+    pub fn may_run(&self, workflow: &str) -> bool {
+        self.reaches(Family::Operate)
+            || self.granted(TargetType::WorkflowDef, workflow, AccessType::Execute)
     }
 
-    /// Whether it may use the route family `family`: by its roles, or, for work, by grants on
-    /// task types (each route then checks the type).
-    pub fn may_use(&self, family: Family) -> bool {
-        self.reaches(family) || (family == Family::Work && self.executes_some_types())
+    /// Whether it may read workflows named `workflow`.
+    pub fn may_read(&self, workflow: &str) -> bool {
+        self.reaches(Family::Read)
+            || self.granted(TargetType::WorkflowDef, workflow, AccessType::Read)
+    }
+
+    /// Whether it may use the route `route` of family `family`: by its roles, or by grants
+    /// when the route checks them against the resource it names ([`GRANTED_ROUTES`]).
+    pub fn may_use(&self, family: Family, route: &str) -> bool {
+        if self.reaches(family) {
+            return true;
+        }
+        let granted = GRANTED_ROUTES
+            .iter()
+            .find(|(f, r, _, _)| *f == family && *r == route);
+        granted.is_some_and(|(_, _, kind, access)| self.granted_some(*kind, *access))
     }
 }
+
+/// The routes open to an application by grants alone, beside its roles; each checks the
+/// resource it names. Work: the polled type, or the reported task's type. Workflows: the
+/// started name, or the workflow's name read by its id.
+pub const GRANTED_ROUTES: &[(Family, &str, TargetType, AccessType)] = &[
+    (
+        Family::Work,
+        "/api/tasks",
+        TargetType::TaskDef,
+        AccessType::Execute,
+    ),
+    (
+        Family::Work,
+        "/api/tasks/update-v2",
+        TargetType::TaskDef,
+        AccessType::Execute,
+    ),
+    (
+        Family::Work,
+        "/api/tasks/poll/{task_type}",
+        TargetType::TaskDef,
+        AccessType::Execute,
+    ),
+    (
+        Family::Work,
+        "/api/tasks/poll/batch/{task_type}",
+        TargetType::TaskDef,
+        AccessType::Execute,
+    ),
+    (
+        Family::Work,
+        "/api/tasks/{id}/log",
+        TargetType::TaskDef,
+        AccessType::Execute,
+    ),
+    (
+        Family::Operate,
+        "/api/workflow",
+        TargetType::WorkflowDef,
+        AccessType::Execute,
+    ),
+    (
+        Family::Operate,
+        "/api/workflow/{id}",
+        TargetType::WorkflowDef,
+        AccessType::Execute,
+    ),
+    (
+        Family::Operate,
+        "/api/workflow/execute/{name}/{version}",
+        TargetType::WorkflowDef,
+        AccessType::Execute,
+    ),
+    (
+        Family::Operate,
+        "/api/workflow/{id}/pause",
+        TargetType::WorkflowDef,
+        AccessType::Execute,
+    ),
+    (
+        Family::Operate,
+        "/api/workflow/{id}/resume",
+        TargetType::WorkflowDef,
+        AccessType::Execute,
+    ),
+    (
+        Family::Operate,
+        "/api/workflow/{id}/retry",
+        TargetType::WorkflowDef,
+        AccessType::Execute,
+    ),
+    (
+        Family::Operate,
+        "/api/workflow/{id}/restart",
+        TargetType::WorkflowDef,
+        AccessType::Execute,
+    ),
+    (
+        Family::Operate,
+        "/api/workflow/{id}/rerun",
+        TargetType::WorkflowDef,
+        AccessType::Execute,
+    ),
+    (
+        Family::Operate,
+        "/api/workflow/{id}/skiptask/{reference}",
+        TargetType::WorkflowDef,
+        AccessType::Execute,
+    ),
+    (
+        Family::Operate,
+        "/api/workflow/{id}/remove",
+        TargetType::WorkflowDef,
+        AccessType::Execute,
+    ),
+    (
+        Family::Operate,
+        "/api/workflow/{id}/terminate-remove",
+        TargetType::WorkflowDef,
+        AccessType::Execute,
+    ),
+    (
+        Family::Read,
+        "/api/workflow/{id}",
+        TargetType::WorkflowDef,
+        AccessType::Read,
+    ),
+    (
+        Family::Read,
+        "/api/workflow/{id}/status",
+        TargetType::WorkflowDef,
+        AccessType::Read,
+    ),
+    (
+        Family::Read,
+        "/api/workflow/{id}/tasks",
+        TargetType::WorkflowDef,
+        AccessType::Read,
+    ),
+];
 
 /// Why a request was not authenticated (401). Each says what the client should do: fetch a new
 /// token (`EXPIRED_TOKEN`, `INVALID_TOKEN`, the codes Orkes' clients renew their token on).

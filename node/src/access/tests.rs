@@ -183,14 +183,53 @@ fn a_grant_to_execute_task_types_opens_work_on_those_types_only() {
         grants: vec![grant("encode_*", AccessType::Execute)],
         key: "key".into(),
     };
-    assert!(principal.may_use(Family::Work) && !principal.may_use(Family::Read));
+    let poll = "/api/tasks/poll/{task_type}";
+    assert!(principal.may_use(Family::Work, poll));
+    assert!(!principal.may_use(Family::Work, "/api/tasks/{id}/{reference}/{status}"));
+    assert!(!principal.may_use(Family::Read, "/api/tasks/{id}"));
     assert!(principal.may_execute("encode_video"));
     assert!(!principal.may_execute("decode_video"));
     principal.grants = vec![grant("encode_*", AccessType::Read)];
-    assert!(!principal.may_use(Family::Work), "reading is not executing");
+    assert!(
+        !principal.may_use(Family::Work, poll),
+        "reading is not executing"
+    );
     principal.roles.insert(Role::Worker);
     assert!(
         principal.may_execute("decode_video"),
         "the role works on every type"
     );
+}
+
+#[test]
+fn grants_on_workflow_definitions_open_their_checked_routes_only() {
+    use proto::model::access::{AccessType, Grant, Target, TargetType};
+    let principal = Principal {
+        application: "app".into(),
+        name: "orders".into(),
+        roles: BTreeSet::new(),
+        grants: vec![Grant {
+            target: Target {
+                kind: TargetType::WorkflowDef,
+                id: "orders_*".into(),
+            },
+            access: [AccessType::Execute].into(),
+        }],
+        key: "key".into(),
+    };
+    assert!(principal.may_use(Family::Operate, "/api/workflow"));
+    assert!(principal.may_use(Family::Operate, "/api/workflow/{id}/pause"));
+    assert!(!principal.may_use(Family::Operate, "/api/workflow/bulk/terminate"));
+    assert!(
+        !principal.may_use(Family::Read, "/api/workflow/{id}"),
+        "no READ grant"
+    );
+    assert!(!principal.may_use(Family::Read, "/api/workflow/search"));
+    assert!(principal.may_run("orders_eu") && !principal.may_run("payroll"));
+    assert!(!principal.may_read("orders_eu"));
+    for (expected, route, _, _) in GRANTED_ROUTES {
+        let methods = ["GET", "POST", "PUT", "DELETE"];
+        let some = methods.iter().any(|m| family(m, route) == *expected);
+        assert!(some, "{route} is never {expected:?}");
+    }
 }

@@ -23,14 +23,15 @@ pub async fn guard(State(node): State<Node>, mut request: Request, next: Next) -
         return caller::acting_as(anonymous(), next.run(request)).await;
     }
     let route = request.extensions().get::<MatchedPath>();
-    let family = access::family(request.method().as_str(), route.map_or("", |p| p.as_str()));
+    let route = route.map_or("", |p| p.as_str());
+    let family = access::family(request.method().as_str(), route);
     if family == Family::Public {
         return caller::acting_as(anonymous(), next.run(request)).await;
     }
     let token = token(request.headers());
     match access::authenticate(&table, token, node.access.now_ms()) {
         Err(denied) => unauthorized(denied),
-        Ok(principal) if !principal.may_use(family) => forbidden(&principal, family),
+        Ok(principal) if !principal.may_use(family, route) => forbidden(&principal, family),
         Ok(principal) => {
             let who = principal.who();
             request.extensions_mut().insert(principal);
@@ -57,6 +58,39 @@ fn unauthorized(denied: Denied) -> Response {
     (StatusCode::UNAUTHORIZED, challenge, Json(body)).into_response()
 }
 
+/// The principal of a request made with a token (none while access control is off).
+pub type Caller = Option<axum::Extension<Principal>>;
+
+/// 403 unless the request's principal (if access control is on) may start workflows named
+/// `workflow` and operate on them.
+pub fn may_run(principal: Option<&Principal>, workflow: &str) -> Result<(), ApiError> {
+    match principal {
+        Some(p) if !p.may_run(workflow) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "application {:?} may not run workflows named {workflow:?}",
+                p.name
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// 403 unless the request's principal (if access control is on) may read workflows named
+/// `workflow`.
+pub fn may_read(principal: Option<&Principal>, workflow: &str) -> Result<(), ApiError> {
+    match principal {
+        Some(p) if !p.may_read(workflow) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "application {:?} may not read workflows named {workflow:?}",
+                p.name
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// 403 unless the request's principal (if access control is on) may execute tasks of
 /// `task_type`.
 pub fn may_execute(principal: Option<&Principal>, task_type: &str) -> Result<(), ApiError> {
@@ -65,21 +99,6 @@ pub fn may_execute(principal: Option<&Principal>, task_type: &str) -> Result<(),
             StatusCode::FORBIDDEN,
             format!(
                 "application {:?} may not execute tasks of type {task_type:?}",
-                p.name
-            ),
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// 403 unless the request's principal (if access control is on) works on every task type by a
-/// role: the routes that name a task by its workflow and reference are not open to grants.
-pub fn works_everywhere(principal: Option<&Principal>) -> Result<(), ApiError> {
-    match principal {
-        Some(p) if !p.reaches(Family::Work) => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!(
-                "application {:?} executes granted task types only: report results with POST /api/tasks",
                 p.name
             ),
         )),

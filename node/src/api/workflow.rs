@@ -7,7 +7,9 @@
 
 use super::error::ApiResult;
 use super::extract::{name, workflow_id, Body, BodyOrDefault, Params, PathArgs};
+use super::guard::{may_read, may_run, Caller};
 use super::{search, ApiError};
+use crate::access::Family;
 use crate::service::SearchQuery;
 use crate::Node;
 use axum::extract::State;
@@ -28,13 +30,31 @@ pub const RUNNING_FILTER_MAX: usize = 1_000;
 /// Page size of `GET /api/workflow/{id}/tasks` when none is given (Conductor's).
 const TASK_PAGE_DEFAULT: usize = 15;
 
+/// 403 unless the caller may operate on (`run`) or read the workflow `id`; its name is read
+/// only for a caller whose roles do not reach the route (one whose grants name workflows).
+async fn may_touch(node: &Node, caller: &Caller, id: &str, run: bool) -> ApiResult<()> {
+    let Some(p) = caller.as_deref() else {
+        return Ok(());
+    };
+    if p.reaches(if run { Family::Operate } else { Family::Read }) {
+        return Ok(());
+    }
+    let workflow = node.workflows.workflow(id, false).await?.workflow_name;
+    match run {
+        true => may_run(Some(p), &workflow),
+        false => may_read(Some(p), &workflow),
+    }
+}
+
 // ---- start ----
 
 /// `POST /api/workflow`: starts a workflow from a `StartWorkflowRequest`; answers its id.
 pub async fn start(
     State(node): State<Node>,
+    caller: Caller,
     Body(request): Body<StartWorkflowRequest>,
 ) -> ApiResult<String> {
+    may_run(caller.as_deref(), &request.name)?;
     // The node checks every field (proto::check::start_request) before anything is stored.
     Ok(node.workflows.start_workflow(request).await?)
 }
@@ -43,10 +63,12 @@ pub async fn start(
 /// as its input; answers its id.
 pub async fn start_by_name(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(workflow_name): PathArgs<String>,
     params: Params,
     BodyOrDefault(input): BodyOrDefault<model::Json>,
 ) -> ApiResult<String> {
+    may_run(caller.as_deref(), &workflow_name)?;
     let request = StartWorkflowRequest {
         name: name("workflow name", &workflow_name)?.to_owned(),
         version: params.num("version")?,
@@ -84,10 +106,12 @@ pub struct WorkflowRun {
 /// workflow as it stands, still RUNNING.
 pub async fn execute(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs((workflow_name, version)): PathArgs<(String, String)>,
     params: Params,
     BodyOrDefault(mut request): BodyOrDefault<StartWorkflowRequest>,
 ) -> ApiResult<Json<WorkflowRun>> {
+    may_run(caller.as_deref(), &workflow_name)?;
     use crate::service::wait::{Until, EXECUTE_WAIT_DEFAULT_S, EXECUTE_WAIT_MAX_S, WAIT_REFS_MAX};
     request.name = name("workflow name", &workflow_name)?.to_owned();
     request.version = Some(version.parse().map_err(|_| {
@@ -135,10 +159,12 @@ pub async fn execute(
 /// `GET /api/workflow/{id}?includeTasks=` (default true).
 pub async fn get(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(id): PathArgs<String>,
     params: Params,
 ) -> ApiResult<Json<Workflow>> {
     let id = workflow_id(&id)?;
+    may_touch(&node, &caller, id.as_str(), false).await?;
     let include_tasks = params.bool("includeTasks", true)?;
     Ok(Json(
         node.workflows.workflow(id.as_str(), include_tasks).await?,
@@ -174,10 +200,12 @@ impl WorkflowStatusSummary {
 /// `GET /api/workflow/{id}/status?includeOutput=&includeVariables=` (both default false).
 pub async fn status(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(id): PathArgs<String>,
     params: Params,
 ) -> ApiResult<Json<WorkflowStatusSummary>> {
     let id = workflow_id(&id)?;
+    may_touch(&node, &caller, id.as_str(), false).await?;
     let include_output = params.bool("includeOutput", false)?;
     let include_variables = params.bool("includeVariables", false)?;
     let workflow = node.workflows.workflow(id.as_str(), false).await?;
@@ -192,10 +220,12 @@ pub async fn status(
 /// only those in the given statuses.
 pub async fn tasks(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(id): PathArgs<String>,
     params: Params,
 ) -> ApiResult<Json<SearchResult<Task>>> {
     let id = workflow_id(&id)?;
+    may_touch(&node, &caller, id.as_str(), false).await?;
     let start = params.num_or("start", 0usize)?;
     let count = params.num_or("count", TASK_PAGE_DEFAULT)?;
     let statuses = params
@@ -225,18 +255,24 @@ pub async fn tasks(
 /// `PUT /api/workflow/{id}/pause`.
 pub async fn pause(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(id): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
-    node.workflows.pause(workflow_id(&id)?.as_str()).await?;
+    let id = workflow_id(&id)?;
+    may_touch(&node, &caller, id.as_str(), true).await?;
+    node.workflows.pause(id.as_str()).await?;
     Ok(StatusCode::OK)
 }
 
 /// `PUT /api/workflow/{id}/resume`.
 pub async fn resume(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(id): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
-    node.workflows.resume(workflow_id(&id)?.as_str()).await?;
+    let id = workflow_id(&id)?;
+    may_touch(&node, &caller, id.as_str(), true).await?;
+    node.workflows.resume(id.as_str()).await?;
     Ok(StatusCode::OK)
 }
 
@@ -253,10 +289,12 @@ pub async fn decide(
 /// client) is checked but Baton runs the failure workflow by the definition alone.
 pub async fn terminate(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(id): PathArgs<String>,
     params: Params,
 ) -> ApiResult<StatusCode> {
     let id = workflow_id(&id)?;
+    may_touch(&node, &caller, id.as_str(), true).await?;
     params.bool("triggerFailureWorkflow", false)?;
     node.workflows
         .terminate(id.as_str(), params.string("reason"))
@@ -267,10 +305,12 @@ pub async fn terminate(
 /// `DELETE /api/workflow/{id}/terminate-remove?reason=`: terminates (if still open) and removes.
 pub async fn terminate_remove(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(id): PathArgs<String>,
     params: Params,
 ) -> ApiResult<StatusCode> {
     let id = workflow_id(&id)?;
+    may_touch(&node, &caller, id.as_str(), true).await?;
     params.bool("archiveWorkflow", true)?;
     match node
         .workflows
@@ -288,10 +328,12 @@ pub async fn terminate_remove(
 /// `POST /api/workflow/{id}/retry?resumeSubworkflowTasks=`: answers 204.
 pub async fn retry(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(id): PathArgs<String>,
     params: Params,
 ) -> ApiResult<StatusCode> {
     let id = workflow_id(&id)?;
+    may_touch(&node, &caller, id.as_str(), true).await?;
     let resume = params.bool("resumeSubworkflowTasks", false)?;
     // Checked for shape: a child is retried through its parent only with the flag above.
     params.bool("retryIfRetriedByParent", true)?;
@@ -302,10 +344,12 @@ pub async fn retry(
 /// `POST /api/workflow/{id}/restart?useLatestDefinitions=`: answers 204.
 pub async fn restart(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(id): PathArgs<String>,
     params: Params,
 ) -> ApiResult<StatusCode> {
     let id = workflow_id(&id)?;
+    may_touch(&node, &caller, id.as_str(), true).await?;
     let use_latest = params.bool("useLatestDefinitions", false)?;
     node.workflows.restart(id.as_str(), use_latest).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -314,10 +358,12 @@ pub async fn restart(
 /// `POST /api/workflow/{id}/rerun` with a `RerunWorkflowRequest`: answers the workflow id.
 pub async fn rerun(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(id): PathArgs<String>,
     BodyOrDefault(request): BodyOrDefault<RerunWorkflowRequest>,
 ) -> ApiResult<String> {
     let id = workflow_id(&id)?;
+    may_touch(&node, &caller, id.as_str(), true).await?;
     if let Some(task) = &request.re_run_from_task_id {
         super::extract::task_id(task)?;
     }
@@ -337,11 +383,13 @@ pub async fn rerun(
 /// query value is used when the body is empty, and anything else there is ignored.
 pub async fn skip_task(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs((id, reference)): PathArgs<(String, String)>,
     params: Params,
     BodyOrDefault(body): BodyOrDefault<SkipTaskRequest>,
 ) -> ApiResult<StatusCode> {
     let id = workflow_id(&id)?;
+    may_touch(&node, &caller, id.as_str(), true).await?;
     let reference = name("task reference name", &reference)?;
     let request = match params.str("skipTaskRequest") {
         Some(query) if body == SkipTaskRequest::default() => serde_json::from_str(query)
@@ -360,10 +408,12 @@ pub async fn skip_task(
 /// `DELETE /api/workflow/{id}/remove?archiveWorkflow=`: removes the workflow and its history.
 pub async fn remove(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(id): PathArgs<String>,
     params: Params,
 ) -> ApiResult<StatusCode> {
     let id = workflow_id(&id)?;
+    may_touch(&node, &caller, id.as_str(), true).await?;
     // Baton keeps no archive; the flag is accepted for compatibility.
     params.bool("archiveWorkflow", true)?;
     node.workflows.remove(id.as_str()).await?;

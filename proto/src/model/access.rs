@@ -51,11 +51,15 @@ impl Role {
     }
 }
 
-/// The kind of resource a grant names (Orkes' `TargetType`; Baton honours task types).
+/// The kind of resource a grant names (Orkes' `TargetType`; Baton honours task types and
+/// workflow definitions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TargetType {
+    /// `EXECUTE`: poll the type's tasks and report their results.
     TaskDef,
+    /// `EXECUTE`: start workflows of the name and operate on them; `READ`: read them.
+    WorkflowDef,
 }
 
 /// What a grant allows on its target (Orkes' `AccessType`).
@@ -66,7 +70,8 @@ pub enum AccessType {
     Read,
     Update,
     Delete,
-    /// For a task type: poll its tasks and report their results and logs.
+    /// For a task type: poll its tasks and report their results and logs; for a workflow
+    /// definition: start workflows of it and operate on them.
     Execute,
 }
 
