@@ -5,7 +5,8 @@
 //! `${ref.output.y}`, `${ref.input.y}`, `${ref.status}` ... with nested paths such as `a.b[0].c` or
 //! `a['b c']`. A string that is exactly one placeholder keeps the JSON type of what it names; a
 //! placeholder embedded in a longer string is interpolated as text. Anything missing is `null`.
-//! `$${` escapes a literal `${`. Wildcards, deep scans, filters, slices and unions go to
+//! `$${` escapes a literal `${`. `${workflow.secrets.NAME}` stays as it is: the node fills it
+//! in an HTTP task's headers as it makes the call, so no secret enters a decision or a record. Wildcards, deep scans, filters, slices and unions go to
 //! [`jsonpath`](super::jsonpath) and answer the list of what they match.
 
 use proto::model::{Json, Task, Workflow};
@@ -189,6 +190,11 @@ fn lookup(path: &str, scope: &Scope<'_>) -> Value {
         return Value::Null;
     };
     if root == "workflow" {
+        if let Some((Seg::Key(field), [Seg::Key(_)])) = rest.split_first() {
+            if field == "secrets" {
+                return Value::String(format!("${{{path}}}"));
+            }
+        }
         return workflow_field(scope.wf, rest);
     }
     match scope
@@ -340,6 +346,14 @@ mod tests {
         let table: Vec<(Value, Value)> = vec![
             (json!("${workflow.input.param1}"), json!("p1 value")),
             (json!("${workflow.input.num}"), json!(7)),
+            (
+                json!("${workflow.secrets.api_key}"),
+                json!("${workflow.secrets.api_key}"),
+            ),
+            (
+                json!("Bearer ${ workflow.secrets.api_key }"),
+                json!("Bearer ${workflow.secrets.api_key}"),
+            ),
             (json!("${workflow.input.nested.a[2].b}"), json!("deep")),
             (json!("${workflow.input.nested.a[1]}"), json!(2)),
             (

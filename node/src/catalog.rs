@@ -2,7 +2,7 @@
 //! all of it replicated (the meta group's definitions) or the operator's configuration, equal
 //! on every node (secrets, the lifecycle sink), so every replica decides alike.
 
-use crate::secrets::Secrets;
+use crate::secrets::SecretFiles;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -10,7 +10,7 @@ use std::sync::Arc;
 /// and whether DSL instances record their lifecycle events (a sink is named for them).
 pub(crate) struct Catalog {
     pub defs: crate::meta::MetaState,
-    pub secrets: Secrets,
+    pub secrets: SecretFiles,
     pub lifecycle_events: bool,
 }
 

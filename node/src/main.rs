@@ -151,6 +151,11 @@ enum Command {
         /// read at start: Serverless Workflow documents read them as `$secrets`.
         #[arg(long, value_name = "DIR")]
         secrets_dir: Option<PathBuf>,
+        /// The keys of the replicated secrets store (`/api/secrets`), one per line as 64 hex
+        /// digits (`openssl rand -hex 32`): the first seals, every one opens. Give every node
+        /// the same file. HTTP tasks name its secrets as `${workflow.secrets.NAME}` in headers.
+        #[arg(long, value_name = "FILE")]
+        secrets_key_file: Option<PathBuf>,
         /// The processes Serverless Workflow `run` tasks may start on this node: `shell`
         /// (`run.shell`, `sh -c`), `python` (`run.script` in python, `python3 -c`), or both,
         /// comma-separated. Without it documents that run them are refused. (`js` scripts run
@@ -265,6 +270,7 @@ fn main() -> anyhow::Result<()> {
             http_concurrency,
             http_allow,
             secrets_dir,
+            secrets_key_file,
             dsl_run,
         } => {
             let node = NodeId(node_id);
@@ -288,10 +294,16 @@ fn main() -> anyhow::Result<()> {
             };
             events.check_dsl_bus().map_err(anyhow::Error::msg)?;
             events.check_lifecycle_sink().map_err(anyhow::Error::msg)?;
-            let secrets = match secrets_dir {
-                Some(dir) => node::secrets::Secrets::read_dir(&dir).map_err(anyhow::Error::msg)?,
+            let secret_files = match secrets_dir {
+                Some(dir) => {
+                    node::secrets::SecretFiles::read_dir(&dir).map_err(anyhow::Error::msg)?
+                }
                 None => Default::default(),
             };
+            let secrets_keys = secrets_key_file
+                .map(|f| node::secrets::SecretsKeys::read_file(&f).map(std::sync::Arc::new))
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
             let doors = node::api::doors::Doors::new(http, host_names, allow_origin);
             serve(node::Options {
                 data_dir,
@@ -308,7 +320,8 @@ fn main() -> anyhow::Result<()> {
                 cluster,
                 workers,
                 events,
-                secrets,
+                secret_files,
+                secrets_keys,
             })
         }
         Command::Certs { out, nodes, host } => write_certs(&out, nodes, &host),

@@ -47,8 +47,11 @@ pub struct Options {
     pub workers: Option<WorkerGatewayOptions>,
     /// The external event brokers (disabled when absent).
     pub events: crate::events::EventOptions,
-    /// The operator's secrets (`--secrets-dir`; none when absent).
-    pub secrets: crate::secrets::Secrets,
+    /// The operator's secrets directory (`--secrets-dir`; none when absent).
+    pub secret_files: crate::secrets::SecretFiles,
+    /// The keys that seal and open the replicated secrets store (`--secrets-key-file`; the
+    /// store refuses writes and HTTP tasks cannot name secrets without them).
+    pub secrets_keys: Option<std::sync::Arc<crate::secrets::SecretsKeys>>,
 }
 
 impl Default for Options {
@@ -69,7 +72,8 @@ impl Default for Options {
             cluster: None,
             workers: None,
             events: Default::default(),
-            secrets: Default::default(),
+            secret_files: Default::default(),
+            secrets_keys: None,
         }
     }
 }

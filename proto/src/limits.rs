@@ -113,6 +113,10 @@ pub const AUDIT_RETENTION_MS: i64 = 90 * 24 * 60 * 60 * 1000;
 pub const AUDIT_PAGE_MAX: usize = 1_000;
 /// Seconds a token from `POST /api/token` is honoured (its key's revocation ends it sooner).
 pub const TOKEN_TTL_SECS: i64 = 60 * 60;
+/// Most secrets a store holds (the replicated store, or a node's secrets directory).
+pub const SECRETS_MAX: usize = 1_000;
+/// Largest secret value, in bytes.
+pub const SECRET_BYTES_MAX: usize = 64 * 1024;
 /// Most validation errors a refusal or a failure reason lists (the rest are counted).
 pub const SCHEMA_ERRORS_MAX: usize = 10;
 /// Most Serverless Workflow document versions the meta group holds (each up to

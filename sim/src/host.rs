@@ -76,7 +76,6 @@ pub fn options(
             scripts_in_process: true,
             ..Default::default()
         },
-        secrets: Default::default(),
         ..Default::default()
     }
 }

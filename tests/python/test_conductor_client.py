@@ -10,14 +10,13 @@ own resource classes (WorkflowBulkResourceApi, TaskResourceApi, ApiClient with i
 built with the client's own workflow classes (ConductorWorkflow and its tasks) runs unchanged.
 """
 
-import json
 import os
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+import pong
 
 from conductor.client.automator.task_handler import TaskHandler
 from conductor.client.http.api.task_resource_api import TaskResourceApi
@@ -296,29 +295,10 @@ def simple(task_def_name, reference, inputs):
     return task
 
 
-class Pong(BaseHTTPRequestHandler):
-    """Answers every GET with {"pong": <the path>}."""
-
-    def do_GET(self):
-        body = json.dumps({"pong": self.path}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def pong_url():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Pong)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
+    with pong.serving() as url:
+        yield url
 
 
 def builder_workflow(executor, pong_url):

@@ -16,8 +16,9 @@ const CRATES: [&str; 8] = [
 ];
 
 /// The node's services in the order `node::service` lists them, with the files of each.
-const SERVICES: [(&str, &[&str]); 9] = [
+const SERVICES: [(&str, &[&str]); 10] = [
     ("Access", &["access.rs"]),
+    ("Secrets", &["secrets.rs"]),
     ("Definitions", &["definitions.rs", "schemas.rs"]),
     ("Workflows", &["workflows.rs", "wait.rs", "dsl.rs"]),
     ("Tasks", &["tasks.rs", "backlog.rs"]),

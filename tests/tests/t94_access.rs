@@ -340,7 +340,9 @@ fn every_role_meets_every_route_family_on_every_node_and_revocation_spreads() {
         ("DELETE", format!("/api/workflow/{theirs}"), 403),
         ("GET", "/api/workflow/search".to_owned(), 403),
         ("POST", "/api/workflow/bulk/terminate".to_owned(), 403),
-        ("GET", "/api/metadata/workflow/t94_wf".to_owned(), 403),
+        ("GET", "/api/metadata/workflow/t94_wf".to_owned(), 200),
+        ("GET", "/api/metadata/workflow/t94_x_wf".to_owned(), 403),
+        ("DELETE", "/api/metadata/workflow/t94_wf/1".to_owned(), 403),
     ] {
         let body = (method != "GET").then(|| json!([theirs]));
         let (status, answer) = as_runner(method, &path, body.as_ref());
@@ -417,4 +419,66 @@ fn every_role_meets_every_route_family_on_every_node_and_revocation_spreads() {
     let text = audit.to_string();
     assert!(!text.contains(admin_key["secret"].as_str().unwrap_or("?")));
     assert!(!text.contains(key["secret"].as_str().unwrap_or("?")));
+}
+
+/// Secrets: conductor-python stores one through its SecretClient, a workflow's HTTP task sends
+/// it in a header while the workflow holds only its placeholder, and applications holding
+/// grants alone create and read what their grants name (`tests/python/test_secrets.py`). Then
+/// no file under the node's data directory (Raft log, stores, snapshots, logs) holds the value.
+#[test]
+fn secrets_are_sealed_at_rest_and_reach_only_the_calls_that_name_them() {
+    let keys = tempfile::tempdir().expect("a directory");
+    let key_file = keys.path().join("secrets.key");
+    std::fs::write(&key_file, format!("{}\n", "5a".repeat(32))).expect("write the key");
+    let mut server = Server::start_with_args(&[
+        "--auth".to_owned(),
+        "--secrets-key-file".to_owned(),
+        key_file.to_string_lossy().into_owned(),
+    ]);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_nanos();
+    let value = format!("sv-{nanos}-never-stored");
+    let admin_key = server.data_dir().join("data").join("admin-key.json");
+    let admin_key = admin_key.to_string_lossy().into_owned();
+    let env = [
+        ("BATON_ADMIN_KEY", Some(admin_key.as_str())),
+        ("BATON_SECRET_VALUE", Some(value.as_str())),
+    ];
+    pytest(
+        "tests/python/test_secrets.py",
+        &server.base_url(),
+        &env,
+        PYTEST_DEADLINE,
+    );
+    assert!(server.terminate(WAIT).is_some(), "the node stops");
+    let named = files_holding(server.data_dir(), b"sec_api_token");
+    assert!(
+        !named.is_empty(),
+        "the secret's name is stored, so the scan reads the stores"
+    );
+    let holding = files_holding(server.data_dir(), value.as_bytes());
+    assert!(holding.is_empty(), "the value is stored in {holding:?}");
+}
+
+/// The files under `dir` whose bytes contain `needle`.
+fn files_holding(dir: &std::path::Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("read the folder") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if std::fs::read(&path)
+                .expect("read the file")
+                .windows(needle.len())
+                .any(|w| w == needle)
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
 }

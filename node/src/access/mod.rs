@@ -4,8 +4,11 @@
 //! request once access control is set up, and the Access service makes keys and tokens.
 
 pub mod caller;
+mod routes;
 pub mod secret;
 pub mod token;
+
+pub use routes::GRANTED_ROUTES;
 
 use crate::meta::AccessTable;
 use proto::model::access::{AccessType, Application, Grant, KeyStatus, Role, TargetType};
@@ -41,30 +44,17 @@ impl Principal {
             .any(|g| g.access.contains(&access) && g.target.covers(kind, name))
     }
 
-    /// Whether a grant gives it `access` to some resources of kind `kind`.
-    fn granted_some(&self, kind: TargetType, access: AccessType) -> bool {
+    /// Whether a grant gives it one of `accesses` to some resources of kind `kind`.
+    fn granted_some(&self, kind: TargetType, accesses: &[AccessType]) -> bool {
         self.grants
             .iter()
-            .any(|g| g.access.contains(&access) && g.target.kind == kind)
+            .any(|g| g.target.kind == kind && accesses.iter().any(|a| g.access.contains(a)))
     }
 
-    /// Whether it may poll tasks of `task_type` and report their results: by a role that
-    /// works, or by a grant to execute that type.
-    pub fn may_execute(&self, task_type: &str) -> bool {
-        self.reaches(Family::Work)
-            || self.granted(TargetType::TaskDef, task_type, AccessType::Execute)
-    }
-
-    /// Whether it may start workflows named `workflow` and operate on them.
-    pub fn may_run(&self, workflow: &str) -> bool {
-        self.reaches(Family::Operate)
-            || self.granted(TargetType::WorkflowDef, workflow, AccessType::Execute)
-    }
-
-    /// Whether it may read workflows named `workflow`.
-    pub fn may_read(&self, workflow: &str) -> bool {
-        self.reaches(Family::Read)
-            || self.granted(TargetType::WorkflowDef, workflow, AccessType::Read)
+    /// Whether it may do `ask` to the resource `name`: by a role reaching the ask's family,
+    /// or by a grant of the ask's access to that resource.
+    pub fn may(&self, ask: Ask, name: &str) -> bool {
+        self.reaches(ask.family) || self.granted(ask.kind, name, ask.access)
     }
 
     /// Whether it may use the route `route` of family `family`: by its roles, or by grants
@@ -76,129 +66,62 @@ impl Principal {
         let granted = GRANTED_ROUTES
             .iter()
             .find(|(f, r, _, _)| *f == family && *r == route);
-        granted.is_some_and(|(_, _, kind, access)| self.granted_some(*kind, *access))
+        granted.is_some_and(|(_, _, kind, accesses)| self.granted_some(*kind, accesses))
     }
 }
 
-/// The routes open to an application by grants alone, beside its roles; each checks the
-/// resource it names. Work: the polled type, or the reported task's type. Workflows: the
-/// started name, or the workflow's name read by its id.
-pub const GRANTED_ROUTES: &[(Family, &str, TargetType, AccessType)] = &[
-    (
-        Family::Work,
-        "/api/tasks",
-        TargetType::TaskDef,
-        AccessType::Execute,
-    ),
-    (
-        Family::Work,
-        "/api/tasks/update-v2",
-        TargetType::TaskDef,
-        AccessType::Execute,
-    ),
-    (
-        Family::Work,
-        "/api/tasks/poll/{task_type}",
-        TargetType::TaskDef,
-        AccessType::Execute,
-    ),
-    (
-        Family::Work,
-        "/api/tasks/poll/batch/{task_type}",
-        TargetType::TaskDef,
-        AccessType::Execute,
-    ),
-    (
-        Family::Work,
-        "/api/tasks/{id}/log",
-        TargetType::TaskDef,
-        AccessType::Execute,
-    ),
-    (
+/// What a request does to one named resource: the family of routes whose roles allow it, or
+/// the grant on the resource that stands in for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ask {
+    pub family: Family,
+    pub kind: TargetType,
+    pub access: AccessType,
+}
+
+impl Ask {
+    /// Poll a task type's tasks and report their results and logs.
+    pub const EXECUTE_TASKS: Ask = Ask::new(Family::Work, TargetType::TaskDef, AccessType::Execute);
+    /// Start workflows of a name and operate on them.
+    pub const RUN_WORKFLOWS: Ask = Ask::new(
         Family::Operate,
-        "/api/workflow",
         TargetType::WorkflowDef,
         AccessType::Execute,
-    ),
-    (
-        Family::Operate,
-        "/api/workflow/{id}",
-        TargetType::WorkflowDef,
-        AccessType::Execute,
-    ),
-    (
-        Family::Operate,
-        "/api/workflow/execute/{name}/{version}",
-        TargetType::WorkflowDef,
-        AccessType::Execute,
-    ),
-    (
-        Family::Operate,
-        "/api/workflow/{id}/pause",
-        TargetType::WorkflowDef,
-        AccessType::Execute,
-    ),
-    (
-        Family::Operate,
-        "/api/workflow/{id}/resume",
-        TargetType::WorkflowDef,
-        AccessType::Execute,
-    ),
-    (
-        Family::Operate,
-        "/api/workflow/{id}/retry",
-        TargetType::WorkflowDef,
-        AccessType::Execute,
-    ),
-    (
-        Family::Operate,
-        "/api/workflow/{id}/restart",
-        TargetType::WorkflowDef,
-        AccessType::Execute,
-    ),
-    (
-        Family::Operate,
-        "/api/workflow/{id}/rerun",
-        TargetType::WorkflowDef,
-        AccessType::Execute,
-    ),
-    (
-        Family::Operate,
-        "/api/workflow/{id}/skiptask/{reference}",
-        TargetType::WorkflowDef,
-        AccessType::Execute,
-    ),
-    (
-        Family::Operate,
-        "/api/workflow/{id}/remove",
-        TargetType::WorkflowDef,
-        AccessType::Execute,
-    ),
-    (
-        Family::Operate,
-        "/api/workflow/{id}/terminate-remove",
-        TargetType::WorkflowDef,
-        AccessType::Execute,
-    ),
-    (
-        Family::Read,
-        "/api/workflow/{id}",
-        TargetType::WorkflowDef,
-        AccessType::Read,
-    ),
-    (
-        Family::Read,
-        "/api/workflow/{id}/status",
-        TargetType::WorkflowDef,
-        AccessType::Read,
-    ),
-    (
-        Family::Read,
-        "/api/workflow/{id}/tasks",
-        TargetType::WorkflowDef,
-        AccessType::Read,
-    ),
-];
+    );
+
+    const fn new(family: Family, kind: TargetType, access: AccessType) -> Ask {
+        Ask {
+            family,
+            kind,
+            access,
+        }
+    }
+
+    /// Read a resource of `kind` (for a workflow definition: its workflows too).
+    pub const fn read(kind: TargetType) -> Ask {
+        Ask::new(Family::Read, kind, AccessType::Read)
+    }
+
+    /// Write a definition of `kind`: create it when it is new, update it when it `exists`.
+    pub const fn put(kind: TargetType, exists: bool) -> Ask {
+        let access = if exists {
+            AccessType::Update
+        } else {
+            AccessType::Create
+        };
+        Ask::new(Family::Define, kind, access)
+    }
+
+    /// Delete a definition of `kind`.
+    pub const fn delete(kind: TargetType) -> Ask {
+        Ask::new(Family::Define, kind, AccessType::Delete)
+    }
+
+    /// Change a definition of `kind` in place (pause or resume a schedule).
+    pub const fn update(kind: TargetType) -> Ask {
+        Ask::new(Family::Define, kind, AccessType::Update)
+    }
+}
 
 /// Why a request was not authenticated (401). Each says what the client should do: fetch a new
 /// token (`EXPIRED_TOKEN`, `INVALID_TOKEN`, the codes Orkes' clients renew their token on).
@@ -278,7 +201,8 @@ pub enum Family {
     Public,
     /// Reads of definitions, workflows, tasks, queues, handlers and triggers.
     Read,
-    /// Writes of definitions, schemas, DSL documents, event handlers, webhooks and schedules.
+    /// Writes of definitions, schemas, DSL documents, event handlers, webhooks, schedules and
+    /// secrets.
     Define,
     /// Operations on workflows and DSL instances, and publishing events.
     Operate,
@@ -318,6 +242,7 @@ const CHANGING_GETS: &[&str] = &[
 /// The routes that only read although asked for with POST.
 const READING_POSTS: &[&str] = &[
     "/api/dsl/validate",
+    "/api/secrets",
     "/api/workflow/correlated/batch",
     "/api/workflow/{id}/correlated",
 ];
@@ -329,6 +254,7 @@ const DEFINE: &[&str] = &[
     "/api/scheduler/",
     "/api/schema",
     "/api/dsl/workflows",
+    "/api/secrets/",
 ];
 
 /// The family of the route declared as `path`, asked for with `method`. A route no rule names

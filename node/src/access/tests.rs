@@ -1,6 +1,6 @@
 use super::*;
 use crate::meta::AccessTable;
-use proto::model::access::{AccessKey, Application, SigningKey};
+use proto::model::access::{AccessKey, Application, SigningKey, Target};
 
 const NOW: EpochMs = 1_800_000_000_000;
 
@@ -166,57 +166,48 @@ fn each_role_reaches_its_families_only() {
     assert!(permits(&both, Work) && permits(&both, Define) && !permits(&both, Operate));
 }
 
+/// An application holding only `grants`: on each target, its accesses.
+fn granted(grants: &[(TargetType, &str, &[AccessType])]) -> Principal {
+    let grant = |(kind, id, access): &(TargetType, &str, &[AccessType])| Grant {
+        target: Target {
+            kind: *kind,
+            id: (*id).into(),
+        },
+        access: access.iter().copied().collect(),
+    };
+    Principal {
+        application: "app".into(),
+        name: "granted".into(),
+        roles: BTreeSet::new(),
+        grants: grants.iter().map(grant).collect(),
+        key: "key".into(),
+    }
+}
+
 #[test]
 fn a_grant_to_execute_task_types_opens_work_on_those_types_only() {
-    use proto::model::access::{AccessType, Grant, Target, TargetType};
-    let grant = |id: &str, access: AccessType| Grant {
-        target: Target {
-            kind: TargetType::TaskDef,
-            id: id.into(),
-        },
-        access: [access].into(),
-    };
-    let mut principal = Principal {
-        application: "app".into(),
-        name: "encoders".into(),
-        roles: BTreeSet::new(),
-        grants: vec![grant("encode_*", AccessType::Execute)],
-        key: "key".into(),
-    };
+    let mut principal = granted(&[(TargetType::TaskDef, "encode_*", &[AccessType::Execute])]);
     let poll = "/api/tasks/poll/{task_type}";
     assert!(principal.may_use(Family::Work, poll));
     assert!(!principal.may_use(Family::Work, "/api/tasks/{id}/{reference}/{status}"));
     assert!(!principal.may_use(Family::Read, "/api/tasks/{id}"));
-    assert!(principal.may_execute("encode_video"));
-    assert!(!principal.may_execute("decode_video"));
-    principal.grants = vec![grant("encode_*", AccessType::Read)];
+    assert!(principal.may(Ask::EXECUTE_TASKS, "encode_video"));
+    assert!(!principal.may(Ask::EXECUTE_TASKS, "decode_video"));
+    principal = granted(&[(TargetType::TaskDef, "encode_*", &[AccessType::Read])]);
     assert!(
         !principal.may_use(Family::Work, poll),
         "reading is not executing"
     );
     principal.roles.insert(Role::Worker);
     assert!(
-        principal.may_execute("decode_video"),
+        principal.may(Ask::EXECUTE_TASKS, "decode_video"),
         "the role works on every type"
     );
 }
 
 #[test]
 fn grants_on_workflow_definitions_open_their_checked_routes_only() {
-    use proto::model::access::{AccessType, Grant, Target, TargetType};
-    let principal = Principal {
-        application: "app".into(),
-        name: "orders".into(),
-        roles: BTreeSet::new(),
-        grants: vec![Grant {
-            target: Target {
-                kind: TargetType::WorkflowDef,
-                id: "orders_*".into(),
-            },
-            access: [AccessType::Execute].into(),
-        }],
-        key: "key".into(),
-    };
+    let principal = granted(&[(TargetType::WorkflowDef, "orders_*", &[AccessType::Execute])]);
     assert!(principal.may_use(Family::Operate, "/api/workflow"));
     assert!(principal.may_use(Family::Operate, "/api/workflow/{id}/pause"));
     assert!(!principal.may_use(Family::Operate, "/api/workflow/bulk/terminate"));
@@ -225,11 +216,50 @@ fn grants_on_workflow_definitions_open_their_checked_routes_only() {
         "no READ grant"
     );
     assert!(!principal.may_use(Family::Read, "/api/workflow/search"));
-    assert!(principal.may_run("orders_eu") && !principal.may_run("payroll"));
-    assert!(!principal.may_read("orders_eu"));
+    assert!(principal.may(Ask::RUN_WORKFLOWS, "orders_eu"));
+    assert!(!principal.may(Ask::RUN_WORKFLOWS, "payroll"));
+    assert!(!principal.may(Ask::read(TargetType::WorkflowDef), "orders_eu"));
     for (expected, route, _, _) in GRANTED_ROUTES {
         let methods = ["GET", "POST", "PUT", "DELETE"];
         let some = methods.iter().any(|m| family(m, route) == *expected);
         assert!(some, "{route} is never {expected:?}");
     }
+}
+
+#[test]
+fn grants_on_definitions_tell_creating_from_updating_and_deleting() {
+    use AccessType::{Create, Delete, Read, Update};
+    let principal = granted(&[
+        (TargetType::TaskDef, "billing_*", &[Create, Read]),
+        (TargetType::WorkflowSchedule, "nightly", &[Update]),
+        (
+            TargetType::SecretName,
+            "stripe_*",
+            &[Create, Update, Delete],
+        ),
+    ]);
+    let task = TargetType::TaskDef;
+    assert!(principal.may_use(Family::Define, "/api/metadata/taskdefs"));
+    assert!(principal.may_use(Family::Read, "/api/metadata/taskdefs/{name}"));
+    assert!(!principal.may_use(Family::Define, "/api/metadata/taskdefs/{name}"));
+    assert!(principal.may(Ask::put(task, false), "billing_charge"));
+    assert!(
+        !principal.may(Ask::put(task, true), "billing_charge"),
+        "no UPDATE"
+    );
+    assert!(!principal.may(Ask::put(task, false), "payroll_pay"));
+    assert!(principal.may(Ask::read(task), "billing_charge"));
+    assert!(!principal.may(Ask::delete(task), "billing_charge"));
+    let schedule = TargetType::WorkflowSchedule;
+    let pause = "/api/scheduler/schedules/{name}/pause";
+    assert!(principal.may_use(family("PUT", pause), pause));
+    assert!(principal.may(Ask::update(schedule), "nightly"));
+    assert!(!principal.may(Ask::delete(schedule), "nightly"));
+    assert!(!principal.may_use(Family::Define, "/api/metadata/webhook"));
+    assert!(principal.may_use(family("PUT", "/api/secrets/{key}"), "/api/secrets/{key}"));
+    assert!(
+        !principal.may_use(Family::Read, "/api/secrets"),
+        "no READ on secrets"
+    );
+    assert_eq!(family("POST", "/api/secrets"), Family::Read);
 }

@@ -3,15 +3,23 @@
 
 use super::error::ApiResult;
 use super::extract::{name, Body, Params, PathArgs};
+use super::guard::{allow, sees, Caller};
+use crate::access::Ask;
 use crate::Node;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use proto::limits::EXECUTIONS_MAX;
-use proto::model::{EventExecution, EventHandler};
+use proto::model::access::TargetType::EventHandler as HANDLER;
+use proto::model::{ActionType, EventExecution, EventHandler};
 
 /// `POST /api/event`: adds a handler (409 when the name is taken).
-pub async fn add(State(node): State<Node>, Body(h): Body<EventHandler>) -> ApiResult<StatusCode> {
+pub async fn add(
+    State(node): State<Node>,
+    caller: Caller,
+    Body(h): Body<EventHandler>,
+) -> ApiResult<StatusCode> {
+    may_put(&caller, &h, false)?;
     node.events.put_event_handler(h, true).await?;
     Ok(StatusCode::OK)
 }
@@ -19,37 +27,72 @@ pub async fn add(State(node): State<Node>, Body(h): Body<EventHandler>) -> ApiRe
 /// `PUT /api/event`: replaces a handler (404 when there is none of that name).
 pub async fn update(
     State(node): State<Node>,
+    caller: Caller,
     Body(h): Body<EventHandler>,
 ) -> ApiResult<StatusCode> {
+    may_put(&caller, &h, true)?;
     node.events.put_event_handler(h, false).await?;
     Ok(StatusCode::OK)
 }
 
-/// `GET /api/event`: every handler.
-pub async fn list(State(node): State<Node>) -> ApiResult<Json<Vec<EventHandler>>> {
-    Ok(Json(node.events.event_handlers().await?))
+/// 403 unless the caller may create (or update, when it `exists`) the handler `h`. A caller
+/// writing it by a grant, without a role that defines, may give it only actions that start
+/// workflows it may start itself: what the other actions touch is known only when they run.
+fn may_put(caller: &Caller, h: &EventHandler, exists: bool) -> ApiResult<()> {
+    let ask = Ask::put(HANDLER, exists);
+    allow(caller.as_deref(), ask, &h.name)?;
+    let Some(p) = caller.as_deref().filter(|p| !p.reaches(ask.family)) else {
+        return Ok(());
+    };
+    for action in &h.actions {
+        match (&action.action, &action.start_workflow) {
+            (ActionType::StartWorkflow, Some(start)) => {
+                allow(Some(p), Ask::RUN_WORKFLOWS, &start.name)?
+            }
+            _ => {
+                return Err(super::ApiError::new(
+                    axum::http::StatusCode::FORBIDDEN,
+                    format!(
+                        "application {:?} defines handlers by a grant: their actions may only start workflows, not {}",
+                        p.name,
+                        action.action.name()
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `GET /api/event`: every handler the caller may read.
+pub async fn list(State(node): State<Node>, caller: Caller) -> ApiResult<Json<Vec<EventHandler>>> {
+    let mut handlers = node.events.event_handlers().await?;
+    handlers.retain(|h| sees(caller.as_deref(), HANDLER, &h.name));
+    Ok(Json(handlers))
 }
 
 /// `GET /api/event/{event}?activeOnly=` (default true): the handlers of one event.
 pub async fn for_event(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(event): PathArgs<String>,
     params: Params,
 ) -> ApiResult<Json<Vec<EventHandler>>> {
     let active_only = params.bool("activeOnly", true)?;
-    Ok(Json(
-        node.events.event_handlers_for(&event, active_only).await?,
-    ))
+    let mut handlers = node.events.event_handlers_for(&event, active_only).await?;
+    handlers.retain(|h| sees(caller.as_deref(), HANDLER, &h.name));
+    Ok(Json(handlers))
 }
 
 /// `DELETE /api/event/{name}`.
 pub async fn remove(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(handler): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
-    node.events
-        .delete_event_handler(name("event handler name", &handler)?)
-        .await?;
+    let handler = name("event handler name", &handler)?;
+    allow(caller.as_deref(), Ask::delete(HANDLER), handler)?;
+    node.events.delete_event_handler(handler).await?;
     Ok(StatusCode::OK)
 }
 

@@ -5,13 +5,14 @@
 //! request passes. It runs after routing, so it judges the route as declared, not the path.
 
 use super::ApiError;
-use crate::access::{self, caller, Denied, Family, Principal};
+use crate::access::{self, caller, Ask, Denied, Family, Principal};
 use crate::Node;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use proto::model::access::{AccessType, TargetType};
 
 /// The header Orkes' clients send their token in.
 pub const TOKEN_HEADER: &str = "x-authorization";
@@ -61,48 +62,47 @@ fn unauthorized(denied: Denied) -> Response {
 /// The principal of a request made with a token (none while access control is off).
 pub type Caller = Option<axum::Extension<Principal>>;
 
-/// 403 unless the request's principal (if access control is on) may start workflows named
-/// `workflow` and operate on them.
-pub fn may_run(principal: Option<&Principal>, workflow: &str) -> Result<(), ApiError> {
+/// 403 unless the request's principal (if access control is on) may do `ask` to the
+/// resource `name`.
+pub fn allow(principal: Option<&Principal>, ask: Ask, name: &str) -> Result<(), ApiError> {
     match principal {
-        Some(p) if !p.may_run(workflow) => Err(ApiError::new(
+        Some(p) if !p.may(ask, name) => Err(ApiError::new(
             StatusCode::FORBIDDEN,
             format!(
-                "application {:?} may not run workflows named {workflow:?}",
-                p.name
+                "application {:?} may not {} the {} {name:?}",
+                p.name,
+                verb(ask.access),
+                noun(ask.kind),
             ),
         )),
         _ => Ok(()),
     }
 }
 
-/// 403 unless the request's principal (if access control is on) may read workflows named
-/// `workflow`.
-pub fn may_read(principal: Option<&Principal>, workflow: &str) -> Result<(), ApiError> {
-    match principal {
-        Some(p) if !p.may_read(workflow) => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!(
-                "application {:?} may not read workflows named {workflow:?}",
-                p.name
-            ),
-        )),
-        _ => Ok(()),
+/// Whether the request's principal (if access control is on) may read the resource `name` of
+/// `kind`: what a list shows it.
+pub fn sees(principal: Option<&Principal>, kind: TargetType, name: &str) -> bool {
+    principal.is_none_or(|p| p.may(Ask::read(kind), name))
+}
+
+fn verb(access: AccessType) -> &'static str {
+    match access {
+        AccessType::Create => "create",
+        AccessType::Read => "read",
+        AccessType::Update => "update",
+        AccessType::Delete => "delete",
+        AccessType::Execute => "execute",
     }
 }
 
-/// 403 unless the request's principal (if access control is on) may execute tasks of
-/// `task_type`.
-pub fn may_execute(principal: Option<&Principal>, task_type: &str) -> Result<(), ApiError> {
-    match principal {
-        Some(p) if !p.may_execute(task_type) => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            format!(
-                "application {:?} may not execute tasks of type {task_type:?}",
-                p.name
-            ),
-        )),
-        _ => Ok(()),
+fn noun(kind: TargetType) -> &'static str {
+    match kind {
+        TargetType::TaskDef => "task type",
+        TargetType::WorkflowDef => "workflows named",
+        TargetType::EventHandler => "event handler",
+        TargetType::WorkflowSchedule => "schedule",
+        TargetType::Webhook => "webhook",
+        TargetType::SecretName => "secret",
     }
 }
 

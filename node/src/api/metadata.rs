@@ -6,11 +6,14 @@
 use super::bulk::BulkResponse;
 use super::error::ApiResult;
 use super::extract::{name, Body, OneOrMany, Params, PathArgs};
+use super::guard::{allow, sees, Caller};
 use super::ApiError;
+use crate::access::Ask;
 use crate::Node;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use proto::model::access::TargetType::{TaskDef as TASK, WorkflowDef as WORKFLOW};
 use proto::model::{self, TaskDef, WorkflowDef};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -20,8 +23,10 @@ use std::collections::BTreeMap;
 /// `POST /api/metadata/taskdefs`: creates or replaces task definitions (a JSON list).
 pub async fn register_task_defs(
     State(node): State<Node>,
+    caller: Caller,
     OneOrMany(defs): OneOrMany<TaskDef>,
 ) -> ApiResult<StatusCode> {
+    may_put_task_defs(&node, &caller, &defs)?;
     node.definitions.put_task_defs(defs).await?;
     Ok(StatusCode::OK)
 }
@@ -29,35 +34,51 @@ pub async fn register_task_defs(
 /// `PUT /api/metadata/taskdefs`: replaces one task definition.
 pub async fn update_task_def(
     State(node): State<Node>,
+    caller: Caller,
     Body(def): Body<TaskDef>,
 ) -> ApiResult<StatusCode> {
-    node.definitions.put_task_defs(vec![def]).await?;
+    let defs = vec![def];
+    may_put_task_defs(&node, &caller, &defs)?;
+    node.definitions.put_task_defs(defs).await?;
     Ok(StatusCode::OK)
 }
 
-/// `GET /api/metadata/taskdefs`.
-pub async fn task_defs(State(node): State<Node>) -> Json<Vec<TaskDef>> {
-    Json(node.definitions.task_defs())
+/// 403 unless the caller may create each of `defs` that is new and update each that exists.
+fn may_put_task_defs(node: &Node, caller: &Caller, defs: &[TaskDef]) -> ApiResult<()> {
+    for def in defs {
+        let exists = node.definitions.task_def(&def.name).is_ok();
+        allow(caller.as_deref(), Ask::put(TASK, exists), &def.name)?;
+    }
+    Ok(())
+}
+
+/// `GET /api/metadata/taskdefs`: those the caller may read.
+pub async fn task_defs(State(node): State<Node>, caller: Caller) -> Json<Vec<TaskDef>> {
+    let mut defs = node.definitions.task_defs();
+    defs.retain(|d| sees(caller.as_deref(), TASK, &d.name));
+    Json(defs)
 }
 
 /// `GET /api/metadata/taskdefs/{name}`.
 pub async fn task_def(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(task_type): PathArgs<String>,
 ) -> ApiResult<Json<TaskDef>> {
-    Ok(Json(
-        node.definitions.task_def(name("task type", &task_type)?)?,
-    ))
+    let task_type = name("task type", &task_type)?;
+    allow(caller.as_deref(), Ask::read(TASK), task_type)?;
+    Ok(Json(node.definitions.task_def(task_type)?))
 }
 
 /// `DELETE /api/metadata/taskdefs/{name}`.
 pub async fn delete_task_def(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(task_type): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
-    node.definitions
-        .delete_task_def(name("task type", &task_type)?)
-        .await?;
+    let task_type = name("task type", &task_type)?;
+    allow(caller.as_deref(), Ask::delete(TASK), task_type)?;
+    node.definitions.delete_task_def(task_type).await?;
     Ok(StatusCode::OK)
 }
 
@@ -67,10 +88,12 @@ pub async fn delete_task_def(
 /// is a 409 unless `overwrite` is true.
 pub async fn create_workflow_def(
     State(node): State<Node>,
+    caller: Caller,
     params: Params,
     Body(def): Body<WorkflowDef>,
 ) -> ApiResult<StatusCode> {
     let overwrite = params.bool("overwrite", false)?;
+    may_put_workflow_defs(&node, &caller, std::slice::from_ref(&def), overwrite)?;
     node.definitions.put_workflow_def(def, overwrite).await?;
     Ok(StatusCode::OK)
 }
@@ -82,8 +105,10 @@ pub async fn create_workflow_def(
 /// (500) stops the batch with that error; a retry is safe since every write overwrites.
 pub async fn update_workflow_defs(
     State(node): State<Node>,
+    caller: Caller,
     OneOrMany(defs): OneOrMany<WorkflowDef>,
 ) -> ApiResult<Json<BulkResponse>> {
+    may_put_workflow_defs(&node, &caller, &defs, true)?;
     let mut bulk = BulkResponse::processed();
     for def in defs {
         let def_name = def.name.clone();
@@ -100,15 +125,42 @@ pub async fn update_workflow_defs(
     Ok(Json(bulk))
 }
 
-/// `GET /api/metadata/workflow`: every version of every definition.
-pub async fn workflow_defs(State(node): State<Node>) -> Json<Vec<WorkflowDef>> {
-    Json(node.definitions.workflow_defs())
+/// 403 unless the caller may create each of `defs` whose (name, version) is new and, when the
+/// request may `overwrite`, update each that exists. A refusal refuses the whole request,
+/// before anything is stored.
+fn may_put_workflow_defs(
+    node: &Node,
+    caller: &Caller,
+    defs: &[WorkflowDef],
+    overwrite: bool,
+) -> ApiResult<()> {
+    for def in defs {
+        let held = node.definitions.workflow_def(&def.name, Some(def.version));
+        let ask = Ask::put(WORKFLOW, overwrite && held.is_ok());
+        allow(caller.as_deref(), ask, &def.name)?;
+    }
+    Ok(())
+}
+
+/// Every version of every definition the caller may read.
+fn visible_workflow_defs(node: &Node, caller: &Caller) -> Vec<WorkflowDef> {
+    let mut defs = node.definitions.workflow_defs();
+    defs.retain(|d| sees(caller.as_deref(), WORKFLOW, &d.name));
+    defs
+}
+
+/// `GET /api/metadata/workflow`: every version of every definition the caller may read.
+pub async fn workflow_defs(State(node): State<Node>, caller: Caller) -> Json<Vec<WorkflowDef>> {
+    Json(visible_workflow_defs(&node, &caller))
 }
 
 /// `GET /api/metadata/workflow/latest-versions`: the latest version of each definition.
-pub async fn latest_workflow_defs(State(node): State<Node>) -> Json<Vec<WorkflowDef>> {
+pub async fn latest_workflow_defs(
+    State(node): State<Node>,
+    caller: Caller,
+) -> Json<Vec<WorkflowDef>> {
     let mut latest: BTreeMap<String, WorkflowDef> = BTreeMap::new();
-    for def in node.definitions.workflow_defs() {
+    for def in visible_workflow_defs(&node, &caller) {
         match latest.get(&def.name) {
             Some(have) if have.version >= def.version => {}
             _ => {
@@ -120,10 +172,8 @@ pub async fn latest_workflow_defs(State(node): State<Node>) -> Json<Vec<Workflow
 }
 
 /// `GET /api/metadata/workflow/names`: distinct definition names, sorted.
-pub async fn workflow_names(State(node): State<Node>) -> Json<Vec<String>> {
-    let mut names: Vec<String> = node
-        .definitions
-        .workflow_defs()
+pub async fn workflow_names(State(node): State<Node>, caller: Caller) -> Json<Vec<String>> {
+    let mut names: Vec<String> = visible_workflow_defs(&node, &caller)
         .into_iter()
         .map(|d| d.name)
         .collect();
@@ -163,17 +213,20 @@ fn summaries_by_name(defs: Vec<WorkflowDef>) -> BTreeMap<String, Vec<WorkflowDef
 /// workflow pickers).
 pub async fn workflow_names_and_versions(
     State(node): State<Node>,
+    caller: Caller,
 ) -> Json<BTreeMap<String, Vec<WorkflowDefSummary>>> {
-    Json(summaries_by_name(node.definitions.workflow_defs()))
+    Json(summaries_by_name(visible_workflow_defs(&node, &caller)))
 }
 
 /// `GET /api/metadata/workflow/{name}/versions`: the versions of one definition; 404 when the name
 /// has none.
 pub async fn workflow_versions(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(workflow_name): PathArgs<String>,
 ) -> ApiResult<Json<Vec<WorkflowDefSummary>>> {
     let workflow_name = name("workflow name", &workflow_name)?;
+    allow(caller.as_deref(), Ask::read(WORKFLOW), workflow_name)?;
     let defs = node.definitions.workflow_defs();
     let same_name = defs
         .into_iter()
@@ -192,28 +245,31 @@ pub async fn workflow_versions(
 /// `GET /api/metadata/workflow/{name}?version=`: the given version, or the latest.
 pub async fn workflow_def(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(workflow_name): PathArgs<String>,
     params: Params,
 ) -> ApiResult<Json<WorkflowDef>> {
     let version = params.num::<u32>("version")?;
-    Ok(Json(node.definitions.workflow_def(
-        name("workflow name", &workflow_name)?,
-        version,
-    )?))
+    let workflow_name = name("workflow name", &workflow_name)?;
+    allow(caller.as_deref(), Ask::read(WORKFLOW), workflow_name)?;
+    Ok(Json(node.definitions.workflow_def(workflow_name, version)?))
 }
 
 /// `DELETE /api/metadata/workflow/{name}/{version}`.
 pub async fn delete_workflow_def(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs((workflow_name, version)): PathArgs<(String, String)>,
 ) -> ApiResult<StatusCode> {
+    let workflow_name = name("workflow name", &workflow_name)?;
+    allow(caller.as_deref(), Ask::delete(WORKFLOW), workflow_name)?;
     let version: u32 = version.parse().map_err(|_| {
         ApiError::bad_request(format!(
             "workflow version must be a non-negative integer, got '{version}'"
         ))
     })?;
     node.definitions
-        .delete_workflow_def(name("workflow name", &workflow_name)?, version)
+        .delete_workflow_def(workflow_name, version)
         .await?;
     Ok(StatusCode::OK)
 }

@@ -31,6 +31,7 @@ pub mod listener;
 pub mod metadata;
 pub mod schema;
 pub mod search;
+pub mod secrets;
 pub mod server;
 pub mod task;
 pub mod tls;
@@ -207,6 +208,15 @@ fn routes() -> axum::Router<Node> {
             "/api/schema/{name}/{version}",
             get(schema::version).delete(schema::delete_version),
         )
+        // ---- secrets (Orkes): values go in, names come out ----
+        .route("/api/secrets", get(secrets::names).post(secrets::names))
+        .route(
+            "/api/secrets/{key}",
+            put(secrets::put)
+                .get(secrets::value)
+                .delete(secrets::delete),
+        )
+        .route("/api/secrets/{key}/exists", get(secrets::exists))
         // ---- workflows ----
         // Conductor uses the segment after /api/workflow both as a workflow id and as a workflow
         // name (start, correlated); the router needs one parameter name per position, so it is `{id}`.
@@ -525,9 +535,7 @@ mod tests {
         ("GET", "/api/event/queue/config"),
         ("GET", "/api/scheduler/search/executions"),
         ("GET", "/api/scheduler/schedules/s/tags"),
-        ("GET", "/api/secrets"),
         ("GET", "/api/secrets-v2"),
-        ("PUT", "/api/secrets/key"),
         ("GET", "/api/integrations/provider"),
         ("GET", "/api/prompts"),
         ("GET", "/api/groups"),

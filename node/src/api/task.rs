@@ -7,9 +7,9 @@
 
 use super::error::ApiResult;
 use super::extract::{name, task_id, workflow_id, Body, BodyOrDefault, Params, PathArgs, Text};
-use super::guard::{may_execute, Caller};
+use super::guard::{allow, Caller};
 use super::{search, ApiError};
-use crate::access::Family;
+use crate::access::{Ask, Family};
 use crate::service::{PollRequest, TaskSearchQuery, TaskSummary};
 use crate::Node;
 use axum::extract::State;
@@ -40,7 +40,7 @@ async fn may_report(node: &Node, caller: &Caller, id: &str) -> ApiResult<()> {
     match caller.as_deref() {
         Some(p) if !p.reaches(Family::Work) => {
             let task = node.tasks.task(id).await?;
-            may_execute(Some(p), &task.task_type)
+            allow(Some(p), Ask::EXECUTE_TASKS, &task.task_type)
         }
         _ => Ok(()),
     }
@@ -55,7 +55,7 @@ pub async fn poll(
     PathArgs(task_type): PathArgs<String>,
     params: Params,
 ) -> ApiResult<Response> {
-    may_execute(caller.as_deref(), &task_type)?;
+    allow(caller.as_deref(), Ask::EXECUTE_TASKS, &task_type)?;
     let request = PollRequest {
         task_type: name("task type", &task_type)?.to_owned(),
         worker_id: params.string("workerid"),
@@ -88,7 +88,7 @@ pub async fn batch_poll(
     params: Params,
 ) -> ApiResult<Json<Vec<Task>>> {
     let task_type = name("task type", &task_type)?.to_owned();
-    may_execute(caller.as_deref(), &task_type)?;
+    allow(caller.as_deref(), Ask::EXECUTE_TASKS, &task_type)?;
     let (count, wait_ms) = batch_bounds(
         params.num_or("count", 1i64)?,
         params.num_or("timeout", BATCH_POLL_WAIT_MS_DEFAULT)?,

@@ -3,38 +3,54 @@
 
 use super::error::ApiResult;
 use super::extract::{name, Body, Params, PathArgs};
+use super::guard::{allow, sees, Caller};
 use super::ApiError;
+use crate::access::Ask;
 use crate::service::triggers::{DELIVERY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use crate::Node;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
+use proto::model::access::TargetType::{Webhook as WEBHOOK, WorkflowSchedule as SCHEDULE};
 use proto::model::{EpochMs, Webhook, WorkflowSchedule};
 use serde_json::{json, Value};
 
 /// `POST /api/metadata/webhook`: creates or replaces a webhook.
 pub async fn put_webhook(
     State(node): State<Node>,
+    caller: Caller,
     Body(w): Body<Webhook>,
 ) -> ApiResult<StatusCode> {
+    if let Some(p) = caller.as_deref() {
+        let exists = node
+            .triggers
+            .webhooks()
+            .await?
+            .iter()
+            .any(|h| h.name == w.name);
+        allow(Some(p), Ask::put(WEBHOOK, exists), &w.name)?;
+    }
     node.triggers.put_webhook(w).await?;
     Ok(StatusCode::OK)
 }
 
-/// `GET /api/metadata/webhook`: every webhook, secrets hidden.
-pub async fn webhooks(State(node): State<Node>) -> ApiResult<Json<Vec<Webhook>>> {
-    Ok(Json(node.triggers.webhooks().await?))
+/// `GET /api/metadata/webhook`: every webhook the caller may read, secrets hidden.
+pub async fn webhooks(State(node): State<Node>, caller: Caller) -> ApiResult<Json<Vec<Webhook>>> {
+    let mut webhooks = node.triggers.webhooks().await?;
+    webhooks.retain(|w| sees(caller.as_deref(), WEBHOOK, &w.name));
+    Ok(Json(webhooks))
 }
 
 /// `DELETE /api/metadata/webhook/{name}`.
 pub async fn delete_webhook(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(webhook): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
-    node.triggers
-        .delete_webhook(name("webhook name", &webhook)?)
-        .await?;
+    let webhook = name("webhook name", &webhook)?;
+    allow(caller.as_deref(), Ask::delete(WEBHOOK), webhook)?;
+    node.triggers.delete_webhook(webhook).await?;
     Ok(StatusCode::OK)
 }
 
@@ -64,30 +80,49 @@ pub async fn deliver(
 /// `POST /api/scheduler/schedules`: creates or replaces a schedule.
 pub async fn put_schedule(
     State(node): State<Node>,
+    caller: Caller,
     Body(s): Body<WorkflowSchedule>,
 ) -> ApiResult<StatusCode> {
+    if let Some(p) = caller.as_deref() {
+        let exists = node.triggers.schedule(&s.name).await.is_ok();
+        let ask = Ask::put(SCHEDULE, exists);
+        allow(Some(p), ask, &s.name)?;
+        if !p.reaches(ask.family) {
+            // By a grant alone, a schedule may start only workflows its writer may start.
+            allow(Some(p), Ask::RUN_WORKFLOWS, &s.start_workflow_request.name)?;
+        }
+    }
     node.triggers.put_schedule(s).await?;
     Ok(StatusCode::OK)
 }
 
-/// `GET /api/scheduler/schedules`.
-pub async fn schedules(State(node): State<Node>) -> ApiResult<Json<Vec<WorkflowSchedule>>> {
-    Ok(Json(node.triggers.schedules().await?))
+/// `GET /api/scheduler/schedules`: those the caller may read.
+pub async fn schedules(
+    State(node): State<Node>,
+    caller: Caller,
+) -> ApiResult<Json<Vec<WorkflowSchedule>>> {
+    let mut schedules = node.triggers.schedules().await?;
+    schedules.retain(|s| sees(caller.as_deref(), SCHEDULE, &s.name));
+    Ok(Json(schedules))
 }
 
 /// `GET /api/scheduler/schedules/{name}`.
 pub async fn schedule(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(schedule): PathArgs<String>,
 ) -> ApiResult<Json<WorkflowSchedule>> {
+    allow(caller.as_deref(), Ask::read(SCHEDULE), &schedule)?;
     Ok(Json(node.triggers.schedule(&schedule).await?))
 }
 
 /// `DELETE /api/scheduler/schedules/{name}`.
 pub async fn delete_schedule(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(schedule): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
+    allow(caller.as_deref(), Ask::delete(SCHEDULE), &schedule)?;
     node.triggers.delete_schedule(&schedule).await?;
     Ok(StatusCode::OK)
 }
@@ -95,8 +130,10 @@ pub async fn delete_schedule(
 /// `GET|PUT /api/scheduler/schedules/{name}/pause`.
 pub async fn pause(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(schedule): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
+    allow(caller.as_deref(), Ask::update(SCHEDULE), &schedule)?;
     node.triggers.set_schedule_paused(&schedule, true).await?;
     Ok(StatusCode::OK)
 }
@@ -104,8 +141,10 @@ pub async fn pause(
 /// `GET|PUT /api/scheduler/schedules/{name}/resume`.
 pub async fn resume(
     State(node): State<Node>,
+    caller: Caller,
     PathArgs(schedule): PathArgs<String>,
 ) -> ApiResult<StatusCode> {
+    allow(caller.as_deref(), Ask::update(SCHEDULE), &schedule)?;
     node.triggers.set_schedule_paused(&schedule, false).await?;
     Ok(StatusCode::OK)
 }

@@ -7,15 +7,16 @@
 
 use super::error::ApiResult;
 use super::extract::{name, workflow_id, Body, BodyOrDefault, Params, PathArgs};
-use super::guard::{may_read, may_run, Caller};
+use super::guard::{allow, Caller};
 use super::{search, ApiError};
-use crate::access::Family;
+use crate::access::Ask;
 use crate::service::SearchQuery;
 use crate::Node;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use proto::limits::SEARCH_RESULTS_MAX;
+use proto::model::access::TargetType;
 use proto::model::{
     self, RerunWorkflowRequest, SearchResult, SkipTaskRequest, StartWorkflowRequest, Task,
     Workflow, WorkflowSummary,
@@ -36,14 +37,15 @@ async fn may_touch(node: &Node, caller: &Caller, id: &str, run: bool) -> ApiResu
     let Some(p) = caller.as_deref() else {
         return Ok(());
     };
-    if p.reaches(if run { Family::Operate } else { Family::Read }) {
+    let ask = match run {
+        true => Ask::RUN_WORKFLOWS,
+        false => Ask::read(TargetType::WorkflowDef),
+    };
+    if p.reaches(ask.family) {
         return Ok(());
     }
     let workflow = node.workflows.workflow(id, false).await?.workflow_name;
-    match run {
-        true => may_run(Some(p), &workflow),
-        false => may_read(Some(p), &workflow),
-    }
+    allow(Some(p), ask, &workflow)
 }
 
 // ---- start ----
@@ -54,7 +56,7 @@ pub async fn start(
     caller: Caller,
     Body(request): Body<StartWorkflowRequest>,
 ) -> ApiResult<String> {
-    may_run(caller.as_deref(), &request.name)?;
+    allow(caller.as_deref(), Ask::RUN_WORKFLOWS, &request.name)?;
     // The node checks every field (proto::check::start_request) before anything is stored.
     Ok(node.workflows.start_workflow(request).await?)
 }
@@ -68,7 +70,7 @@ pub async fn start_by_name(
     params: Params,
     BodyOrDefault(input): BodyOrDefault<model::Json>,
 ) -> ApiResult<String> {
-    may_run(caller.as_deref(), &workflow_name)?;
+    allow(caller.as_deref(), Ask::RUN_WORKFLOWS, &workflow_name)?;
     let request = StartWorkflowRequest {
         name: name("workflow name", &workflow_name)?.to_owned(),
         version: params.num("version")?,
@@ -111,7 +113,7 @@ pub async fn execute(
     params: Params,
     BodyOrDefault(mut request): BodyOrDefault<StartWorkflowRequest>,
 ) -> ApiResult<Json<WorkflowRun>> {
-    may_run(caller.as_deref(), &workflow_name)?;
+    allow(caller.as_deref(), Ask::RUN_WORKFLOWS, &workflow_name)?;
     use crate::service::wait::{Until, EXECUTE_WAIT_DEFAULT_S, EXECUTE_WAIT_MAX_S, WAIT_REFS_MAX};
     request.name = name("workflow name", &workflow_name)?.to_owned();
     request.version = Some(version.parse().map_err(|_| {

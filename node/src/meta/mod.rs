@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 mod access_rows;
 mod audit_rows;
 mod dsl_rows;
+mod secret_rows;
 
 pub use access_rows::AccessTable;
 
@@ -223,6 +224,8 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
         MetaCommand::DeleteAccessKey { application, id } => {
             access_rows::delete_key(state, batch, &application, &id)
         }
+        MetaCommand::PutSecret(secret) => secret_rows::put(state, batch, secret),
+        MetaCommand::DeleteSecret { name } => secret_rows::delete(state, batch, &name),
         MetaCommand::Audited { by, at, command } => {
             let (action, target) = command.summary();
             let outcome = apply(state, batch, *command);
@@ -551,6 +554,16 @@ impl MetaState {
         kept.clone()
     }
 
+    /// The sealed secret `name`, as the replica holds it.
+    pub fn secret(&self, name: &str) -> Option<proto::model::secret::SealedSecret> {
+        secret_rows::get(&self.state, name)
+    }
+
+    /// The names of the replicated store's secrets, sorted.
+    pub fn secret_names(&self) -> Vec<String> {
+        secret_rows::names(&self.state)
+    }
+
     /// The audit log's entries below sequence `before` (the newest when `None`), newest first.
     pub fn audit(
         &self,
@@ -614,6 +627,39 @@ mod tests {
         let outcome = apply(state, &mut batch, command);
         state.apply_batch(batch).expect("applies");
         outcome
+    }
+
+    #[test]
+    fn secrets_are_kept_sealed_by_name_and_bounded() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("db");
+        let state = db.open_tree("meta").expect("tree");
+        let meta = MetaState::new(state.clone());
+        let sealed = |name: String| proto::model::secret::SealedSecret {
+            name,
+            key_id: "k".into(),
+            sealed: vec![1, 2, 3],
+            update_time: 1,
+            updated_by: "t".into(),
+        };
+        for i in 0..proto::limits::SECRETS_MAX {
+            let put = MetaCommand::PutSecret(sealed(format!("s{i:04}")));
+            assert_eq!(apply_one(&state, put), MetaOutcome::Applied);
+        }
+        let past = MetaCommand::PutSecret(sealed("one_more".into()));
+        assert_eq!(apply_one(&state, past), MetaOutcome::Full);
+        let again = MetaCommand::PutSecret(sealed("s0001".into()));
+        assert_eq!(
+            apply_one(&state, again),
+            MetaOutcome::Applied,
+            "a replacement"
+        );
+        assert_eq!(meta.secret_names().len(), proto::limits::SECRETS_MAX);
+        assert_eq!(meta.secret("s0001").map(|s| s.sealed), Some(vec![1, 2, 3]));
+        let delete = |name: &str| MetaCommand::DeleteSecret { name: name.into() };
+        assert_eq!(apply_one(&state, delete("s0001")), MetaOutcome::Applied);
+        assert_eq!(apply_one(&state, delete("s0001")), MetaOutcome::NotFound);
+        assert!(meta.secret("s0001").is_none());
     }
 
     #[test]

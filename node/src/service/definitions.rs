@@ -110,7 +110,7 @@ pub struct Definitions {
     /// The event providers this node has (EVENT tasks' sinks are checked against them).
     pub(super) providers: Providers,
     /// The operator's secrets (a document's `use.secrets` must name some of them).
-    pub(super) secrets: crate::secrets::Secrets,
+    pub(super) secrets: crate::secrets::SecretFiles,
     /// The DSL `run` processes this node runs (`--dsl-run`): a document that runs another
     /// kind is refused.
     pub(super) processes: crate::events::process::ProcessOptions,
@@ -120,7 +120,7 @@ impl Definitions {
     pub(crate) fn new(
         host: Arc<Host>,
         providers: Providers,
-        secrets: crate::secrets::Secrets,
+        secrets: crate::secrets::SecretFiles,
         processes: crate::events::process::ProcessOptions,
     ) -> Self {
         Self {

@@ -4,6 +4,7 @@
 //! [`Host`] (groups, members, routing); a service calls only services listed before it here:
 //!
 //! - [`Access`]: applications, their roles and access keys, and tokens;
+//! - [`Secrets`]: the replicated secrets store, sealed under the operator's key;
 //! - [`Definitions`]: task and workflow definitions, the schemas they enforce, and Serverless
 //!   Workflow documents;
 //! - [`Workflows`]: start, execute, read, operate on and search workflows (and DSL instances);
@@ -28,6 +29,7 @@ mod membership;
 mod peer;
 mod permits;
 mod schemas;
+mod secrets;
 mod tasks;
 pub mod triggers;
 pub mod wait;
@@ -40,6 +42,7 @@ pub use definitions::Definitions;
 pub use dsl::{DslListing, PutDslError};
 pub use events::Events;
 pub use membership::{ClusterStatus, GroupSummary, Membership, NodeStatus, ReplicaStatus};
+pub use secrets::Secrets;
 pub use tasks::{PollRequest, Tasks};
 pub use triggers::Triggers;
 pub use workflows::{SearchQuery, TaskSearchQuery, TaskSummary, Workflows};
@@ -60,6 +63,7 @@ const OUTBOX_LEN_MAX: usize = 1_024;
 #[derive(Clone)]
 pub struct Node {
     pub access: Arc<Access>,
+    pub secrets: Arc<Secrets>,
     pub definitions: Arc<Definitions>,
     pub workflows: Arc<Workflows>,
     pub tasks: Arc<Tasks>,
@@ -89,17 +93,18 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
         partitions,
         catalog: Arc::new(crate::catalog::Catalog {
             defs,
-            secrets: options.secrets.clone(),
+            secrets: options.secret_files.clone(),
             lifecycle_events: options.events.lifecycle_sink.is_some(),
         }),
     };
     let host = Host::open(options, &mut seams, env).await?;
     let access = Access::new(host.clone());
+    let secrets = Secrets::new(host.clone(), options.secrets_keys.clone());
     let providers = crate::events::Providers::new(options.events.clone());
     let definitions = Arc::new(Definitions::new(
         host.clone(),
         providers.clone(),
-        options.secrets.clone(),
+        options.secret_files.clone(),
         options.events.processes,
     ));
     let workflows = Workflows::new(host.clone(), definitions.clone(), seams.seed);
@@ -114,6 +119,7 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
             host: host.clone(),
             workflows: workflows.clone(),
             tasks: tasks.clone(),
+            secrets: secrets.clone(),
             providers,
             scripts,
             http: crate::events::http::HttpCaller::new(&options.events.http),
@@ -132,6 +138,7 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
     let a2a = A2a::new(definitions.clone(), workflows.clone(), options.http);
     let node = Node {
         access,
+        secrets,
         definitions,
         workflows,
         tasks,

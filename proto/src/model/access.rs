@@ -51,15 +51,23 @@ impl Role {
     }
 }
 
-/// The kind of resource a grant names (Orkes' `TargetType`; Baton honours task types and
-/// workflow definitions).
+/// The kind of resource a grant names (Orkes' `TargetType`). `READ` reads the resource,
+/// `CREATE`, `UPDATE` and `DELETE` write its definition; `EXECUTE` is said for each kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TargetType {
     /// `EXECUTE`: poll the type's tasks and report their results.
     TaskDef,
-    /// `EXECUTE`: start workflows of the name and operate on them; `READ`: read them.
+    /// `EXECUTE`: start workflows of the name and operate on them; `READ`: read them too.
     WorkflowDef,
+    /// An event handler, by its name.
+    EventHandler,
+    /// A cron schedule, by its name; `UPDATE` pauses and resumes it.
+    WorkflowSchedule,
+    /// A webhook, by its name.
+    Webhook,
+    /// A secret of the store, by its name; `READ` says whether it exists, never its value.
+    SecretName,
 }
 
 /// What a grant allows on its target (Orkes' `AccessType`).

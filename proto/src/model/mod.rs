@@ -9,6 +9,7 @@ mod event;
 pub mod omit;
 mod requests;
 mod schema;
+pub mod secret;
 mod status;
 mod task;
 mod task_def;

@@ -119,6 +119,8 @@ impl MetaCommand {
                 ("DeleteAccessKey", format!("{application} key {id}"))
             }
             Audited { command, .. } => command.summary(),
+            PutSecret(secret) => ("PutSecret", secret.name.clone()),
+            DeleteSecret { name } => ("DeleteSecret", name.clone()),
         }
     }
 }

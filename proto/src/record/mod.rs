@@ -395,6 +395,12 @@ pub enum MetaCommand {
         at: crate::model::EpochMs,
         command: Box<MetaCommand>,
     },
+    /// Stores a sealed secret under its name (`Full` past `limits::SECRETS_MAX` names).
+    PutSecret(crate::model::secret::SealedSecret),
+    /// Removes a secret.
+    DeleteSecret {
+        name: String,
+    },
 }
 
 /// A cluster member as the meta group records it.

@@ -10,7 +10,7 @@ mod perform;
 mod status;
 
 use super::follow::follow;
-use super::{Loops, Tasks, Workflows};
+use super::{Loops, Secrets, Tasks, Workflows};
 use crate::error::{Error, Result};
 use crate::events::eval::{self, condition_holds};
 use crate::events::http::HttpCaller;
@@ -220,6 +220,8 @@ pub struct Events {
     pub(crate) scripts: ScriptPool,
     /// HTTP tasks' calls.
     http: HttpCaller,
+    /// The secrets HTTP tasks' calls name.
+    secrets: Arc<Secrets>,
     /// The DSL's `run` processes.
     processes: ProcessRunner,
     /// Why the last handling of a message failed, by (event, message id), until its next
@@ -236,6 +238,7 @@ pub(crate) struct Parts {
     pub providers: Providers,
     pub scripts: ScriptPool,
     pub http: HttpCaller,
+    pub secrets: Arc<Secrets>,
     pub processes: ProcessRunner,
 }
 
@@ -253,6 +256,7 @@ impl Events {
             providers: parts.providers,
             scripts: parts.scripts,
             http: parts.http,
+            secrets: parts.secrets,
             processes: parts.processes,
             failures: Mutex::default(),
             loops: Loops::default(),

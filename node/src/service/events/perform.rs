@@ -66,7 +66,7 @@ impl Events {
                 if once && !self.claim(workflow_id, &task_id, iteration).await {
                     return;
                 }
-                Some(self.http.call(&request).await.map_err(|e| e.to_string()))
+                Some(self.call(request).await)
             }
             Work::Process(request) => Some(
                 self.processes
@@ -94,6 +94,15 @@ impl Events {
         if let Err(e) = self.host.route_op(workflow_id, op).await {
             tracing::warn!(workflow = %workflow_id, task = %task_id, error = %e, "could not report a task's work; its timer repeats it");
         }
+    }
+
+    /// Makes an HTTP task's call, with the secrets it names filled in here and nowhere else:
+    /// the answer, or why there is none.
+    async fn call(&self, mut request: engine::HttpRequest) -> Result<Value, String> {
+        self.secrets
+            .reveal(&mut request)
+            .map_err(|e| e.to_string())?;
+        self.http.call(&request).await.map_err(|e| e.to_string())
     }
 
     /// Claims an at-most-once HTTP task's call: whether the claim committed (only then is the

@@ -1,4 +1,4 @@
-//! The operator's secrets store, read once when the node starts from a directory
+//! The operator's secrets directory, read once when the node starts
 //! (`baton server --secrets-dir DIR`, the way Kubernetes mounts a Secret): each file is a secret
 //! named after it, its text (one trailing newline dropped) as a string, or, for `NAME.json`,
 //! its JSON as the secret `NAME`. Hidden entries (a mount's `..data`) are skipped. Secrets are
@@ -7,29 +7,25 @@
 //! Workflow documents read them as `$secrets` (those their `use.secrets` declares) and as
 //! authentication (`basic: { use: NAME }`).
 
+use proto::limits::{SECRETS_MAX, SECRET_BYTES_MAX};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Most secrets a store holds.
-pub const SECRETS_MAX: usize = 1_000;
-/// Largest secret file read.
-pub const SECRET_BYTES_MAX: u64 = 64 * 1024;
-
 /// The secrets by name. Its `Debug` names them and never shows a value.
 #[derive(Clone, Default)]
-pub struct Secrets(Arc<BTreeMap<String, Value>>);
+pub struct SecretFiles(Arc<BTreeMap<String, Value>>);
 
-impl std::fmt::Debug for Secrets {
+impl std::fmt::Debug for SecretFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Secrets")
+        f.debug_struct("SecretFiles")
             .field("names", &self.0.keys().collect::<Vec<_>>())
             .finish()
     }
 }
 
-impl Secrets {
+impl SecretFiles {
     /// Reads every secret of `dir`; an unreadable directory or file, a file too large, JSON
     /// that does not parse, or too many secrets is an error naming it.
     pub fn read_dir(dir: &Path) -> Result<Self, String> {
@@ -72,7 +68,7 @@ impl Secrets {
 fn read_secret(path: &Path, file: &str) -> Result<(String, Value), String> {
     let shown = path.display();
     let size = std::fs::metadata(path).map_err(|e| format!("secret {shown}: {e}"))?;
-    if size.len() > SECRET_BYTES_MAX {
+    if size.len() > SECRET_BYTES_MAX as u64 {
         return Err(format!(
             "secret {shown} is {} bytes, over the limit of {SECRET_BYTES_MAX}",
             size.len()
@@ -107,7 +103,7 @@ mod tests {
         write("api-token", "s3cr3t\n");
         write("db.json", r#"{"username": "app", "password": "pw"}"#);
         write(".hidden", "no");
-        let secrets = Secrets::read_dir(dir.path()).expect("read");
+        let secrets = SecretFiles::read_dir(dir.path()).expect("read");
         assert_eq!(secrets.get("api-token"), Some(json!("s3cr3t")));
         assert_eq!(
             secrets.get("db"),
@@ -120,7 +116,7 @@ mod tests {
             "{shown}"
         );
         write("broken.json", "{");
-        let refused = Secrets::read_dir(dir.path()).expect_err("broken JSON");
+        let refused = SecretFiles::read_dir(dir.path()).expect_err("broken JSON");
         assert!(refused.contains("broken.json"), "{refused}");
     }
 }
