@@ -43,8 +43,25 @@ pub(crate) fn resolve(value: &Value, scope: &Scope<'_>) -> Value {
 pub fn resolve_in(value: &Value, root: &Value) -> Value {
     interpolate(value, &|path| {
         let path = path.strip_prefix('$').unwrap_or(path);
-        parse_path(path).map_or(Value::Null, |segs| walk(root, &segs))
+        match parse_path(path) {
+            Some(segs) => secret_placeholder(path, &segs).unwrap_or_else(|| walk(root, &segs)),
+            None => Value::Null,
+        }
     })
+}
+
+/// `${workflow.secrets.NAME}` as it is written, for the path of one: a secret is named, never
+/// resolved, so the name travels (into a task's input, a started workflow's input) to the
+/// HTTP call that is filled with its value at the edge.
+fn secret_placeholder(path: &str, segs: &[Seg]) -> Option<Value> {
+    match segs {
+        [Seg::Key(root), Seg::Key(field), Seg::Key(_)]
+            if root == "workflow" && field == "secrets" =>
+        {
+            Some(Value::String(format!("${{{path}}}")))
+        }
+        _ => None,
+    }
 }
 
 /// Replaces every placeholder in `value` by what `lookup` answers for its path.
@@ -186,15 +203,13 @@ fn lookup(path: &str, scope: &Scope<'_>) -> Value {
     let Some(segs) = parse_path(path) else {
         return Value::Null;
     };
+    if let Some(placeholder) = secret_placeholder(path, &segs) {
+        return placeholder;
+    }
     let Some((Seg::Key(root), rest)) = segs.split_first() else {
         return Value::Null;
     };
     if root == "workflow" {
-        if let Some((Seg::Key(field), [Seg::Key(_)])) = rest.split_first() {
-            if field == "secrets" {
-                return Value::String(format!("${{{path}}}"));
-            }
-        }
         return workflow_field(scope.wf, rest);
     }
     match scope

@@ -103,7 +103,8 @@ mod tests {
             "name": "fulfill_order",
             "correlationId": "${orderId}",
             "input": {"order": "${orderId}", "amount": "${amount}", "first": "${$.items[0].sku}",
-                      "k": "${nested.k}", "text": "order ${orderId} of ${amount}", "missing": "${nope}"}
+                      "k": "${nested.k}", "text": "order ${orderId} of ${amount}", "missing": "${nope}",
+                      "token": "${workflow.secrets.shop_token}"}
         }))
         .expect("ok");
         let got = resolve_details(&action, &payload).expect("ok");
@@ -111,7 +112,9 @@ mod tests {
         assert_eq!(
             Value::Object(got.input),
             json!({"order": "o-7", "amount": 12.5, "first": "a", "k": true,
-                   "text": "order o-7 of 12.5", "missing": null})
+                   "text": "order o-7 of 12.5", "missing": null,
+                   "token": "${workflow.secrets.shop_token}"}),
+            "a secret is passed on by name, never resolved"
         );
     }
 
