@@ -11,6 +11,7 @@ use crate::Node;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing;
 use axum::Json;
 use engine::dsl::Header;
 use proto::model::{DslWorkflow, EpochMs};
@@ -222,6 +223,30 @@ pub async fn cancel(
         .cancel_dsl(workflow_id(&id)?.as_str())
         .await?;
     Ok(StatusCode::OK)
+}
+
+/// The routes of this file's handlers (Serverless Workflow (DSL 1.0) documents and instances), merged into the API's router.
+pub(super) fn routes() -> axum::Router<Node> {
+    axum::Router::new()
+        .route("/api/dsl/validate", routing::post(validate))
+        .route("/api/dsl/workflows", routing::post(put).get(all))
+        .route(
+            "/api/dsl/workflows/{namespace}/{name}",
+            routing::get(versions),
+        )
+        .route(
+            "/api/dsl/workflows/{namespace}/{name}/{version}",
+            routing::get(get).delete(delete),
+        )
+        .route(
+            "/api/dsl/workflows/{namespace}/{name}/{version}/instances",
+            routing::post(start),
+        )
+        .route("/api/dsl/instances/{id}", routing::get(instance))
+        .route("/api/dsl/instances/{id}/suspend", routing::post(suspend))
+        .route("/api/dsl/instances/{id}/resume", routing::post(resume))
+        .route("/api/dsl/instances/{id}/cancel", routing::post(cancel))
+        .route("/api/dsl/instances/{id}/events", routing::post(event))
 }
 
 #[cfg(test)]

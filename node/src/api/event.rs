@@ -8,6 +8,7 @@ use crate::access::Ask;
 use crate::Node;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use axum::routing;
 use axum::Json;
 use proto::limits::EXECUTIONS_MAX;
 use proto::model::access::TargetType::EventHandler as HANDLER;
@@ -126,4 +127,13 @@ pub async fn publish(
         .events
         .publish_event(&queue, params.string("messageId"), payload, traceparent)
         .await?)
+}
+
+/// The routes of this file's handlers (event handlers), merged into the API's router.
+pub(super) fn routes() -> axum::Router<Node> {
+    axum::Router::new()
+        .route("/api/event", routing::post(add).put(update).get(list))
+        .route("/api/event/executions", routing::get(executions))
+        .route("/api/event/publish/{queue}", routing::post(publish))
+        .route("/api/event/{event}", routing::get(for_event).delete(remove))
 }

@@ -12,6 +12,7 @@ use crate::access::Ask;
 use crate::Node;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::routing;
 use axum::Json;
 use proto::model::access::TargetType::{TaskDef as TASK, WorkflowDef as WORKFLOW};
 use proto::model::{self, TaskDef, WorkflowDef};
@@ -272,6 +273,45 @@ pub async fn delete_workflow_def(
         .delete_workflow_def(workflow_name, version)
         .await?;
     Ok(StatusCode::OK)
+}
+
+/// The routes of this file's handlers (metadata), merged into the API's router.
+pub(super) fn routes() -> axum::Router<Node> {
+    axum::Router::new()
+        .route(
+            "/api/metadata/taskdefs",
+            routing::post(register_task_defs)
+                .put(update_task_def)
+                .get(task_defs),
+        )
+        .route(
+            "/api/metadata/taskdefs/{name}",
+            routing::get(task_def).delete(delete_task_def),
+        )
+        .route(
+            "/api/metadata/workflow",
+            routing::post(create_workflow_def)
+                .put(update_workflow_defs)
+                .get(workflow_defs),
+        )
+        .route(
+            "/api/metadata/workflow/latest-versions",
+            routing::get(latest_workflow_defs),
+        )
+        .route("/api/metadata/workflow/names", routing::get(workflow_names))
+        .route(
+            "/api/metadata/workflow/names-and-versions",
+            routing::get(workflow_names_and_versions),
+        )
+        .route("/api/metadata/workflow/{name}", routing::get(workflow_def))
+        .route(
+            "/api/metadata/workflow/{name}/versions",
+            routing::get(workflow_versions),
+        )
+        .route(
+            "/api/metadata/workflow/{name}/{version}",
+            routing::delete(delete_workflow_def),
+        )
 }
 
 #[cfg(test)]

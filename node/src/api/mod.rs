@@ -12,7 +12,8 @@
 //! language), and one file per Conductor resource: [`metadata`], [`workflow`], [`bulk`] (commands
 //! for lists of workflows), [`task`], [`event`] (event handlers, execution records, publishing),
 //! [`trigger`] (webhooks, schedules), [`health`], and Baton's own [`dsl`] (Serverless Workflow
-//! documents and instances); [`a2a`] serves workflows as an A2A agent.
+//! documents and instances); [`a2a`] serves workflows as an A2A agent. Each resource's file
+//! declares its routes (`routes()`), which [`router`] merges.
 
 pub mod a2a;
 pub mod access;
@@ -46,7 +47,7 @@ use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{delete, get, post, put};
+use axum::routing::{delete, get, post};
 use tracing::Instrument;
 
 pub use error::{ApiError, ApiResult};
@@ -105,190 +106,14 @@ fn layered(routes: axum::Router, doors: doors::Doors, exposure: Option<String>) 
 /// The route table without the administration routes (without state and middleware).
 fn routes() -> axum::Router<Node> {
     axum::Router::new()
-        // ---- event handlers ----
-        .route(
-            "/api/event",
-            post(event::add).put(event::update).get(event::list),
-        )
-        .route("/api/event/executions", get(event::executions))
-        .route("/api/event/publish/{queue}", post(event::publish))
-        .route(
-            "/api/event/{event}",
-            get(event::for_event).delete(event::remove),
-        )
-        // ---- webhooks and schedules ----
-        .route(
-            "/api/metadata/webhook",
-            post(trigger::put_webhook).get(trigger::webhooks),
-        )
-        .route(
-            "/api/metadata/webhook/{name}",
-            delete(trigger::delete_webhook),
-        )
-        .route("/api/webhook/{name}", post(trigger::deliver))
-        .route(
-            "/api/scheduler/schedules",
-            post(trigger::put_schedule).get(trigger::schedules),
-        )
-        .route("/api/scheduler/nextFewSchedules", get(trigger::next_few))
-        .route(
-            "/api/scheduler/schedules/{name}",
-            get(trigger::schedule).delete(trigger::delete_schedule),
-        )
-        .route(
-            "/api/scheduler/schedules/{name}/pause",
-            get(trigger::pause).put(trigger::pause),
-        )
-        .route(
-            "/api/scheduler/schedules/{name}/resume",
-            get(trigger::resume).put(trigger::resume),
-        )
-        // ---- metadata ----
-        .route(
-            "/api/metadata/taskdefs",
-            post(metadata::register_task_defs)
-                .put(metadata::update_task_def)
-                .get(metadata::task_defs),
-        )
-        .route(
-            "/api/metadata/taskdefs/{name}",
-            get(metadata::task_def).delete(metadata::delete_task_def),
-        )
-        .route(
-            "/api/metadata/workflow",
-            post(metadata::create_workflow_def)
-                .put(metadata::update_workflow_defs)
-                .get(metadata::workflow_defs),
-        )
-        .route(
-            "/api/metadata/workflow/latest-versions",
-            get(metadata::latest_workflow_defs),
-        )
-        .route(
-            "/api/metadata/workflow/names",
-            get(metadata::workflow_names),
-        )
-        .route(
-            "/api/metadata/workflow/names-and-versions",
-            get(metadata::workflow_names_and_versions),
-        )
-        .route("/api/metadata/workflow/{name}", get(metadata::workflow_def))
-        .route(
-            "/api/metadata/workflow/{name}/versions",
-            get(metadata::workflow_versions),
-        )
-        .route(
-            "/api/metadata/workflow/{name}/{version}",
-            delete(metadata::delete_workflow_def),
-        )
-        // ---- Serverless Workflow (DSL 1.0) documents and instances ----
-        .route("/api/dsl/validate", post(dsl::validate))
-        .route("/api/dsl/workflows", post(dsl::put).get(dsl::all))
-        .route("/api/dsl/workflows/{namespace}/{name}", get(dsl::versions))
-        .route(
-            "/api/dsl/workflows/{namespace}/{name}/{version}",
-            get(dsl::get).delete(dsl::delete),
-        )
-        .route(
-            "/api/dsl/workflows/{namespace}/{name}/{version}/instances",
-            post(dsl::start),
-        )
-        .route("/api/dsl/instances/{id}", get(dsl::instance))
-        .route("/api/dsl/instances/{id}/suspend", post(dsl::suspend))
-        .route("/api/dsl/instances/{id}/resume", post(dsl::resume))
-        .route("/api/dsl/instances/{id}/cancel", post(dsl::cancel))
-        .route("/api/dsl/instances/{id}/events", post(dsl::event))
-        // ---- schemas (Orkes) ----
-        .route("/api/schema", post(schema::save).get(schema::all))
-        .route(
-            "/api/schema/{name}",
-            get(schema::latest).delete(schema::delete_all),
-        )
-        .route(
-            "/api/schema/{name}/{version}",
-            get(schema::version).delete(schema::delete_version),
-        )
-        // ---- secrets (Orkes): values go in, names come out ----
-        .route("/api/secrets", get(secrets::names).post(secrets::names))
-        .route(
-            "/api/secrets/{key}",
-            put(secrets::put)
-                .get(secrets::value)
-                .delete(secrets::delete),
-        )
-        .route("/api/secrets/{key}/exists", get(secrets::exists))
-        // ---- workflows ----
-        // Conductor uses the segment after /api/workflow both as a workflow id and as a workflow
-        // name (start, correlated); the router needs one parameter name per position, so it is `{id}`.
-        .route("/api/workflow", post(workflow::start))
-        .route("/api/workflow/search", get(workflow::search))
-        .route("/api/workflow/search-v2", get(workflow::search_v2))
-        .route(
-            "/api/workflow/correlated/batch",
-            post(workflow::correlated_by_names),
-        )
-        .route("/api/workflow/bulk/pause", put(bulk::pause))
-        .route("/api/workflow/bulk/resume", put(bulk::resume))
-        .route("/api/workflow/bulk/restart", post(bulk::restart))
-        .route("/api/workflow/bulk/retry", post(bulk::retry))
-        .route("/api/workflow/bulk/terminate", post(bulk::terminate))
-        .route(
-            "/api/workflow/execute/{name}/{version}",
-            post(workflow::execute),
-        )
-        .route("/api/workflow/running/{name}", get(workflow::running))
-        .route("/api/workflow/decide/{id}", put(workflow::decide))
-        .route(
-            "/api/workflow/{id}",
-            post(workflow::start_by_name)
-                .get(workflow::get)
-                .delete(workflow::terminate),
-        )
-        .route("/api/workflow/{id}/status", get(workflow::status))
-        .route("/api/workflow/{id}/tasks", get(workflow::tasks))
-        .route("/api/workflow/{id}/pause", put(workflow::pause))
-        .route("/api/workflow/{id}/resume", put(workflow::resume))
-        .route("/api/workflow/{id}/retry", post(workflow::retry))
-        .route("/api/workflow/{id}/restart", post(workflow::restart))
-        .route("/api/workflow/{id}/rerun", post(workflow::rerun))
-        .route(
-            "/api/workflow/{id}/skiptask/{reference}",
-            put(workflow::skip_task),
-        )
-        .route("/api/workflow/{id}/remove", delete(workflow::remove))
-        .route(
-            "/api/workflow/{id}/terminate-remove",
-            delete(workflow::terminate_remove),
-        )
-        .route(
-            "/api/workflow/{id}/correlated",
-            post(workflow::correlated_batch),
-        )
-        .route(
-            "/api/workflow/{id}/correlated/{correlation_id}",
-            get(workflow::correlated),
-        )
-        // ---- tasks ----
-        // As above, the first segment after /api/tasks is a task id or a workflow id: `{id}`.
-        .route("/api/tasks", post(task::update))
-        .route("/api/tasks/update-v2", post(task::update_v2))
-        .route("/api/tasks/poll/{task_type}", get(task::poll))
-        .route("/api/tasks/poll/batch/{task_type}", get(task::batch_poll))
-        .route("/api/tasks/queue/sizes", get(task::queue_sizes))
-        .route("/api/tasks/queue/size", get(task::queue_size))
-        .route("/api/tasks/queue/all", get(task::queue_all))
-        .route("/api/tasks/search", get(task::search))
-        .route("/api/tasks/search-v2", get(task::search_v2))
-        .route("/api/tasks/{id}", get(task::get))
-        .route("/api/tasks/{id}/log", get(task::logs).post(task::add_log))
-        .route(
-            "/api/tasks/{id}/{reference}/{status}",
-            post(task::update_by_ref),
-        )
-        .route(
-            "/api/tasks/{id}/{reference}/{status}/sync",
-            post(task::update_by_ref_sync),
-        )
+        .merge(event::routes())
+        .merge(trigger::routes())
+        .merge(metadata::routes())
+        .merge(dsl::routes())
+        .merge(schema::routes())
+        .merge(secrets::routes())
+        .merge(workflow::routes())
+        .merge(task::routes())
         // ---- access: tokens (Orkes' exchange) ----
         .route("/api/token", post(access::token))
         // ---- A2A (Agent2Agent): workflows as an agent's skills ----

@@ -7,6 +7,7 @@ use super::ApiError;
 use crate::Node;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::routing;
 use axum::Json;
 use proto::model::SchemaDef;
 
@@ -74,4 +75,18 @@ fn parse_version(version: &str) -> ApiResult<u32> {
             "schema version must be a non-negative integer, got '{version}'"
         ))
     })
+}
+
+/// The routes of this file's handlers (schemas (Orkes)), merged into the API's router.
+pub(super) fn routes() -> axum::Router<Node> {
+    axum::Router::new()
+        .route("/api/schema", routing::post(save).get(all))
+        .route(
+            "/api/schema/{name}",
+            routing::get(latest).delete(delete_all),
+        )
+        .route(
+            "/api/schema/{name}/{version}",
+            routing::get(version).delete(delete_version),
+        )
 }

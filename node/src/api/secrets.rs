@@ -11,6 +11,7 @@ use crate::Node;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::routing;
 use axum::Json;
 use proto::model::access::TargetType::SecretName as SECRET;
 use serde_json::Value;
@@ -71,4 +72,15 @@ pub async fn names(State(node): State<Node>, caller: Caller) -> ApiResult<Json<V
     let mut names = node.secrets.names().await?;
     names.retain(|n| sees(caller.as_deref(), SECRET, n));
     Ok(Json(names))
+}
+
+/// The routes of this file's handlers (secrets (Orkes): values go in, names come out), merged into the API's router.
+pub(super) fn routes() -> axum::Router<Node> {
+    axum::Router::new()
+        .route("/api/secrets", routing::get(names).post(names))
+        .route(
+            "/api/secrets/{key}",
+            routing::put(put).get(value).delete(delete),
+        )
+        .route("/api/secrets/{key}/exists", routing::get(exists))
 }

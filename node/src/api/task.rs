@@ -15,6 +15,7 @@ use crate::Node;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing;
 use axum::Json;
 use proto::limits::{POLL_BATCH_MAX, POLL_WAIT_MS_MAX};
 use proto::model::{self, SearchResult, Task, TaskResult, TaskResultStatus, TaskStatus, Workflow};
@@ -381,6 +382,34 @@ pub async fn queue_all(State(node): State<Node>) -> ApiResult<Json<BTreeMap<Stri
     Ok(Json(
         node.tasks.queue_sizes(&[], &QueueDomain::Every).await?,
     ))
+}
+
+/// The routes of this file's handlers (tasks), merged into the API's router.
+pub(super) fn routes() -> axum::Router<Node> {
+    axum::Router::new()
+        // As above, the first segment after /api/tasks is a task id or a workflow id: `{id}`.
+        .route("/api/tasks", routing::post(update))
+        .route("/api/tasks/update-v2", routing::post(update_v2))
+        .route("/api/tasks/poll/{task_type}", routing::get(poll))
+        .route(
+            "/api/tasks/poll/batch/{task_type}",
+            routing::get(batch_poll),
+        )
+        .route("/api/tasks/queue/sizes", routing::get(queue_sizes))
+        .route("/api/tasks/queue/size", routing::get(queue_size))
+        .route("/api/tasks/queue/all", routing::get(queue_all))
+        .route("/api/tasks/search", routing::get(search))
+        .route("/api/tasks/search-v2", routing::get(search_v2))
+        .route("/api/tasks/{id}", routing::get(get))
+        .route("/api/tasks/{id}/log", routing::get(logs).post(add_log))
+        .route(
+            "/api/tasks/{id}/{reference}/{status}",
+            routing::post(update_by_ref),
+        )
+        .route(
+            "/api/tasks/{id}/{reference}/{status}/sync",
+            routing::post(update_by_ref_sync),
+        )
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use crate::Node;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
+use axum::routing;
 use axum::Json;
 use proto::model::access::TargetType::{Webhook as WEBHOOK, WorkflowSchedule as SCHEDULE};
 use proto::model::{EpochMs, Webhook, WorkflowSchedule};
@@ -185,6 +186,37 @@ pub async fn next_few(State(node): State<Node>, params: Params) -> ApiResult<Jso
     .await
     .map_err(|e| ApiError::from(crate::Error::Internal(format!("cron search: {e}"))))?;
     Ok(Json(times))
+}
+
+/// The routes of this file's handlers (webhooks and schedules), merged into the API's router.
+pub(super) fn routes() -> axum::Router<Node> {
+    axum::Router::new()
+        .route(
+            "/api/metadata/webhook",
+            routing::post(put_webhook).get(webhooks),
+        )
+        .route(
+            "/api/metadata/webhook/{name}",
+            routing::delete(delete_webhook),
+        )
+        .route("/api/webhook/{name}", routing::post(deliver))
+        .route(
+            "/api/scheduler/schedules",
+            routing::post(put_schedule).get(schedules),
+        )
+        .route("/api/scheduler/nextFewSchedules", routing::get(next_few))
+        .route(
+            "/api/scheduler/schedules/{name}",
+            routing::get(schedule).delete(delete_schedule),
+        )
+        .route(
+            "/api/scheduler/schedules/{name}/pause",
+            routing::get(pause).put(pause),
+        )
+        .route(
+            "/api/scheduler/schedules/{name}/resume",
+            routing::get(resume).put(resume),
+        )
 }
 
 #[cfg(test)]

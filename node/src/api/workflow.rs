@@ -14,6 +14,7 @@ use crate::service::SearchQuery;
 use crate::Node;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::routing;
 use axum::Json;
 use proto::limits::SEARCH_RESULTS_MAX;
 use proto::model::access::TargetType;
@@ -688,6 +689,71 @@ pub async fn correlated_by_names(
         out.insert(correlation_id, found);
     }
     Ok(Json(out))
+}
+
+/// The routes of this file's handlers (workflows), merged into the API's router.
+pub(super) fn routes() -> axum::Router<Node> {
+    axum::Router::new()
+        // Conductor uses the segment after /api/workflow both as a workflow id and as a workflow
+        // name (start, correlated); the router needs one parameter name per position, so it is `{id}`.
+        .route("/api/workflow", routing::post(start))
+        .route("/api/workflow/search", routing::get(search))
+        .route("/api/workflow/search-v2", routing::get(search_v2))
+        .route(
+            "/api/workflow/correlated/batch",
+            routing::post(correlated_by_names),
+        )
+        .route("/api/workflow/bulk/pause", routing::put(super::bulk::pause))
+        .route(
+            "/api/workflow/bulk/resume",
+            routing::put(super::bulk::resume),
+        )
+        .route(
+            "/api/workflow/bulk/restart",
+            routing::post(super::bulk::restart),
+        )
+        .route(
+            "/api/workflow/bulk/retry",
+            routing::post(super::bulk::retry),
+        )
+        .route(
+            "/api/workflow/bulk/terminate",
+            routing::post(super::bulk::terminate),
+        )
+        .route(
+            "/api/workflow/execute/{name}/{version}",
+            routing::post(execute),
+        )
+        .route("/api/workflow/running/{name}", routing::get(running))
+        .route("/api/workflow/decide/{id}", routing::put(decide))
+        .route(
+            "/api/workflow/{id}",
+            routing::post(start_by_name).get(get).delete(terminate),
+        )
+        .route("/api/workflow/{id}/status", routing::get(status))
+        .route("/api/workflow/{id}/tasks", routing::get(tasks))
+        .route("/api/workflow/{id}/pause", routing::put(pause))
+        .route("/api/workflow/{id}/resume", routing::put(resume))
+        .route("/api/workflow/{id}/retry", routing::post(retry))
+        .route("/api/workflow/{id}/restart", routing::post(restart))
+        .route("/api/workflow/{id}/rerun", routing::post(rerun))
+        .route(
+            "/api/workflow/{id}/skiptask/{reference}",
+            routing::put(skip_task),
+        )
+        .route("/api/workflow/{id}/remove", routing::delete(remove))
+        .route(
+            "/api/workflow/{id}/terminate-remove",
+            routing::delete(terminate_remove),
+        )
+        .route(
+            "/api/workflow/{id}/correlated",
+            routing::post(correlated_batch),
+        )
+        .route(
+            "/api/workflow/{id}/correlated/{correlation_id}",
+            routing::get(correlated),
+        )
 }
 
 #[cfg(test)]
