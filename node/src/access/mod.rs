@@ -11,7 +11,9 @@ pub mod token;
 pub use routes::GRANTED_ROUTES;
 
 use crate::meta::AccessTable;
-use proto::model::access::{AccessType, Application, Grant, KeyStatus, Role, TargetType};
+use proto::model::access::{
+    AccessType, Application, Grant, KeyStatus, Role, SigningKey, TargetType,
+};
 use proto::model::EpochMs;
 use std::collections::BTreeSet;
 
@@ -155,7 +157,11 @@ pub fn authenticate(
 ) -> Result<Principal, Denied> {
     let token = token.ok_or(Denied::Missing)?;
     let signing = table.signing.as_ref().ok_or(Denied::Invalid)?;
-    let claims = token::verify(signing, token)?;
+    let retired = table.retired.as_ref().filter(|r| now < r.honoured_until);
+    let keys: Vec<&SigningKey> = std::iter::once(signing)
+        .chain(retired.map(|r| &r.key))
+        .collect();
+    let claims = token::verify(&keys, token)?;
     if claims.exp.saturating_mul(1000) <= now {
         return Err(Denied::Expired);
     }

@@ -1,6 +1,6 @@
 use super::*;
 use crate::meta::AccessTable;
-use proto::model::access::{AccessKey, Application, SigningKey, Target};
+use proto::model::access::{AccessKey, Application, RetiredSigningKey, SigningKey, Target};
 
 const NOW: EpochMs = 1_800_000_000_000;
 
@@ -25,6 +25,7 @@ fn table(roles: &[Role]) -> AccessTable {
     AccessTable {
         generation: 1,
         signing: Some(signing()),
+        retired: None,
         applications: [(app.id.clone(), app)].into(),
         keys: [(key.id.clone(), key)].into(),
     }
@@ -36,6 +37,44 @@ fn signing() -> SigningKey {
         secret: vec![7; 32],
         created_at: 0,
     }
+}
+
+#[test]
+fn a_replaced_signing_key_verifies_its_tokens_for_their_lifetime_only() {
+    let old = token::issue(&signing(), "app", "key", NOW);
+    let mut table = table(&[Role::Worker]);
+    let new = SigningKey {
+        id: "sk2".into(),
+        secret: vec![9; 32],
+        created_at: NOW,
+    };
+    table.signing = Some(new.clone());
+    assert_eq!(authenticate(&table, Some(&old), NOW), Err(Denied::Invalid));
+    let until = NOW + proto::limits::TOKEN_TTL_SECS * 1000;
+    table.retired = Some(RetiredSigningKey {
+        key: signing(),
+        honoured_until: until,
+    });
+    assert!(authenticate(&table, Some(&old), NOW + 1).is_ok());
+    assert_eq!(
+        authenticate(&table, Some(&old), until),
+        Err(Denied::Invalid)
+    );
+    let fresh = token::issue(&new, "app", "key", NOW);
+    assert!(authenticate(&table, Some(&fresh), NOW + 1).is_ok());
+    let forged = token::issue(
+        &SigningKey {
+            secret: vec![1; 32],
+            ..new
+        },
+        "app",
+        "key",
+        NOW,
+    );
+    assert_eq!(
+        authenticate(&table, Some(&forged), NOW),
+        Err(Denied::Invalid)
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Tokens: JWTs signed with HS256 by the cluster's signing key (named by `kid`), holding the
 //! application (`sub`), the access key it was exchanged for (`key`), and when it was issued and
 //! expires (`iat`, `exp`, seconds). Expiry is checked by [`super::authenticate`] against the
-//! node's clock; a token is honoured only while its key and application are.
+//! node's clock; a token is honoured only while its key and application are, and while the
+//! signing key it names is the cluster's, or the one that key replaced, within its grace.
 
 use super::Denied;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -36,16 +37,17 @@ pub fn issue(signing: &SigningKey, application: &str, key: &str, now: EpochMs) -
         .expect("HS256 signs any claims")
 }
 
-/// The claims of `token` when `signing` signed it (its expiry is not checked here).
-pub fn verify(signing: &SigningKey, token: &str) -> Result<Claims, Denied> {
+/// The claims of `token` when the key of `keys` its header names (`kid`) signed it (its
+/// expiry is not checked here).
+pub fn verify(keys: &[&SigningKey], token: &str) -> Result<Claims, Denied> {
+    let header = jsonwebtoken::decode_header(token).map_err(|_| Denied::Invalid)?;
+    let kid = header.kid.ok_or(Denied::Invalid)?;
+    let signing = keys.iter().find(|k| k.id == kid).ok_or(Denied::Invalid)?;
     let mut validation = Validation::new(Algorithm::HS256);
     validation.validate_exp = false;
     validation.required_spec_claims.clear();
     let key = DecodingKey::from_secret(&signing.secret);
     let data =
         jsonwebtoken::decode::<Claims>(token, &key, &validation).map_err(|_| Denied::Invalid)?;
-    if data.header.kid.as_deref() != Some(signing.id.as_str()) {
-        return Err(Denied::Invalid);
-    }
     Ok(data.claims)
 }

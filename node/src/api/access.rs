@@ -4,7 +4,7 @@
 //! unchanged. Every path but the token's is for administrators ([`crate::access::Family::Admin`]).
 
 use super::error::ApiResult;
-use super::extract::{Body, PathArgs};
+use super::extract::{Body, Params, PathArgs};
 use super::ApiError;
 use crate::access::Principal;
 use crate::Node;
@@ -163,6 +163,20 @@ pub async fn set_up(State(node): State<Node>) -> ApiResult<Json<CreatedAccessKey
     }
 }
 
+/// `POST /api/admin/access/signing-key?retireNow=`: replaces the key tokens are signed with.
+/// Tokens the old key signed are honoured for their lifetime (an hour), or, with
+/// `retireNow=true` (a key thought leaked), refused from now: clients fetch new ones.
+pub async fn rotate_signing_key(
+    State(node): State<Node>,
+    params: Params,
+) -> ApiResult<Json<serde_json::Value>> {
+    let retire_now = params.bool("retireNow", false)?;
+    let (id, until) = node.access.rotate_signing_key(retire_now).await?;
+    Ok(Json(
+        serde_json::json!({"id": id, "replacedKeyHonouredUntil": until}),
+    ))
+}
+
 /// `POST /api/auth/authorization`: grants access on a target to an application (Orkes'
 /// subject `{"type": "USER", "id": "app:ID"}`).
 pub async fn grant_access(
@@ -215,7 +229,7 @@ mod tests {
     use serde_json::json;
 
     #[tokio::test]
-    async fn the_token_exchange_is_not_found_until_access_control_is_set_up() {
+    async fn tokens_wait_for_set_up_and_a_replaced_signing_key_honours_its_own_until_retired() {
         let api = TestApi::start().await;
         let key = json!({"keyId": "k", "keySecret": "s"});
         let (status, answer) = api.send("POST", "/api/token", Some(&key)).await;
@@ -227,6 +241,35 @@ mod tests {
         let (status, answer) = api.send("POST", "/api/token", Some(&key)).await;
         assert_eq!(status, StatusCode::OK, "{answer}");
         assert!(answer["token"].is_string(), "{answer}");
+        let old = answer["token"].as_str().unwrap_or_default().to_owned();
+        let read = |token: &str| {
+            let api = &api;
+            let token = token.to_owned();
+            async move {
+                let headers = [("X-Authorization", token.as_str())];
+                api.send_with("GET", "/api/metadata/taskdefs", None, &headers)
+                    .await
+                    .0
+            }
+        };
+        assert_eq!(read(&old).await, StatusCode::OK);
+        // Rotated: the old key's tokens are honoured for their lifetime.
+        let rotate = "/api/admin/access/signing-key";
+        let headers = [("X-Authorization", old.as_str())];
+        let (status, rotated) = api.send_with("POST", rotate, None, &headers).await;
+        assert_eq!(status, StatusCode::OK, "{rotated}");
+        assert!(rotated["replacedKeyHonouredUntil"].is_i64(), "{rotated}");
+        assert_eq!(read(&old).await, StatusCode::OK);
+        // Retired now: they are refused at once, and a new token works.
+        let now = format!("{rotate}?retireNow=true");
+        let (status, rotated) = api.send_with("POST", &now, None, &headers).await;
+        assert_eq!(status, StatusCode::OK, "{rotated}");
+        assert_eq!(read(&old).await, StatusCode::UNAUTHORIZED);
+        let (_, answer) = api.send("POST", "/api/token", Some(&key)).await;
+        assert_eq!(
+            read(answer["token"].as_str().unwrap_or_default()).await,
+            StatusCode::OK
+        );
         api.stop().await;
     }
 }

@@ -161,6 +161,10 @@ fn admin_routes() -> axum::Router<Node> {
         )
         // ---- access control: set up, applications and their keys (Orkes' paths) ----
         .route("/api/admin/access", post(access::set_up))
+        .route(
+            "/api/admin/access/signing-key",
+            post(access::rotate_signing_key),
+        )
         .route("/api/admin/audit", get(access::audit))
         .route("/api/applications", get(access::list).post(access::create))
         .route(

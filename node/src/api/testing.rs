@@ -105,7 +105,21 @@ impl TestApi {
         path: &str,
         body: Option<&serde_json::Value>,
     ) -> Answer {
+        self.send_with(method, path, body, &[]).await
+    }
+
+    /// As [`TestApi::send`], with `headers` too.
+    pub(crate) async fn send_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        headers: &[(&str, &str)],
+    ) -> Answer {
         let mut request = Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
         let body = match body {
             Some(json) => {
                 request = request.header("content-type", "application/json");

@@ -6,16 +6,19 @@
 use super::{read, remove_existing};
 use cluster::storage::{Batch, Tree};
 use proto::limits::{
-    ACCESS_KEYS_PER_APPLICATION_MAX, APPLICATIONS_MAX, GRANTS_PER_APPLICATION_MAX,
+    ACCESS_KEYS_PER_APPLICATION_MAX, APPLICATIONS_MAX, GRANTS_PER_APPLICATION_MAX, TOKEN_TTL_SECS,
 };
 use proto::model::access::{
-    AccessKey, AccessType, Application, Grant, KeyStatus, Role, SigningKey, Target,
+    AccessKey, AccessType, Application, Grant, KeyStatus, RetiredSigningKey, Role, SigningKey,
+    Target,
 };
 use proto::record::{self, MetaOutcome};
 use std::collections::BTreeSet;
 use std::collections::HashMap;
 
 const SIGNING_KEY: &[u8] = b"as";
+/// The signing key the current one replaced, while it verifies what it signed.
+const RETIRED_SIGNING_KEY: &[u8] = b"asr";
 const APPLICATION_PREFIX: &[u8] = b"ap/";
 const KEY_PREFIX: &[u8] = b"ak/";
 /// The access generation: a big-endian counter moved on by every batch that changes a row.
@@ -59,6 +62,30 @@ pub(super) fn set_up(
     batch.insert(SIGNING_KEY, record::encode(signing));
     batch.insert(application_key(&admin.id), record::encode(admin));
     batch.insert(key_key(&key.id), record::encode(key));
+    applied(state, batch, MetaOutcome::Applied)
+}
+
+/// Makes `signing` the signing key; the one it replaces verifies its tokens for
+/// [`TOKEN_TTL_SECS`] more, unless `retire_now`.
+pub(super) fn rotate_signing_key(
+    state: &Tree,
+    batch: &mut Batch,
+    signing: SigningKey,
+    retire_now: bool,
+) -> MetaOutcome {
+    let Some(old) = read::<SigningKey>(state, SIGNING_KEY) else {
+        return MetaOutcome::NotFound;
+    };
+    if retire_now {
+        batch.remove(RETIRED_SIGNING_KEY.to_vec());
+    } else {
+        let retired = RetiredSigningKey {
+            key: old,
+            honoured_until: signing.created_at + TOKEN_TTL_SECS * 1000,
+        };
+        batch.insert(RETIRED_SIGNING_KEY, record::encode(&retired));
+    }
+    batch.insert(SIGNING_KEY, record::encode(&signing));
     applied(state, batch, MetaOutcome::Applied)
 }
 
@@ -217,6 +244,8 @@ pub struct AccessTable {
     pub generation: u64,
     /// `None` until access control is set up: then every request is let through.
     pub signing: Option<SigningKey>,
+    /// The key `signing` replaced, while it may still verify what it signed.
+    pub retired: Option<RetiredSigningKey>,
     pub applications: HashMap<String, Application>,
     pub keys: HashMap<String, AccessKey>,
 }
@@ -228,6 +257,7 @@ impl AccessTable {
         Self {
             generation,
             signing: read(state, SIGNING_KEY),
+            retired: read(state, RETIRED_SIGNING_KEY),
             applications: applications
                 .into_iter()
                 .map(|a| (a.id.clone(), a))

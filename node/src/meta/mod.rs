@@ -226,6 +226,10 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
         }
         MetaCommand::PutSecret(secret) => secret_rows::put(state, batch, secret),
         MetaCommand::DeleteSecret { name } => secret_rows::delete(state, batch, &name),
+        MetaCommand::RotateSigningKey {
+            signing,
+            retire_now,
+        } => access_rows::rotate_signing_key(state, batch, signing, retire_now),
         MetaCommand::Audited { by, at, command } => {
             let (action, target) = command.summary();
             let outcome = apply(state, batch, *command);

@@ -6,10 +6,12 @@ use crate::access::{self, secret, token};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::meta::AccessTable;
+use proto::limits::TOKEN_TTL_SECS;
 use proto::model::access::{
     AccessKey, AccessKeyView, AccessType, Application, AuthorizationRequest, CreatedAccessKey,
     KeyStatus, Role, SigningKey, Subject, Target, TokenRequest,
 };
+use proto::model::EpochMs;
 use proto::record::audit::AuditEntry;
 use proto::record::{MetaCommand, MetaOutcome};
 use std::collections::BTreeMap;
@@ -89,6 +91,29 @@ impl Access {
             .get(id)
             .cloned()
             .ok_or_else(|| no_application(id))
+    }
+
+    /// Replaces the signing key: the old one verifies the tokens it signed for their lifetime,
+    /// or, when `retire_now`, none from now (each client fetches a new token). Answers the new
+    /// key's id and until when the old key's tokens are honoured.
+    pub async fn rotate_signing_key(&self, retire_now: bool) -> Result<(String, Option<EpochMs>)> {
+        let signing = SigningKey {
+            id: secret::new_id(),
+            secret: secret::new_signing_secret(),
+            created_at: self.now_ms(),
+        };
+        let id = signing.id.clone();
+        let until = (!retire_now).then(|| signing.created_at + TOKEN_TTL_SECS * 1000);
+        let command = MetaCommand::RotateSigningKey {
+            signing,
+            retire_now,
+        };
+        match self.host.propose_meta(command).await? {
+            MetaOutcome::Applied => Ok((id, until)),
+            _ => Err(Error::NotFound(
+                "access control is not set up: `baton server --auth`".into(),
+            )),
+        }
     }
 
     /// A new application named `name`, made by `by`, without roles or keys.

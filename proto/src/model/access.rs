@@ -224,6 +224,13 @@ impl std::fmt::Debug for SigningKey {
     }
 }
 
+/// A signing key that was replaced: it verifies the tokens it signed until `honoured_until`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetiredSigningKey {
+    pub key: SigningKey,
+    pub honoured_until: EpochMs,
+}
+
 /// `POST /api/token`'s body (Orkes' `GenerateTokenRequest`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

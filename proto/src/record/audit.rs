@@ -121,6 +121,13 @@ impl MetaCommand {
             Audited { command, .. } => command.summary(),
             PutSecret(secret) => ("PutSecret", secret.name.clone()),
             DeleteSecret { name } => ("DeleteSecret", name.clone()),
+            RotateSigningKey {
+                signing,
+                retire_now,
+            } => (
+                "RotateSigningKey",
+                format!("key {} (old key retired now: {retire_now})", signing.id),
+            ),
         }
     }
 }

@@ -401,6 +401,13 @@ pub enum MetaCommand {
     DeleteSecret {
         name: String,
     },
+    /// Makes `signing` the key tokens are signed with (`NotFound` before access control is set
+    /// up). The key it replaces still verifies the tokens it signed for `limits::TOKEN_TTL_SECS`
+    /// after `signing.created_at`, unless `retire_now`: then they are refused at once.
+    RotateSigningKey {
+        signing: crate::model::access::SigningKey,
+        retire_now: bool,
+    },
 }
 
 /// A cluster member as the meta group records it.
