@@ -402,13 +402,23 @@ fn every_role_meets_every_route_family_on_every_node_and_revocation_spreads() {
         "the audit log",
     );
     let entries = audit.as_array().expect("entries");
-    let made = |action: &str, target: &str| {
+    let made_by = |by: &str, action: &str, target: &str| {
         entries.iter().any(|e| {
             e["action"] == action
                 && e["target"].as_str().is_some_and(|t| t.contains(target))
-                && e["by"].as_str().is_some_and(|b| b.starts_with("admin ("))
+                && e["by"].as_str().is_some_and(|b| b.starts_with(by))
         })
     };
+    let made = |action: &str, target: &str| made_by("admin (", action, target);
+    // Operations on workflows too, by whoever made them; starts are not recorded.
+    assert!(made_by("t94-runner (", "PauseWorkflow", &mine), "{audit:#}");
+    assert!(
+        made_by("t94-runner (", "TerminateWorkflow", &mine),
+        "{audit:#}"
+    );
+    assert!(!entries
+        .iter()
+        .any(|e| e["target"].as_str().is_some_and(|t| t.contains(&theirs))));
     assert!(made("PutTaskDefs", "t94_task"), "{audit:#}");
     assert!(made("PutWorkflowDef", "t94_wf v1"), "{audit:#}");
     assert!(made("GrantRole", "READ_ONLY"), "{audit:#}");

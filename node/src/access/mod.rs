@@ -8,7 +8,7 @@ mod routes;
 pub mod secret;
 pub mod token;
 
-pub use routes::GRANTED_ROUTES;
+pub use routes::{audited_operation, AUDITED_OPERATIONS, GRANTED_ROUTES};
 
 use crate::meta::AccessTable;
 use proto::model::access::{

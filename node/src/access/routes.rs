@@ -221,3 +221,43 @@ pub const GRANTED_ROUTES: &[(Family, &str, TargetType, &[AccessType])] = &[
         &[Create, Update, Delete],
     ),
 ];
+
+/// The operations on workflows and instances recorded in the audit log when a request with a
+/// token makes them (method, route, the action recorded); starts, polls and results are not:
+/// applications make them by the thousand, and their effects are in the workflows themselves.
+pub const AUDITED_OPERATIONS: &[(&str, &str, &str)] = &[
+    ("DELETE", "/api/workflow/{id}", "TerminateWorkflow"),
+    ("PUT", "/api/workflow/{id}/pause", "PauseWorkflow"),
+    ("PUT", "/api/workflow/{id}/resume", "ResumeWorkflow"),
+    ("POST", "/api/workflow/{id}/retry", "RetryWorkflow"),
+    ("POST", "/api/workflow/{id}/restart", "RestartWorkflow"),
+    ("POST", "/api/workflow/{id}/rerun", "RerunWorkflow"),
+    ("PUT", "/api/workflow/{id}/skiptask/{reference}", "SkipTask"),
+    ("DELETE", "/api/workflow/{id}/remove", "RemoveWorkflow"),
+    (
+        "DELETE",
+        "/api/workflow/{id}/terminate-remove",
+        "TerminateRemoveWorkflow",
+    ),
+    ("PUT", "/api/workflow/decide/{id}", "DecideWorkflow"),
+    ("PUT", "/api/workflow/bulk/pause", "BulkPauseWorkflows"),
+    ("PUT", "/api/workflow/bulk/resume", "BulkResumeWorkflows"),
+    ("POST", "/api/workflow/bulk/restart", "BulkRestartWorkflows"),
+    ("POST", "/api/workflow/bulk/retry", "BulkRetryWorkflows"),
+    (
+        "POST",
+        "/api/workflow/bulk/terminate",
+        "BulkTerminateWorkflows",
+    ),
+    ("POST", "/api/dsl/instances/{id}/suspend", "SuspendInstance"),
+    ("POST", "/api/dsl/instances/{id}/resume", "ResumeInstance"),
+    ("POST", "/api/dsl/instances/{id}/cancel", "CancelInstance"),
+];
+
+/// The action recorded for a request to `route` with `method`, if it is an audited operation.
+pub fn audited_operation(method: &str, route: &str) -> Option<&'static str> {
+    AUDITED_OPERATIONS
+        .iter()
+        .find(|(m, r, _)| *m == method && *r == route)
+        .map(|(_, _, action)| *action)
+}

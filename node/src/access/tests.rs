@@ -266,6 +266,20 @@ fn grants_on_workflow_definitions_open_their_checked_routes_only() {
 }
 
 #[test]
+fn audited_operations_are_operations_and_starts_are_not() {
+    for (method, route, action) in AUDITED_OPERATIONS {
+        assert_eq!(family(method, route), Family::Operate, "{method} {route}");
+        assert_eq!(audited_operation(method, route), Some(*action));
+    }
+    assert_eq!(
+        audited_operation("POST", "/api/workflow"),
+        None,
+        "starts are not"
+    );
+    assert_eq!(audited_operation("GET", "/api/workflow/{id}"), None);
+}
+
+#[test]
 fn grants_on_definitions_tell_creating_from_updating_and_deleting() {
     use AccessType::{Create, Delete, Read, Update};
     let principal = granted(&[

@@ -3,6 +3,8 @@
 //! Bearer <token>`) whose application holds a role reaching the route's family; otherwise 401
 //! (with the `error` Orkes' clients renew their token on) or 403. Before it is set up, every
 //! request passes. It runs after routing, so it judges the route as declared, not the path.
+//! An operation on workflows it lets through (`access::AUDITED_OPERATIONS`) is recorded in the
+//! audit log once it succeeded, before the answer leaves.
 
 use super::ApiError;
 use crate::access::{self, caller, Ask, Denied, Family, Principal};
@@ -35,8 +37,17 @@ pub async fn guard(State(node): State<Node>, mut request: Request, next: Next) -
         Ok(principal) if !principal.may_use(family, route) => forbidden(&principal, family),
         Ok(principal) => {
             let who = principal.who();
+            let audited = access::audited_operation(request.method().as_str(), route);
+            let target = request.uri().to_string();
             request.extensions_mut().insert(principal);
-            caller::acting_as(who, next.run(request)).await
+            caller::acting_as(who, async {
+                let response = next.run(request).await;
+                if let Some(action) = audited.filter(|_| response.status().is_success()) {
+                    node.access.record_operation(action, target).await;
+                }
+                response
+            })
+            .await
         }
     }
 }

@@ -226,6 +226,7 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
         }
         MetaCommand::PutSecret(secret) => secret_rows::put(state, batch, secret),
         MetaCommand::DeleteSecret { name } => secret_rows::delete(state, batch, &name),
+        MetaCommand::RecordOperation { .. } => MetaOutcome::Applied,
         MetaCommand::RotateSigningKey {
             signing,
             retire_now,
@@ -234,7 +235,7 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
             let (action, target) = command.summary();
             let outcome = apply(state, batch, *command);
             if outcome == MetaOutcome::Applied {
-                audit_rows::append(state, batch, by, at, action, target);
+                audit_rows::append(state, batch, by, at, &action, target);
             }
             outcome
         }

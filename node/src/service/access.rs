@@ -23,6 +23,8 @@ pub const ADMIN_APPLICATION: &str = "admin";
 /// Most secrets hashed or checked at once: each takes Argon2's 19 MiB and a core for tens of
 /// milliseconds, so a flood of token requests queues here instead of exhausting memory.
 const HASHES_AT_ONCE: usize = 4;
+/// Longest target an operation's audit entry records (the request's path and query).
+pub const OPERATION_TARGET_MAX: usize = 512;
 /// How long a token request waits for a turn before it is answered 503.
 const HASH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -113,6 +115,26 @@ impl Access {
             _ => Err(Error::NotFound(
                 "access control is not set up: `baton server --auth`".into(),
             )),
+        }
+    }
+
+    /// Records in the audit log that the current caller made `action` on `target` (a request's
+    /// path and query, cut to [`OPERATION_TARGET_MAX`] bytes). The operation was made already:
+    /// a record that cannot be written is logged, and the answer still goes out.
+    pub async fn record_operation(&self, action: &str, mut target: String) {
+        if target.len() > OPERATION_TARGET_MAX {
+            let mut end = OPERATION_TARGET_MAX;
+            while !target.is_char_boundary(end) {
+                end -= 1;
+            }
+            target.truncate(end);
+        }
+        let command = MetaCommand::RecordOperation {
+            action: action.to_owned(),
+            target: target.clone(),
+        };
+        if let Err(e) = self.host.propose_meta(command).await {
+            tracing::warn!(action, target, error = %e, "an operation was made but not recorded in the audit log");
         }
     }
 

@@ -24,7 +24,20 @@ pub struct AuditEntry {
 
 impl MetaCommand {
     /// The command's name and what it changes, for the audit log.
-    pub fn summary(&self) -> (&'static str, String) {
+    pub fn summary(&self) -> (std::borrow::Cow<'static, str>, String) {
+        use MetaCommand::RecordOperation;
+        match self {
+            RecordOperation { action, target } => (action.clone().into(), target.clone()),
+            MetaCommand::Audited { command, .. } => command.summary(),
+            other => {
+                let (action, target) = other.change();
+                (action.into(), target)
+            }
+        }
+    }
+
+    /// What a command that changes rows does, and to what.
+    fn change(&self) -> (&'static str, String) {
         use MetaCommand::*;
         match self {
             PutTaskDefs(defs) => ("PutTaskDefs", names(defs.iter().map(|d| d.name.as_str()))),
@@ -118,7 +131,7 @@ impl MetaCommand {
             DeleteAccessKey { application, id } => {
                 ("DeleteAccessKey", format!("{application} key {id}"))
             }
-            Audited { command, .. } => command.summary(),
+            Audited { .. } | RecordOperation { .. } => ("", String::new()),
             PutSecret(secret) => ("PutSecret", secret.name.clone()),
             DeleteSecret { name } => ("DeleteSecret", name.clone()),
             RotateSigningKey {

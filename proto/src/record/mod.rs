@@ -408,6 +408,12 @@ pub enum MetaCommand {
         signing: crate::model::access::SigningKey,
         retire_now: bool,
     },
+    /// Changes nothing; recorded in the audit log (inside [`MetaCommand::Audited`]): an
+    /// operation made on workflows through the API, `action` on `target` (see `audit`).
+    RecordOperation {
+        action: String,
+        target: String,
+    },
 }
 
 /// A cluster member as the meta group records it.
