@@ -156,6 +156,17 @@ enum Command {
         /// the same file. HTTP tasks name its secrets as `${workflow.secrets.NAME}` in headers.
         #[arg(long, value_name = "FILE")]
         secrets_key_file: Option<PathBuf>,
+        /// An OpenID Connect issuer (its URL, as its tokens' `iss`) whose bearer tokens sign
+        /// people in once access control is set up; their roles are the Baton role names the
+        /// claim `--oidc-roles-claim` lists.
+        #[arg(long, value_name = "URL", requires = "oidc_audience")]
+        oidc_issuer: Option<String>,
+        /// The audience (`aud`) the issuer's tokens must name: Baton's client id there.
+        #[arg(long, value_name = "AUD", requires = "oidc_issuer")]
+        oidc_audience: Option<String>,
+        /// The claim of the issuer's tokens that lists a person's Baton roles.
+        #[arg(long, value_name = "CLAIM", default_value = "roles")]
+        oidc_roles_claim: String,
         /// The processes Serverless Workflow `run` tasks may start on this node: `shell`
         /// (`run.shell`, `sh -c`), `python` (`run.script` in python, `python3 -c`), or both,
         /// comma-separated. Without it documents that run them are refused. (`js` scripts run
@@ -271,6 +282,9 @@ fn main() -> anyhow::Result<()> {
             http_allow,
             secrets_dir,
             secrets_key_file,
+            oidc_issuer,
+            oidc_audience,
+            oidc_roles_claim,
             dsl_run,
         } => {
             let node = NodeId(node_id);
@@ -322,6 +336,13 @@ fn main() -> anyhow::Result<()> {
                 events,
                 secret_files,
                 secrets_keys,
+                oidc: oidc_issuer.zip(oidc_audience).map(|(issuer, audience)| {
+                    node::access::oidc::OidcOptions {
+                        issuer,
+                        audience,
+                        roles_claim: oidc_roles_claim,
+                    }
+                }),
             })
         }
         Command::Certs { out, nodes, host } => write_certs(&out, nodes, &host),

@@ -52,6 +52,8 @@ pub struct Options {
     /// The keys that seal and open the replicated secrets store (`--secrets-key-file`; the
     /// store refuses writes and HTTP tasks cannot name secrets without them).
     pub secrets_keys: Option<std::sync::Arc<crate::secrets::SecretsKeys>>,
+    /// The OpenID Connect issuer whose tokens name people (`--oidc-issuer`; none when absent).
+    pub oidc: Option<crate::access::oidc::OidcOptions>,
 }
 
 impl Default for Options {
@@ -74,6 +76,7 @@ impl Default for Options {
             events: Default::default(),
             secret_files: Default::default(),
             secrets_keys: None,
+            oidc: None,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! request once access control is set up, and the Access service makes keys and tokens.
 
 pub mod caller;
+pub mod oidc;
 mod routes;
 pub mod secret;
 pub mod token;

@@ -2,10 +2,12 @@
 //! through the meta group), and the exchange of a key for a token (`POST /api/token`). The
 //! decisions themselves are [`crate::access`]'s; the API's guard reads [`Access::table`].
 
-use crate::access::{self, secret, token};
+use crate::access::oidc::{self, Oidc};
+use crate::access::{self, secret, token, Denied, Principal};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::meta::AccessTable;
+use crate::service::Loops;
 use proto::limits::TOKEN_TTL_SECS;
 use proto::model::access::{
     AccessKey, AccessKeyView, AccessType, Application, AuthorizationRequest, CreatedAccessKey,
@@ -28,18 +30,49 @@ pub const OPERATION_TARGET_MAX: usize = 512;
 /// How long a token request waits for a turn before it is answered 503.
 const HASH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Applications, keys and tokens.
+/// Applications, keys and tokens, and the people an OpenID Connect issuer vouches for.
 pub struct Access {
     host: Arc<Host>,
     hashing: tokio::sync::Semaphore,
+    oidc: Option<Arc<Oidc>>,
+    pub(crate) loops: Loops,
 }
 
 impl Access {
-    pub(crate) fn new(host: Arc<Host>) -> Arc<Self> {
-        Arc::new(Self {
+    /// The service; with an issuer, it fetches the issuer's keys now and every
+    /// [`oidc::JWKS_REFRESH`].
+    pub(crate) fn new(host: Arc<Host>, oidc: Option<Oidc>) -> Arc<Self> {
+        let access = Arc::new(Self {
             host,
             hashing: tokio::sync::Semaphore::new(HASHES_AT_ONCE),
-        })
+            oidc: oidc.map(Arc::new),
+            loops: Loops::default(),
+        });
+        if let Some(oidc) = access.oidc.clone() {
+            access.loops.add(tokio::spawn(refresh_keys(oidc)));
+        }
+        access
+    }
+
+    /// Who `token` names: an application by a token this cluster signed, or a person by one
+    /// the OpenID Connect issuer signed (a token naming a key of the issuer this node does not
+    /// hold has the keys fetched again, for the next request).
+    pub fn authenticate(&self, token: Option<&str>) -> std::result::Result<Principal, Denied> {
+        let table = self.table();
+        let answer = access::authenticate(&table, token, self.now_ms());
+        let (Err(Denied::Invalid), Some(oidc), Some(token)) = (&answer, &self.oidc, token) else {
+            return answer;
+        };
+        let person = oidc.authenticate(token);
+        if person == Err(Denied::Invalid) && oidc.worth_refetching(token) {
+            let oidc = oidc.clone();
+            tokio::spawn(async move {
+                if let Err(e) = oidc.refresh().await {
+                    tracing::warn!(error = %e, "the OpenID Connect issuer's keys were not fetched");
+                }
+            });
+        }
+        person
     }
 
     /// Access control's rows as this node's replica holds them.
@@ -420,4 +453,19 @@ fn no_application(id: &str) -> Error {
 
 fn no_key(id: &str) -> Error {
     Error::NotFound(format!("No such access key: {id}"))
+}
+
+/// Fetches the issuer's keys now, then every [`oidc::JWKS_REFRESH`] (a failed fetch is tried
+/// again a minute later).
+async fn refresh_keys(oidc: Arc<Oidc>) {
+    loop {
+        let wait = match oidc.refresh().await {
+            Ok(()) => oidc::JWKS_REFRESH,
+            Err(e) => {
+                tracing::warn!(error = %e, "the OpenID Connect issuer's keys were not fetched");
+                oidc::JWKS_REFETCH_MIN
+            }
+        };
+        tokio::time::sleep(wait).await;
+    }
 }

@@ -98,7 +98,9 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
         }),
     };
     let host = Host::open(options, &mut seams, env).await?;
-    let access = Access::new(host.clone());
+    let oidc = options.oidc.clone().map(crate::access::oidc::Oidc::new);
+    let oidc = oidc.transpose().map_err(crate::Error::Internal)?;
+    let access = Access::new(host.clone(), oidc);
     let secrets = Secrets::new(host.clone(), options.secrets_keys.clone());
     let providers = crate::events::Providers::new(options.events.clone());
     let definitions = Arc::new(Definitions::new(
@@ -165,6 +167,7 @@ impl Node {
         self.events.shutdown();
         self.triggers.loops.stop();
         self.membership.loops.stop();
+        self.access.loops.stop();
         self.tasks.loops.stop();
         self.host.shutdown().await;
     }

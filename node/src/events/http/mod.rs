@@ -325,7 +325,7 @@ fn causes(e: &reqwest::Error) -> String {
 
 /// TLS with ring and the system's root certificates (an unreadable one is skipped and logged;
 /// without any, https calls fail to verify their servers and http calls still work).
-fn tls_config() -> Result<rustls::ClientConfig, String> {
+pub(crate) fn tls_config() -> Result<rustls::ClientConfig, String> {
     let found = rustls_native_certs::load_native_certs();
     for e in &found.errors {
         tracing::warn!(error = %e, "HTTP tasks: system root certificates not read");
