@@ -37,13 +37,15 @@ pub async fn guard(State(node): State<Node>, mut request: Request, next: Next) -
         Ok(principal) if !principal.may_use(family, route) => forbidden(&principal, family),
         Ok(principal) => {
             let who = principal.who();
-            let audited = access::audited_operation(request.method().as_str(), route);
-            let target = request.uri().to_string();
+            let audited = access::audited_operation(request.method().as_str(), route)
+                .map(|action| (action, request.uri().to_string()));
             request.extensions_mut().insert(principal);
             caller::acting_as(who, async {
                 let response = next.run(request).await;
-                if let Some(action) = audited.filter(|_| response.status().is_success()) {
-                    node.access.record_operation(action, target).await;
+                if let Some((action, target)) = audited {
+                    if response.status().is_success() {
+                        node.access.record_operation(action, target).await;
+                    }
                 }
                 response
             })
