@@ -32,7 +32,7 @@ pub async fn guard(State(node): State<Node>, mut request: Request, next: Next) -
         return caller::acting_as(anonymous(), next.run(request)).await;
     }
     let token = token(request.headers());
-    match node.access.authenticate(token) {
+    match node.access.authenticate(&table, token) {
         Err(denied) => unauthorized(denied),
         Ok(principal) if !principal.may_use(family, route) => forbidden(&principal, family),
         Ok(principal) => {

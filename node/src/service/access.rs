@@ -54,12 +54,16 @@ impl Access {
         access
     }
 
-    /// Who `token` names: an application by a token this cluster signed, or a person by one
-    /// the OpenID Connect issuer signed (a token naming a key of the issuer this node does not
-    /// hold has the keys fetched again, for the next request).
-    pub fn authenticate(&self, token: Option<&str>) -> std::result::Result<Principal, Denied> {
-        let table = self.table();
-        let answer = access::authenticate(&table, token, self.now_ms());
+    /// Who `token` names, by `table` (this node's [`Access::table`]): an application by a
+    /// token this cluster signed, or a person by one the OpenID Connect issuer signed (a token
+    /// naming a key of the issuer this node does not hold has the keys fetched again, for the
+    /// next request).
+    pub fn authenticate(
+        &self,
+        table: &AccessTable,
+        token: Option<&str>,
+    ) -> std::result::Result<Principal, Denied> {
+        let answer = access::authenticate(table, token, self.now_ms());
         let (Err(Denied::Invalid), Some(oidc), Some(token)) = (&answer, &self.oidc, token) else {
             return answer;
         };
