@@ -467,6 +467,30 @@ impl Api {
             .unwrap_or_else(|e| panic!("POST {path}: {e:#}"))
     }
 
+    /// One request with extra `headers` (a token, say) and an optional JSON body: its status
+    /// and its body as JSON (a JSON string when it is not JSON).
+    pub fn call(
+        &self,
+        headers: &[(&str, &str)],
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("an HTTP method");
+        let mut request = self.http.request(method, self.url(path));
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let reply = self
+            .send(request)
+            .unwrap_or_else(|e| panic!("{path}: {e:#}"));
+        let json = serde_json::from_str(&reply.body).unwrap_or(Value::String(reply.body));
+        (reply.status, json)
+    }
+
     /// The execution records of an event handler (`GET /api/event/executions`).
     pub fn executions(&self, handler: &str) -> Vec<Value> {
         self.get(&format!("/api/event/executions?handler={handler}"))

@@ -7,7 +7,7 @@
 
 use harness::cluster::Cluster;
 use harness::python::pytest;
-use harness::{baton_bin, wait_for, Server};
+use harness::{baton_bin, wait_for, Api, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -54,13 +54,6 @@ fn conductor_python_authenticates_with_application_keys() {
     );
 }
 
-fn client() -> reqwest::blocking::Client {
-    reqwest::blocking::Client::builder()
-        .timeout(WAIT)
-        .build()
-        .expect("client")
-}
-
 /// One request to `base` with `token`: its status and JSON body.
 fn call(
     base: &str,
@@ -69,21 +62,8 @@ fn call(
     path: &str,
     body: Option<&Value>,
 ) -> (u16, Value) {
-    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-    let mut request = client().request(method, format!("{base}{path}"));
-    if let Some(token) = token {
-        request = request.header("X-Authorization", token);
-    }
-    if let Some(body) = body {
-        request = request.json(body);
-    }
-    let reply = request.send().expect("request");
-    let status = reply.status().as_u16();
-    let text = reply.text().unwrap_or_default();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    let headers: Vec<_> = token.map(|t| ("X-Authorization", t)).into_iter().collect();
+    Api::with_timeout(base, WAIT).call(&headers, method, path, body)
 }
 
 fn ok(answer: (u16, Value), what: &str) -> Value {

@@ -7,7 +7,7 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use harness::upstream::{Answer, Upstream};
-use harness::{wait_for, Server};
+use harness::{wait_for, Api, Server};
 use ring::rand::SystemRandom;
 use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
 use serde_json::{json, Value};
@@ -96,24 +96,9 @@ fn call(
     path: &str,
     body: Option<&Value>,
 ) -> (u16, Value) {
-    let client = reqwest::blocking::Client::builder()
-        .timeout(WAIT)
-        .build()
-        .expect("client");
-    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-    let mut request = client
-        .request(method, format!("{}{path}", server.base_url()))
-        .bearer_auth(token);
-    if let Some(body) = body {
-        request = request.json(body);
-    }
-    let reply = request.send().expect("request");
-    let status = reply.status().as_u16();
-    let text = reply.text().unwrap_or_default();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    let bearer = format!("Bearer {token}");
+    let api = Api::with_timeout(&server.base_url(), WAIT);
+    api.call(&[("Authorization", &bearer)], method, path, body)
 }
 
 #[test]

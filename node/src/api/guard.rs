@@ -92,6 +92,26 @@ pub fn allow(principal: Option<&Principal>, ask: Ask, name: &str) -> Result<(), 
     }
 }
 
+/// 403 unless the request's principal (if access control is on) may create the resource
+/// `name` of `kind`, or update it when `exists` (a lookup run only while access control is
+/// on) finds it. Answers the ask it judged.
+pub async fn allow_put<E>(
+    principal: Option<&Principal>,
+    kind: TargetType,
+    name: &str,
+    exists: impl std::future::Future<Output = Result<bool, E>>,
+) -> Result<Ask, ApiError>
+where
+    ApiError: From<E>,
+{
+    let Some(p) = principal else {
+        return Ok(Ask::put(kind, false));
+    };
+    let ask = Ask::put(kind, exists.await?);
+    allow(Some(p), ask, name)?;
+    Ok(ask)
+}
+
 /// Whether the request's principal (if access control is on) may read the resource `name` of
 /// `kind`: what a list shows it.
 pub fn sees(principal: Option<&Principal>, kind: TargetType, name: &str) -> bool {

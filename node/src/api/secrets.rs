@@ -4,7 +4,7 @@
 
 use super::error::ApiResult;
 use super::extract::PathArgs;
-use super::guard::{allow, sees, Caller};
+use super::guard::{allow, allow_put, sees, Caller};
 use super::ApiError;
 use crate::access::Ask;
 use crate::Node;
@@ -30,10 +30,7 @@ pub async fn put(
         Ok(Value::String(quoted)) => quoted,
         _ => text.to_owned(),
     };
-    if caller.is_some() {
-        let exists = node.secrets.exists(&key).await?;
-        allow(caller.as_deref(), Ask::put(SECRET, exists), &key)?;
-    }
+    allow_put(caller.as_deref(), SECRET, &key, node.secrets.exists(&key)).await?;
     node.secrets.put(&key, &value).await?;
     Ok(StatusCode::OK)
 }

@@ -3,7 +3,7 @@
 
 use super::error::ApiResult;
 use super::extract::{name, Body, Params, PathArgs};
-use super::guard::{allow, sees, Caller};
+use super::guard::{allow, allow_put, sees, Caller};
 use super::ApiError;
 use crate::access::Ask;
 use crate::service::triggers::{DELIVERY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER};
@@ -23,15 +23,8 @@ pub async fn put_webhook(
     caller: Caller,
     Body(w): Body<Webhook>,
 ) -> ApiResult<StatusCode> {
-    if let Some(p) = caller.as_deref() {
-        let exists = node
-            .triggers
-            .webhooks()
-            .await?
-            .iter()
-            .any(|h| h.name == w.name);
-        allow(Some(p), Ask::put(WEBHOOK, exists), &w.name)?;
-    }
+    let exists = node.triggers.webhook_exists(&w.name);
+    allow_put(caller.as_deref(), WEBHOOK, &w.name, exists).await?;
     node.triggers.put_webhook(w).await?;
     Ok(StatusCode::OK)
 }
@@ -84,14 +77,11 @@ pub async fn put_schedule(
     caller: Caller,
     Body(s): Body<WorkflowSchedule>,
 ) -> ApiResult<StatusCode> {
-    if let Some(p) = caller.as_deref() {
-        let exists = node.triggers.schedule(&s.name).await.is_ok();
-        let ask = Ask::put(SCHEDULE, exists);
-        allow(Some(p), ask, &s.name)?;
-        if !p.reaches(ask.family) {
-            // By a grant alone, a schedule may start only workflows its writer may start.
-            allow(Some(p), Ask::RUN_WORKFLOWS, &s.start_workflow_request.name)?;
-        }
+    let exists = node.triggers.schedule_exists(&s.name);
+    let ask = allow_put(caller.as_deref(), SCHEDULE, &s.name, exists).await?;
+    if let Some(p) = caller.as_deref().filter(|p| !p.reaches(ask.family)) {
+        // By a grant alone, a schedule may start only workflows its writer may start.
+        allow(Some(p), Ask::RUN_WORKFLOWS, &s.start_workflow_request.name)?;
     }
     node.triggers.put_schedule(s).await?;
     Ok(StatusCode::OK)

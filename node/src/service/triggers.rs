@@ -232,6 +232,12 @@ impl Triggers {
             .map(|_| ())
     }
 
+    /// Whether a webhook of that name is defined, on a caught-up replica.
+    pub async fn webhook_exists(&self, name: &str) -> Result<bool> {
+        self.host.catch_up_meta().await?;
+        Ok(self.host.defs.webhook(name).is_some())
+    }
+
     pub async fn webhooks(&self) -> Result<Vec<Webhook>> {
         self.host.catch_up_meta().await?;
         Ok(self
@@ -400,6 +406,12 @@ impl Triggers {
     pub async fn schedules(&self) -> Result<Vec<WorkflowSchedule>> {
         self.host.catch_up_meta().await?;
         Ok(self.host.defs.schedules())
+    }
+
+    /// Whether a schedule of that name is defined, on a caught-up replica.
+    pub async fn schedule_exists(&self, name: &str) -> Result<bool> {
+        self.host.catch_up_meta().await?;
+        Ok(self.host.defs.schedule(name).is_some())
     }
 
     pub async fn schedule(&self, name: &str) -> Result<WorkflowSchedule> {
