@@ -40,6 +40,7 @@
 //!
 //! Not yet: QUIC workers as a worker kind.
 
+mod auth_ab;
 mod calibrate;
 mod client;
 mod failover;
@@ -92,6 +93,10 @@ pub struct BenchArgs {
     /// (an administrator's), so the guard's checks are in every figure.
     #[arg(long)]
     auth: bool,
+    /// Measure what access control costs: only W2's sweep (`--sweep`), `--repeat` times per
+    /// rate on fresh targets, alternately with access control off and on, side by side.
+    #[arg(long, conflicts_with = "auth", requires = "sweep")]
+    auth_ab: bool,
     /// Peer systems to run W1 and W2 on beside Baton: a comma-separated subset of
     /// dbos,celery,restate (see bench/peers/).
     #[arg(long, value_delimiter = ',')]
@@ -166,6 +171,7 @@ impl WorkerKind {
 }
 
 /// The sizes of one run.
+#[derive(Clone)]
 struct Plan {
     repeat: usize,
     warmup: u64,
@@ -389,6 +395,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<bool> {
     progress("calibrating (fdatasync, loopback TCP)".into());
     let cal = Calibration::measure()?;
     print_calibration(&cal, &spec, &args, &plan);
+    if args.auth_ab {
+        auth_ab::run(&spec, &plan, &args)?;
+        return Ok(true);
+    }
 
     progress(format!("starting the target: {}", spec.describe()));
     let mut target = Target::start(&spec)?;

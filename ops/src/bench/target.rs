@@ -72,6 +72,17 @@ impl TargetSpec {
         }
     }
 
+    /// The same target with access control set up (`true`) or not.
+    pub fn with_auth(&self, on: bool) -> TargetSpec {
+        let mut spec = self.clone();
+        match &mut spec {
+            TargetSpec::LocalServer { auth, .. } | TargetSpec::LocalCluster { auth, .. } => {
+                *auth = on
+            }
+        }
+        spec
+    }
+
     /// The `baton` binary the target runs.
     pub fn bin(&self) -> &Path {
         match self {
