@@ -138,3 +138,11 @@ pub const PROCESSES_MAX: usize = 8;
 pub const PROCESS_RUN_MS_DEFAULT: u64 = 5 * 60 * 1000;
 /// The longest a DSL `run` process may run, whatever its task's `timeout` says.
 pub const PROCESS_RUN_MS_MAX: u64 = 60 * 60 * 1000;
+/// Most groups a gathering `schedule.on` keeps gathering at once: past it the oldest is
+/// dropped (and counted), so events that never complete a group cannot grow it without bound.
+pub const GATHER_GROUPS_MAX: usize = 256;
+/// Most bytes (as JSON) a gathering `schedule.on` keeps: past it the oldest groups are dropped.
+pub const GATHERING_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// How many offered message ids a gathering `schedule.on` remembers, so that a message
+/// delivered again joins no group.
+pub const GATHER_SEEN_MAX: usize = 1_024;

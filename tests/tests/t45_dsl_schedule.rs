@@ -1,8 +1,9 @@
 //! Serverless Workflow `schedule` end to end: `every` and `cron` start instances at their
 //! times and stop once the version is deleted, `after` starts each instance once the one before
 //! has ended and the delay has passed, and `schedule.on` starts one instance per accepted event
-//! (a message delivered again starts none) with the event as its input. Schedules this runtime
-//! cannot run are refused at registration with their pointers.
+//! (a message delivered again starts none) with the event as its input, or, when it gathers
+//! (`all` with `correlate`), one per group of correlated events, across a restart of the node.
+//! Schedules this runtime cannot run are refused at registration with their pointers.
 
 use std::time::Duration;
 
@@ -93,6 +94,61 @@ const ON_LOW: &str = "  on:\n    one:\n      with:\n        type: com.example.he
 const CALL_NURSE: &str =
     "  - call:\n      set:\n        patient: ${ $workflow.input[0].data.patient }\n";
 
+const ON_PAID_AND_PACKED: &str = "  on:
+    all:
+      - with:
+          type: com.example.order.paid
+        correlate:
+          order:
+            from: ${ .data.order }
+      - with:
+          type: com.example.order.packed
+        correlate:
+          order:
+            from: ${ .data.order }
+";
+
+const SHIP: &str = "  - ship:
+      set:
+        order: ${ $workflow.input[0].data.order }
+        events: ${ [$workflow.input[].type] | sort }
+";
+
+/// Publishes an order event of `kind` (`paid`, `packed`) to Baton's own queue under `id`.
+fn publish_order(api: &Api, id: &str, kind: &str, order: u64) {
+    let kind = format!("com.example.order.{kind}");
+    let event = json!({"specversion": "1.0", "id": id, "source": "https://shop.example.com",
+        "type": kind, "data": {"order": order}});
+    let path = format!("/api/event/publish/{kind}?messageId={id}");
+    api.post_json(&path, &event).expect_ok("publish");
+}
+
+#[test]
+fn a_gathering_schedule_starts_one_instance_per_group_of_correlated_events() {
+    let mut server = Server::start();
+    registered(server.api(), "shipper", ON_PAID_AND_PACKED, SHIP);
+    publish_order(server.api(), "paid-7", "paid", 7);
+    publish_order(server.api(), "paid-8", "paid", 8);
+    publish_order(server.api(), "paid-8", "paid", 8);
+    publish_order(server.api(), "packed-8", "packed", 8);
+    let first = completed_at_least(server.api(), "shipper", 1);
+    assert_eq!(first[0]["output"]["order"], 8, "{first:?}");
+    let kinds = json!(["com.example.order.packed", "com.example.order.paid"]);
+    assert_eq!(first[0]["output"]["events"], kinds);
+    // What order 7 gathered so far outlives the node.
+    server.restart();
+    publish_order(server.api(), "packed-7", "packed", 7);
+    let all = completed_at_least(server.api(), "shipper", 2);
+    assert_eq!(all[1]["output"]["order"], 7, "{all:?}");
+    // The message delivered again joined no group: order 8 has no second 'paid' waiting.
+    publish_order(server.api(), "packed-8b", "packed", 8);
+    publish_order(server.api(), "paid-9", "paid", 9);
+    publish_order(server.api(), "packed-9", "packed", 9);
+    let all = completed_at_least(server.api(), "shipper", 3);
+    let orders: Vec<&Value> = all.iter().map(|v| &v["output"]["order"]).collect();
+    assert_eq!(orders, [&json!(8), &json!(7), &json!(9)], "{all:?}");
+}
+
 /// Publishes a CloudEvent of the heartbeat type to Baton's own queue under `id`.
 fn publish(api: &Api, id: &str, source: &str, patient: &str) {
     let event = json!({"specversion": "1.0", "id": id, "source": source,
@@ -137,8 +193,8 @@ fn schedules_this_runtime_cannot_run_are_refused_where_they_say_so() {
         ("  cron: 'every day'\n", "/schedule/cron"),
         ("  every:\n    milliseconds: 10\n", "/schedule/every"),
         (
-            "  on:\n    all:\n      - with:\n          type: a\n      - with:\n          type: b\n",
-            "/schedule/on/all",
+            "  on:\n    all:\n      - with:\n          type: a\n      - with:\n          source: https://b.example.com\n",
+            "/schedule/on/all/1/with",
         ),
         (
             "  on:\n    one:\n      with:\n        source: https://example.com\n",

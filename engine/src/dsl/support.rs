@@ -6,8 +6,7 @@
 //! of grpc, asyncapi and mcp, calls of
 //! cataloged or URI functions, a function that runs a shell or a script, schemas given by
 //! `resource`, authentication other than basic, bearer and oauth2 (its `client_credentials` and
-//! `password` grants, on `http` calls), and a `schedule.on` that gathers
-//! several events (`all`, `until`, `correlate`). A schedule's `every` or `after` under
+//! `password` grants, on `http` calls). A schedule's `every` or `after` under
 //! [`DSL_SCHEDULE_INTERVAL_MIN_MS`] is refused as well.
 //!
 //! [`processes`] lists the `run`s that start a process on the node (a shell command, a python
@@ -160,43 +159,46 @@ fn listen(def: &Value, at: &str, problems: &mut Vec<Problem>) {
     }
 }
 
-/// A `schedule.on` starts one instance per accepted event: `one`, or `any` without `until`,
-/// each filter naming its event `type`; `all`, `until` and `correlate` gather events across
-/// messages and are not supported yet.
+/// A `schedule.on` is supported when each of its filters (and its `until`'s) names its event
+/// `type`, which decides the events offered to it.
 fn schedule_on(to: &Value, problems: &mut Vec<Problem>) {
-    for key in ["all", "until"] {
-        if to.get(key).is_some() {
-            let what = format!("'{key}' in a schedule's events");
-            problems.push(not_yet(&format!("/schedule/on/{key}"), &what));
-        }
-    }
-    let (filters, _) = super::run::listen_filters(to);
     let base = match to.get("one") {
         Some(_) => "/schedule/on/one".to_owned(),
+        None if to.get("all").is_some() => "/schedule/on/all".to_owned(),
         None => "/schedule/on/any".to_owned(),
     };
-    if filters.is_empty() && to.get("all").is_none() {
+    let (filters, _) = super::run::listen_filters(to);
+    if filters.is_empty() {
         let detail = "a schedule must name the events that start it: a filter with their 'type'";
         problems.push(Problem::new(&base, detail.to_owned()));
     }
-    for (i, filter) in filters.iter().enumerate() {
-        let at = match to.get("one") {
-            Some(_) => base.clone(),
-            None => format!("{base}/{i}"),
-        };
-        if filter
-            .pointer("/with/type")
-            .and_then(Value::as_str)
-            .is_none()
+    let mut named = vec![(base.clone(), to.get("one").is_some(), filters)];
+    if let Some(until) = super::run::until_events(to) {
+        let (filters, _) = super::run::listen_filters(until);
+        let base = match ["one", "all", "any"]
+            .into_iter()
+            .find(|k| until.get(*k).is_some())
         {
-            let detail = "an event filter must name the event 'type'".to_owned();
-            problems.push(Problem::new(format!("{at}/with"), detail));
-        }
-        if filter.get("correlate").is_some() {
-            problems.push(not_yet(
-                &format!("{at}/correlate"),
-                "'correlate' in a schedule's events",
-            ));
+            Some(k) => format!("/schedule/on/until/{k}"),
+            None => "/schedule/on/until/any".to_owned(),
+        };
+        named.push((base, until.get("one").is_some(), filters));
+    }
+    for (base, one, filters) in named {
+        for (i, filter) in filters.iter().enumerate() {
+            let at = if one {
+                base.clone()
+            } else {
+                format!("{base}/{i}")
+            };
+            if filter
+                .pointer("/with/type")
+                .and_then(Value::as_str)
+                .is_none()
+            {
+                let detail = "an event filter must name the event 'type'".to_owned();
+                problems.push(Problem::new(format!("{at}/with"), detail));
+            }
         }
     }
 }

@@ -407,8 +407,12 @@ impl Host {
 
     /// Writes a definition change through the meta group's leader.
     /// The change is recorded in the audit log with who it is made for
-    /// ([`crate::access::caller`]) and when.
+    /// ([`crate::access::caller`]) and when, unless the runtime makes it by itself
+    /// ([`MetaCommand::is_audited`]).
     pub(crate) async fn propose_meta(&self, cmd: MetaCommand) -> Result<MetaOutcome> {
+        if !cmd.is_audited() {
+            return self.propose_meta_hops(cmd, 0).await;
+        }
         let audited = MetaCommand::Audited {
             by: crate::access::caller::current(),
             at: self.clock.now_ms(),

@@ -16,13 +16,13 @@ use proto::record::{self, MetaOutcome};
 use std::collections::BTreeSet;
 use std::collections::HashMap;
 
-const SIGNING_KEY: &[u8] = b"as";
+pub(super) const SIGNING_KEY: &[u8] = b"as";
 /// The signing key the current one replaced, while it verifies what it signed.
-const RETIRED_SIGNING_KEY: &[u8] = b"asr";
-const APPLICATION_PREFIX: &[u8] = b"ap/";
-const KEY_PREFIX: &[u8] = b"ak/";
+pub(super) const RETIRED_SIGNING_KEY: &[u8] = b"asr";
+pub(super) const APPLICATION_PREFIX: &[u8] = b"ap/";
+pub(super) const KEY_PREFIX: &[u8] = b"ak/";
 /// The access generation: a big-endian counter moved on by every batch that changes a row.
-const GENERATION_KEY: &[u8] = b"acg";
+pub(super) const GENERATION_KEY: &[u8] = b"acg";
 
 fn application_key(id: &str) -> Vec<u8> {
     [APPLICATION_PREFIX, id.as_bytes()].concat()

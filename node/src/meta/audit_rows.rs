@@ -10,8 +10,8 @@ use proto::model::EpochMs;
 use proto::record;
 use proto::record::audit::AuditEntry;
 
-const ENTRY_PREFIX: &[u8] = b"au/";
-const NEXT_KEY: &[u8] = b"aus";
+pub(super) const ENTRY_PREFIX: &[u8] = b"au/";
+pub(super) const NEXT_KEY: &[u8] = b"aus";
 /// Most entries past their retention one new entry removes (bounded work per apply).
 const PRUNED_PER_ENTRY: usize = 16;
 

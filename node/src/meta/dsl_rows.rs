@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The DSL generation: a big-endian counter moved on by every batch that changes a document.
-const GENERATION_KEY: &[u8] = b"dwg";
+pub(super) const GENERATION_KEY: &[u8] = b"dwg";
 
 /// Moves the generation on in `batch`.
 pub(super) fn bump(state: &Tree, batch: &mut Batch) {

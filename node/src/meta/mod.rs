@@ -18,9 +18,11 @@ use std::sync::{Arc, Mutex};
 mod access_rows;
 mod audit_rows;
 mod dsl_rows;
+mod gather_rows;
 mod secret_rows;
 
 pub use access_rows::AccessTable;
+pub use gather_rows::Gathered;
 
 fn task_key(name: &str) -> Vec<u8> {
     [b"td/".as_slice(), name.as_bytes()].concat()
@@ -192,6 +194,7 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
         } => {
             batch.remove(dsl_listens_key(&namespace, &name, &version));
             batch.remove(dsl_schedule_key(&namespace, &name, &version));
+            gather_rows::remove(state, batch, &format!("{namespace}/{name}/{version}"));
             dsl_rows::bump(state, batch);
             remove_existing(state, batch, dsl_key(&namespace, &name, &version))
         }
@@ -231,6 +234,12 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
             signing,
             retire_now,
         } => access_rows::rotate_signing_key(state, batch, signing, retire_now),
+        MetaCommand::GatherEvent {
+            key,
+            message_id,
+            event,
+        } => gather_rows::gather(state, batch, &key, &message_id, &event),
+        MetaCommand::GatheredStarted { key, seq } => gather_rows::started(state, batch, &key, seq),
         MetaCommand::Audited { by, at, command } => {
             let (action, target) = command.summary();
             let outcome = apply(state, batch, *command);
@@ -271,6 +280,10 @@ fn put_dsl_workflow(
     match DslSchedule::of(def) {
         Some(s) => batch.insert(schedule, record::encode(&s)),
         None => batch.remove(schedule),
+    }
+    if held.is_some_and(|old| old.document.get("schedule") != def.document.get("schedule")) {
+        // Groups half-gathered under another strategy start afresh; gathered ones still start.
+        gather_rows::reset(state, batch, &def.key());
     }
     dsl_rows::bump(state, batch);
     MetaOutcome::Applied
@@ -527,6 +540,18 @@ impl MetaState {
         self.dsl_rows().schedules
     }
 
+    /// The groups the gathering `schedule.on` of version `key` completed and whose instances
+    /// have not started yet, oldest first.
+    pub fn gathered(&self, key: &str) -> Vec<Gathered> {
+        gather_rows::ready(&self.state, key)
+    }
+
+    /// What the gathering `schedule.on` of version `key` holds between events.
+    #[cfg(test)]
+    pub fn gathering(&self, key: &str) -> proto::model::dsl::Gathering {
+        gather_rows::gathering(&self.state, key)
+    }
+
     /// The event types the registered DSL documents consume (`listen` and `schedule.on`).
     pub fn dsl_listened_types(&self) -> Arc<BTreeSet<String>> {
         self.dsl_rows().types
@@ -779,6 +804,112 @@ mod tests {
         assert_eq!(apply_one(&state, delete), MetaOutcome::Applied);
         assert!(meta.dsl_listened_types().is_empty());
         assert!(meta.dsl_schedules().is_empty());
+    }
+
+    #[test]
+    fn a_gathering_schedule_keeps_its_groups_until_they_start_and_its_version_goes() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("db");
+        let state = db.open_tree("meta").expect("tree");
+        let meta = MetaState::new(state.clone());
+        let put = |on: serde_json::Value| {
+            let mut def = dsl("ns", "a", "1.0.0");
+            def.document["schedule"] = json!({ "on": on });
+            let def = Box::new(def);
+            apply_one(
+                &state,
+                MetaCommand::PutDslWorkflow {
+                    def,
+                    overwrite: true,
+                },
+            )
+        };
+        let all = json!({"all": [{"with": {"type": "a"}}, {"with": {"type": "b"}}]});
+        assert_eq!(put(all.clone()), MetaOutcome::Applied);
+        let key = "ns/a/1.0.0";
+        let offer = |id: &str, kind: &str| {
+            let event = json!({"id": id, "type": kind});
+            let command = MetaCommand::GatherEvent {
+                key: key.into(),
+                message_id: id.into(),
+                event,
+            };
+            apply_one(&state, command)
+        };
+        assert_eq!(offer("1", "a"), MetaOutcome::Applied);
+        assert_eq!(offer("2", "a"), MetaOutcome::Applied);
+        assert!(meta.gathered(key).is_empty());
+        assert_eq!(meta.gathering(key).groups.len(), 2);
+        assert_eq!(offer("3", "b"), MetaOutcome::Applied);
+        let ready = meta.gathered(key);
+        assert_eq!(ready.len(), 1);
+        assert_eq!((ready[0].seq, ready[0].events.len()), (1, 2));
+
+        let started = |seq| {
+            apply_one(
+                &state,
+                MetaCommand::GatheredStarted {
+                    key: key.into(),
+                    seq,
+                },
+            )
+        };
+        assert_eq!(started(1), MetaOutcome::Applied);
+        assert_eq!(started(1), MetaOutcome::NotFound);
+        assert!(meta.gathered(key).is_empty());
+
+        // Another strategy starts afresh, counting on.
+        assert_eq!(
+            put(json!({"all": [{"with": {"type": "a"}}]})),
+            MetaOutcome::Applied
+        );
+        assert!(meta.gathering(key).groups.is_empty());
+        assert_eq!(offer("4", "a"), MetaOutcome::Applied);
+        assert_eq!(meta.gathered(key)[0].seq, 2);
+
+        let delete = MetaCommand::DeleteDslWorkflow {
+            namespace: "ns".into(),
+            name: "a".into(),
+            version: "1.0.0".into(),
+        };
+        assert_eq!(apply_one(&state, delete), MetaOutcome::Applied);
+        assert!(meta.gathered(key).is_empty());
+        assert_eq!(meta.gathering(key), Default::default());
+        assert_eq!(offer("5", "b"), MetaOutcome::NotFound, "no such version");
+    }
+
+    #[test]
+    fn every_kind_of_row_has_keys_of_its_own() {
+        let keys: [&[u8]; 21] = [
+            TASK_PREFIX,
+            WORKFLOW_PREFIX,
+            NODE_PREFIX,
+            HANDLER_PREFIX,
+            WEBHOOK_PREFIX,
+            SCHEDULE_PREFIX,
+            SCHEMA_PREFIX,
+            DSL_PREFIX,
+            DSL_LISTENS_PREFIX,
+            DSL_SCHEDULES_PREFIX,
+            dsl_rows::GENERATION_KEY,
+            gather_rows::STATE_PREFIX,
+            gather_rows::READY_PREFIX,
+            secret_rows::PREFIX,
+            access_rows::SIGNING_KEY,
+            access_rows::RETIRED_SIGNING_KEY,
+            access_rows::APPLICATION_PREFIX,
+            access_rows::KEY_PREFIX,
+            access_rows::GENERATION_KEY,
+            audit_rows::ENTRY_PREFIX,
+            audit_rows::NEXT_KEY,
+        ];
+        for (i, p) in keys.iter().enumerate() {
+            for (j, k) in keys.iter().enumerate() {
+                let under = p.ends_with(b"/") && k.starts_with(p);
+                let (p, k) = (String::from_utf8_lossy(p), String::from_utf8_lossy(k));
+                assert!(i == j || (p != k && !under), "{k:?} is among {p:?}'s rows");
+            }
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The replicated secrets store's rows: `sc/{name}`, each a [`SealedSecret`]. Only sealed bytes
+//! The replicated secrets store's rows: `se/{name}`, each a [`SealedSecret`]. Only sealed bytes
 //! are written; the apply never sees a key or a value.
 
 use super::{read, remove_existing};
@@ -7,7 +7,7 @@ use proto::limits::SECRETS_MAX;
 use proto::model::secret::SealedSecret;
 use proto::record::{self, MetaOutcome};
 
-const PREFIX: &[u8] = b"sc/";
+pub(super) const PREFIX: &[u8] = b"se/";
 
 fn key(name: &str) -> Vec<u8> {
     [PREFIX, name.as_bytes()].concat()

@@ -205,6 +205,26 @@ impl Listening {
     }
 }
 
+/// What a `schedule.on` that gathers events (`all`, `any` with `until`, `correlate`) holds
+/// between them: the groups gathering, oldest first (an event joins the first group that its
+/// filters and correlation values fit, else it opens a group), and the ids of the latest
+/// messages offered, so that a message delivered again joins no group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Gathering {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<Listening>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seen: Vec<String>,
+    /// How many groups completed, which numbers the next one's start.
+    #[serde(default)]
+    pub completed: u64,
+    /// How many groups were dropped unfinished (past `limits::GATHER_GROUPS_MAX` or
+    /// `limits::GATHERING_BYTES_MAX`).
+    #[serde(default)]
+    pub dropped: u64,
+}
+
 /// How many offered message ids a `listen` remembers.
 pub const LISTEN_SEEN_MAX: usize = 256;
 

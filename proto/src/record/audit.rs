@@ -23,6 +23,15 @@ pub struct AuditEntry {
 }
 
 impl MetaCommand {
+    /// Whether the audit log records the command: not what the runtime does by itself on
+    /// events (gathering them for a `schedule.on`), which no one asked for.
+    pub fn is_audited(&self) -> bool {
+        !matches!(
+            self,
+            MetaCommand::GatherEvent { .. } | MetaCommand::GatheredStarted { .. }
+        )
+    }
+
     /// The command's name and what it changes, for the audit log.
     pub fn summary(&self) -> (std::borrow::Cow<'static, str>, String) {
         use MetaCommand::RecordOperation;
@@ -91,6 +100,10 @@ impl MetaCommand {
                 format!("{} ({})", app.name, app.id),
             ),
             DeleteApplication { id } => ("DeleteApplication", id.clone()),
+            GatherEvent {
+                key, message_id, ..
+            } => ("GatherEvent", format!("{key} message {message_id}")),
+            GatheredStarted { key, seq } => ("GatheredStarted", format!("{key} group {seq}")),
             SetRole {
                 application,
                 role,

@@ -414,6 +414,19 @@ pub enum MetaCommand {
         action: String,
         target: String,
     },
+    /// Offers a CloudEvent, carried by the message `message_id`, to the gathering
+    /// `schedule.on` of the DSL version `key` (`namespace/name/version`); a group it completes
+    /// is kept ready to start (`NotFound` when the version has no `schedule.on`).
+    GatherEvent {
+        key: String,
+        message_id: String,
+        event: serde_json::Value,
+    },
+    /// Forgets group `seq` of version `key` gathered by a `schedule.on`: its instance started.
+    GatheredStarted {
+        key: String,
+        seq: u64,
+    },
 }
 
 /// A cluster member as the meta group records it.

@@ -60,6 +60,228 @@ pub(crate) fn types(to: &Value) -> Vec<String> {
     types
 }
 
+/// A `listen` (or a gathering `schedule.on`) that waits for the events of the strategy `to`.
+pub(crate) fn waiting(to: &Value) -> Listening {
+    let (filters, all) = filters(to);
+    Listening {
+        types: types(to),
+        events: Vec::new(),
+        matched: if all {
+            vec![false; filters.len()]
+        } else {
+            Vec::new()
+        },
+        correlations: BTreeMap::new(),
+        seen: Vec::new(),
+        until_matched: match until_events(to).map(self::filters) {
+            Some((until, true)) => vec![false; until.len()],
+            _ => Vec::new(),
+        },
+        until_met: false,
+        queued: Vec::new(),
+        iteration: None,
+    }
+}
+
+/// A runtime expression of a strategy that failed: where it is written, and why.
+#[derive(Debug)]
+pub(crate) struct ExprFault {
+    pub at: String,
+    pub error: String,
+}
+
+impl ExprFault {
+    fn new(at: impl Into<String>, error: String) -> Self {
+        Self {
+            at: at.into(),
+            error,
+        }
+    }
+}
+
+/// An event offered to a strategy, and how a consumed one is kept.
+pub(crate) struct Offer<'a> {
+    pub message_id: &'a str,
+    pub event: &'a Value,
+    /// The `listen`'s `read` (`data` by default).
+    pub read: Option<&'a str>,
+    /// Consumed events wait in `queued` (a `foreach` processes them) instead of `events`.
+    pub queue: bool,
+}
+
+/// The strategy `to` (written at the pointer `base`) as it waits in `listening`. Expressions
+/// are evaluated in `scope`; a correlation's `expect` on `input`.
+pub(crate) struct Strategy<'a> {
+    pub to: &'a Value,
+    pub base: &'a str,
+    pub scope: &'a Scope<'a>,
+    pub input: &'a Value,
+}
+
+impl Strategy<'_> {
+    /// Offers an event: the first filter it matches (of those `all` still waits for) consumes
+    /// it. Whether it was consumed, or taken by `until`'s own strategy.
+    pub(crate) fn offer(
+        &self,
+        listening: &mut Listening,
+        offer: &Offer,
+    ) -> Result<bool, ExprFault> {
+        let to = self.to;
+        let one_is_enough =
+            to.get("one").is_some() || (to.get("any").is_some() && to.get("until").is_none());
+        let enough = listening.until_met || (one_is_enough && listening.consumed() > 0);
+        if enough || listening.seen.iter().any(|s| s == offer.message_id) {
+            return Ok(false);
+        }
+        if let Some(until) = until_events(to) {
+            if self.offer_until(until, listening, offer)? {
+                return Ok(true);
+            }
+        }
+        let (filters, _) = filters(to);
+        let strategy = ["one", "all", "any"]
+            .into_iter()
+            .find(|k| to.get(*k).is_some())
+            .unwrap_or("any");
+        let mut consumed = None;
+        for (i, filter) in filters.iter().enumerate() {
+            if listening.matched.get(i) == Some(&true) {
+                continue;
+            }
+            let at = match strategy {
+                "one" => format!("{}/one", self.base),
+                _ => format!("{}/{strategy}/{i}", self.base),
+            };
+            if let Some(settled) = self.matches(filter, &at, listening, offer.event)? {
+                consumed = Some((i, settled));
+                break;
+            }
+        }
+        let no_filter = filters.is_empty() && strategy == "any";
+        let consumed = consumed.or(no_filter.then(|| (0, BTreeMap::new())));
+        let Some((i, settled)) = consumed else {
+            return Ok(false);
+        };
+        if let Some(m) = listening.matched.get_mut(i) {
+            *m = true;
+        }
+        listening.correlations.extend(settled);
+        let event = read_as(offer.event, offer.read);
+        match offer.queue {
+            true => listening.queued.push(event),
+            false => listening.events.push(event),
+        }
+        remember(listening, offer.message_id);
+        Ok(true)
+    }
+
+    /// Offers an event to the events `until` waits for: whether one of its filters took it
+    /// (then it is not consumed, and the strategy is met once `until`'s is).
+    fn offer_until(
+        &self,
+        until: &Value,
+        listening: &mut Listening,
+        offer: &Offer,
+    ) -> Result<bool, ExprFault> {
+        let (filters, all) = filters(until);
+        let base = format!("{}/until", self.base);
+        let mut took = None;
+        for (i, filter) in filters.iter().enumerate() {
+            if listening.until_matched.get(i) == Some(&true) {
+                continue;
+            }
+            let at = match until.get("one") {
+                Some(_) => format!("{base}/one"),
+                None => format!("{base}/{}/{i}", if all { "all" } else { "any" }),
+            };
+            if self.matches(filter, &at, listening, offer.event)?.is_some() {
+                took = Some(i);
+                break;
+            }
+        }
+        let Some(i) = took else {
+            return Ok(false);
+        };
+        if let Some(m) = listening.until_matched.get_mut(i) {
+            *m = true;
+        }
+        listening.until_met = listening.until_matched.iter().all(|m| *m);
+        remember(listening, offer.message_id);
+        Ok(true)
+    }
+
+    /// Whether `filter` matches the event: `None` if not, else the correlation values it
+    /// settles.
+    fn matches(
+        &self,
+        filter: &Value,
+        at: &str,
+        listening: &Listening,
+        event: &Value,
+    ) -> Result<Option<BTreeMap<String, Value>>, ExprFault> {
+        let holds = with_holds(self.scope, filter, event)
+            .map_err(|(name, e)| ExprFault::new(format!("{at}/with/{name}"), e))?;
+        if !holds {
+            return Ok(None);
+        }
+        let mut settled = BTreeMap::new();
+        let keys = filter.get("correlate").and_then(Value::as_object);
+        for (key, correlation) in keys.into_iter().flatten() {
+            let from = correlation.get("from").unwrap_or(&Value::Null);
+            let value = self
+                .scope
+                .expression(from, event)
+                .map_err(|e| ExprFault::new(format!("{at}/correlate/{key}/from"), e))?;
+            let expected = match correlation.get("expect") {
+                Some(expect) => Some(
+                    self.scope
+                        .deep(expect, self.input)
+                        .map_err(|e| ExprFault::new(format!("{at}/correlate/{key}/expect"), e))?,
+                ),
+                None => listening.correlations.get(key).cloned(),
+            };
+            if expected.as_ref().is_some_and(|e| *e != value) {
+                return Ok(None);
+            }
+            settled.insert(key.clone(), value);
+        }
+        Ok(Some(settled))
+    }
+
+    /// Whether the strategy is met: `one` event, one per filter for `all`, and for `any` one
+    /// event, or with `until`, events for which its condition holds (evaluated on the list of
+    /// the events consumed) or `until`'s own strategy met.
+    pub(crate) fn met(&self, listening: &Listening) -> Result<bool, ExprFault> {
+        let to = self.to;
+        if to.get("one").is_some() {
+            return Ok(!listening.events.is_empty());
+        }
+        if to.get("all").is_some() {
+            return Ok(listening.matched.iter().all(|m| *m));
+        }
+        if until_events(to).is_some() {
+            return Ok(listening.until_met);
+        }
+        if listening.events.is_empty() {
+            return Ok(false);
+        }
+        let Some(until) = to.get("until") else {
+            return Ok(true);
+        };
+        let events = Value::Array(listening.events.clone());
+        self.scope
+            .condition(until, &events)
+            .map_err(|e| ExprFault::new(format!("{}/until", self.base), e))
+    }
+}
+
+/// Remembers an offered message's id (the latest [`LISTEN_SEEN_MAX`]).
+fn remember(listening: &mut Listening, message_id: &str) {
+    listening.seen.push(message_id.to_owned());
+    let over = listening.seen.len().saturating_sub(LISTEN_SEEN_MAX);
+    listening.seen.drain(..over);
+}
+
 impl Runner<'_, '_> {
     /// Starts a `listen`: its Conductor task waits IN_PROGRESS for the events it names.
     pub(super) fn start_listen(
@@ -70,33 +292,13 @@ impl Runner<'_, '_> {
         input: Value,
     ) -> Frame {
         let to = def.pointer("/listen/to").unwrap_or(&Value::Null);
-        let (filters, all) = filters(to);
         let task_id = self.open_task(at, name, LISTEN_TASK_TYPE, "", &input);
-        let until_all = until_events(to).map(self::filters);
-        let listening = Listening {
-            types: types(to),
-            events: Vec::new(),
-            matched: if all {
-                vec![false; filters.len()]
-            } else {
-                Vec::new()
-            },
-            correlations: BTreeMap::new(),
-            seen: Vec::new(),
-            until_matched: match until_all {
-                Some((until, true)) => vec![false; until.len()],
-                _ => Vec::new(),
-            },
-            until_met: false,
-            queued: Vec::new(),
-            iteration: None,
-        };
         Frame {
             at: at.to_owned(),
             name: name.to_owned(),
             task_id,
             input,
-            body: Body::Listen(Box::new(listening)),
+            body: Body::Listen(Box::new(waiting(to))),
             deadline: None,
         }
     }
@@ -106,10 +308,24 @@ impl Runner<'_, '_> {
     pub(super) fn listen(&mut self, frame: &mut Frame, vars: &BTreeMap<String, Value>) -> Outcome {
         let def = self.doc.pointer(&frame.at).cloned().unwrap_or_default();
         let to = def.pointer("/listen/to").cloned().unwrap_or_default();
-        let read = def.pointer("/listen/read").and_then(Value::as_str);
-        if let Some(delivery) = self.delivery.clone() {
-            if let Err(fault) = self.offer(frame, &to, read, &delivery, vars) {
-                return Outcome::Fault(fault);
+        let base = format!("{}/listen/to", frame.at);
+        let fault = |f: ExprFault| Outcome::Fault(errors::expression_error(&f.at, &f.error));
+        if let (Some(delivery), Body::Listen(listening)) = (&self.delivery, &mut frame.body) {
+            let scope = self.scope(vars, &frame.input, None);
+            let strategy = Strategy {
+                to: &to,
+                base: &base,
+                scope: &scope,
+                input: &frame.input,
+            };
+            let offer = Offer {
+                message_id: &delivery.message_id,
+                event: &delivery.event,
+                read: def.pointer("/listen/read").and_then(Value::as_str),
+                queue: def.get("foreach").is_some(),
+            };
+            if let Err(f) = strategy.offer(listening, &offer) {
+                return fault(f);
             }
         }
         if let Some(each) = def.get("foreach") {
@@ -121,207 +337,27 @@ impl Runner<'_, '_> {
         let Body::Listen(listening) = &frame.body else {
             return Outcome::Pending;
         };
-        let done = if to.get("one").is_some() {
-            !listening.events.is_empty()
-        } else if to.get("all").is_some() {
-            listening.matched.iter().all(|m| *m)
-        } else {
-            match self.until(frame, &to, vars) {
-                Ok(done) => done,
-                Err(fault) => return Outcome::Fault(fault),
-            }
+        let met = {
+            let scope = self.scope(vars, &frame.input, None);
+            let strategy = Strategy {
+                to: &to,
+                base: &base,
+                scope: &scope,
+                input: &frame.input,
+            };
+            strategy.met(listening)
         };
-        match (done, &frame.body) {
-            (true, Body::Listen(listening)) => {
+        match met {
+            Err(f) => fault(f),
+            Ok(false) => Outcome::Pending,
+            Ok(true) => {
                 let keys = listening.correlations.clone().into_iter().collect();
-                let keys = Value::Object(keys);
-                self.ctx.correlated.insert(frame.task_id.clone(), keys);
+                self.ctx
+                    .correlated
+                    .insert(frame.task_id.clone(), Value::Object(keys));
                 Outcome::done(Value::Array(listening.events.clone()))
             }
-            _ => Outcome::Pending,
         }
-    }
-
-    /// Whether an `any` has consumed enough: one event, or, with `until`, events for which
-    /// the condition holds (evaluated on the list of events consumed).
-    fn until(
-        &self,
-        frame: &Frame,
-        to: &Value,
-        vars: &BTreeMap<String, Value>,
-    ) -> Result<bool, Value> {
-        let Body::Listen(listening) = &frame.body else {
-            return Ok(false);
-        };
-        if until_events(to).is_some() {
-            return Ok(listening.until_met);
-        }
-        if listening.events.is_empty() {
-            return Ok(false);
-        }
-        let Some(until) = to.get("until") else {
-            return Ok(true);
-        };
-        let events = Value::Array(listening.events.clone());
-        self.scope(vars, &frame.input, None)
-            .condition(until, &events)
-            .map_err(|e| errors::expression_error(&format!("{}/listen/to/until", frame.at), &e))
-    }
-
-    /// Offers `delivery` to the `listen` of `frame`: the first filter it matches (of those
-    /// `all` still waits for) consumes it.
-    fn offer(
-        &self,
-        frame: &mut Frame,
-        to: &Value,
-        read: Option<&str>,
-        delivery: &Delivery,
-        vars: &BTreeMap<String, Value>,
-    ) -> Result<(), Value> {
-        let (filters, _) = filters(to);
-        let Body::Listen(listening) = &frame.body else {
-            return Ok(());
-        };
-        let one_is_enough =
-            to.get("one").is_some() || (to.get("any").is_some() && to.get("until").is_none());
-        let enough = listening.until_met || (one_is_enough && listening.consumed() > 0);
-        if enough || listening.seen.contains(&delivery.message_id) {
-            return Ok(());
-        }
-        if let Some(until) = until_events(to) {
-            if self.offer_until(frame, until, delivery, vars)? {
-                return Ok(());
-            }
-        }
-        let Body::Listen(listening) = &frame.body else {
-            return Ok(());
-        };
-        let strategy = ["one", "all", "any"]
-            .into_iter()
-            .find(|k| to.get(*k).is_some())
-            .unwrap_or("any");
-        let mut consumed = None;
-        for (i, filter) in filters.iter().enumerate() {
-            if listening.matched.get(i) == Some(&true) {
-                continue;
-            }
-            let at = match strategy {
-                "one" => format!("{}/listen/to/one", frame.at),
-                _ => format!("{}/listen/to/{strategy}/{i}", frame.at),
-            };
-            let matched = self.matches(filter, &at, listening, delivery, &frame.input, vars)?;
-            if let Some(settled) = matched {
-                consumed = Some((i, settled));
-                break;
-            }
-        }
-        let no_filter = filters.is_empty() && strategy == "any";
-        let consumed = consumed.or(no_filter.then(|| (0, BTreeMap::new())));
-        let Some((i, settled)) = consumed else {
-            return Ok(());
-        };
-        let Body::Listen(listening) = &mut frame.body else {
-            return Ok(());
-        };
-        if let Some(m) = listening.matched.get_mut(i) {
-            *m = true;
-        }
-        listening.correlations.extend(settled);
-        let event = read_as(&delivery.event, read);
-        match self.doc.pointer(&format!("{}/foreach", frame.at)) {
-            Some(_) => listening.queued.push(event),
-            None => listening.events.push(event),
-        }
-        listening.seen.push(delivery.message_id.clone());
-        let over = listening.seen.len().saturating_sub(LISTEN_SEEN_MAX);
-        listening.seen.drain(..over);
-        Ok(())
-    }
-
-    /// Offers `delivery` to the events `until` waits for: whether one of its filters took it
-    /// (then it is not consumed, and the listen ends once `until`'s strategy is met).
-    fn offer_until(
-        &self,
-        frame: &mut Frame,
-        until: &Value,
-        delivery: &Delivery,
-        vars: &BTreeMap<String, Value>,
-    ) -> Result<bool, Value> {
-        let (filters, all) = filters(until);
-        let Body::Listen(listening) = &frame.body else {
-            return Ok(false);
-        };
-        let base = format!("{}/listen/to/until", frame.at);
-        let mut took = None;
-        for (i, filter) in filters.iter().enumerate() {
-            if listening.until_matched.get(i) == Some(&true) {
-                continue;
-            }
-            let at = match until.get("one") {
-                Some(_) => format!("{base}/one"),
-                None => format!("{base}/{}/{i}", if all { "all" } else { "any" }),
-            };
-            if self
-                .matches(filter, &at, listening, delivery, &frame.input, vars)?
-                .is_some()
-            {
-                took = Some(i);
-                break;
-            }
-        }
-        let Some(i) = took else {
-            return Ok(false);
-        };
-        let Body::Listen(listening) = &mut frame.body else {
-            return Ok(false);
-        };
-        if let Some(m) = listening.until_matched.get_mut(i) {
-            *m = true;
-        }
-        listening.until_met = listening.until_matched.iter().all(|m| *m);
-        listening.seen.push(delivery.message_id.clone());
-        let over = listening.seen.len().saturating_sub(LISTEN_SEEN_MAX);
-        listening.seen.drain(..over);
-        Ok(true)
-    }
-
-    /// Whether `filter` matches the event: `None` if not, else the correlation values it
-    /// settles.
-    fn matches(
-        &self,
-        filter: &Value,
-        at: &str,
-        listening: &Listening,
-        delivery: &Delivery,
-        input: &Value,
-        vars: &BTreeMap<String, Value>,
-    ) -> Result<Option<BTreeMap<String, Value>>, Value> {
-        let event = &delivery.event;
-        let scope = self.scope(vars, input, None);
-        let holds = with_holds(&scope, filter, event)
-            .map_err(|(name, e)| errors::expression_error(&format!("{at}/with/{name}"), &e))?;
-        if !holds {
-            return Ok(None);
-        }
-        let mut settled = BTreeMap::new();
-        let keys = filter.get("correlate").and_then(Value::as_object);
-        for (key, correlation) in keys.into_iter().flatten() {
-            let from = correlation.get("from").unwrap_or(&Value::Null);
-            let value = scope
-                .expression(from, event)
-                .map_err(|e| errors::expression_error(&format!("{at}/correlate/{key}/from"), &e))?;
-            let expected = match correlation.get("expect") {
-                Some(expect) => Some(scope.deep(expect, input).map_err(|e| {
-                    errors::expression_error(&format!("{at}/correlate/{key}/expect"), &e)
-                })?),
-                None => listening.correlations.get(key).cloned(),
-            };
-            if expected.as_ref().is_some_and(|e| *e != value) {
-                return Ok(None);
-            }
-            settled.insert(key.clone(), value);
-        }
-        Ok(Some(settled))
     }
 }
 

@@ -35,12 +35,15 @@ pub(crate) use call::UNSUPPORTED_CALLS;
 pub use errors::{timeout_error, STANDARD_TYPES};
 pub(crate) use frame::kind_of;
 pub use listen::LISTEN_TASK_TYPE;
-pub(crate) use listen::{event_matches, filters as listen_filters, types as listened_types};
+pub(crate) use listen::{
+    event_matches, filters as listen_filters, types as listened_types, until_events, waiting,
+    ExprFault, Offer, Strategy,
+};
 pub(crate) use process::NO_CONTAINERS;
 pub use simple::EVENT_BUS;
 
 use crate::state::Ctx;
-use expr::Scope;
+pub(crate) use expr::Scope;
 use proto::model::dsl::DslRun;
 use proto::model::{Json, WorkflowStatus};
 use serde_json::Value;

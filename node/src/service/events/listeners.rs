@@ -13,13 +13,17 @@
 //!
 //! A registered version whose `schedule.on` accepts the event starts an instance with the list
 //! of that event as its input, once per message (its idempotency key names the version and the
-//! message).
+//! message). A `schedule.on` that gathers events (`all`, `until`, `correlate`) is offered the
+//! event through the meta group, which keeps its groups (`engine::dsl::gather`); a group it
+//! completes starts one instance with the group's events (its idempotency key names the
+//! version and the group), before the message is acknowledged.
 
 use super::{Events, Message, Verdict};
 use crate::error::Error;
 use engine::dsl::Schedule;
 use engine::Input;
-use proto::model::StartWorkflowRequest;
+use proto::model::{DslSchedule, StartWorkflowRequest};
+use proto::record::MetaCommand;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
@@ -81,6 +85,14 @@ impl Events {
                 continue;
             };
             let key = s.key();
+            if engine::dsl::gathers(&to) {
+                if engine::dsl::names_type(&to, event_type) {
+                    if let Verdict::Retry(why) = self.gather(s, event, message_id).await {
+                        verdict = Verdict::Retry(why);
+                    }
+                }
+                continue;
+            }
             match engine::dsl::starts_on(&to, event) {
                 Ok(true) => {}
                 Ok(false) => continue,
@@ -110,6 +122,50 @@ impl Events {
     }
 }
 
+impl Events {
+    /// Offers `event` to the gathering `schedule.on` of `s`, then starts every group of it
+    /// gathered and not started yet (one a crash left behind among them), each once.
+    async fn gather(&self, s: &DslSchedule, event: &Value, message_id: &str) -> Verdict {
+        let key = s.key();
+        let offer = MetaCommand::GatherEvent {
+            key: key.clone(),
+            message_id: message_id.to_owned(),
+            event: event.clone(),
+        };
+        let held = match self.host.propose_meta(offer).await {
+            Ok(_) => self.host.catch_up_meta().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = held {
+            return Verdict::Retry(format!("{key} did not gather the event: {e}"));
+        }
+        for group in self.host.defs.gathered(&key) {
+            let request = StartWorkflowRequest {
+                input: engine::dsl::stored_input(Value::Array(group.events)).unwrap_or_default(),
+                idempotency_key: Some(gathered_key(s, group.seq)),
+                ..StartWorkflowRequest::default()
+            };
+            let version = (s.namespace.as_str(), s.name.as_str(), s.version.as_str());
+            match self.workflows.start_dsl_with(version, request).await {
+                Ok(id) => {
+                    tracing::debug!(workflow = %key, instance = %id, group = group.seq, "gathered events started an instance")
+                }
+                // Deleted since.
+                Err(Error::NotFound(_)) => {}
+                Err(e) => return Verdict::Retry(format!("{key} was not started: {e}")),
+            }
+            let started = MetaCommand::GatheredStarted {
+                key: key.clone(),
+                seq: group.seq,
+            };
+            if let Err(e) = self.host.propose_meta(started).await {
+                return Verdict::Retry(format!("{key}'s group {} stays to start: {e}", group.seq));
+            }
+        }
+        Verdict::Ack
+    }
+}
+
 /// The idempotency key of the start of version `key` by message `message_id`: both named, the
 /// message's id by a hash when it is long (an idempotency key holds at most 256 bytes).
 fn on_event_key(key: &str, message_id: &str) -> String {
@@ -120,6 +176,12 @@ fn on_event_key(key: &str, message_id: &str) -> String {
     let hi = proto::hash::fnv1a(proto::hash::FNV_OFFSET, message_id.as_bytes());
     let lo = proto::hash::fnv1a(hi ^ 0x9e37_79b9_7f4a_7c15, message_id.as_bytes());
     format!("on:{key}:#{hi:016x}{lo:016x}")
+}
+
+/// The idempotency key of the start of group `seq` of the gathering `schedule.on` of `s`: the
+/// version's registration time tells a version registered again from the one deleted.
+fn gathered_key(s: &DslSchedule, seq: u64) -> String {
+    on_event_key(&s.key(), &format!("{}.group.{seq}", s.create_time))
 }
 
 /// The CloudEvent a message is to a `listen`: its payload when that is one (it names its
