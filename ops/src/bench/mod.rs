@@ -1354,7 +1354,7 @@ fn print_sweep(points: &[SweepPoint], p99_bound_ms: f64) {
             Some(b) => {
                 let ratio = match baton {
                     Some(x) if system != "baton" && b.m.steps_per_s > 0.0 => {
-                        format!(" (baton/peer {:.2})", x / b.m.steps_per_s)
+                        format!(" (baton/{system} {:.2})", x / b.m.steps_per_s)
                     }
                     _ => String::new(),
                 };
