@@ -652,6 +652,14 @@ mod tests {
         }
     }
 
+    /// An empty meta replica in a temporary directory (kept while the first is held).
+    fn replica() -> (tempfile::TempDir, Tree, MetaState) {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let db = cluster::storage::Db::open_sled(dir.path()).expect("db");
+        let state = db.open_tree("meta").expect("tree");
+        (dir, state.clone(), MetaState::new(state))
+    }
+
     fn apply_one(state: &Tree, command: MetaCommand) -> MetaOutcome {
         let mut batch = Batch::default();
         let outcome = apply(state, &mut batch, command);
@@ -661,10 +669,7 @@ mod tests {
 
     #[test]
     fn secrets_are_kept_sealed_by_name_and_bounded() {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let db = cluster::storage::Db::open_sled(dir.path()).expect("db");
-        let state = db.open_tree("meta").expect("tree");
-        let meta = MetaState::new(state.clone());
+        let (_dir, state, meta) = replica();
         let sealed = |name: String| proto::model::secret::SealedSecret {
             name,
             key_id: "k".into(),
@@ -694,10 +699,7 @@ mod tests {
 
     #[test]
     fn schemas_are_stored_by_version_compiled_once_and_bounded() {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let db = cluster::storage::Db::open_sled(dir.path()).expect("db");
-        let state = db.open_tree("meta").expect("tree");
-        let meta = MetaState::new(state.clone());
+        let (_dir, state, meta) = replica();
         let object = json!({"type": "object"});
         let put = |defs| apply_one(&state, MetaCommand::PutSchemas(defs));
         assert_eq!(
@@ -765,10 +767,7 @@ mod tests {
 
     #[test]
     fn the_listened_types_and_schedules_follow_every_document_write() {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let db = cluster::storage::Db::open_sled(dir.path()).expect("db");
-        let state = db.open_tree("meta").expect("tree");
-        let meta = MetaState::new(state.clone());
+        let (_dir, state, meta) = replica();
         let put = |listens: &[&str], schedule: bool| {
             let mut def = dsl("ns", "a", "1.0.0");
             def.listens = listens.iter().map(|t| t.to_string()).collect();
@@ -808,10 +807,7 @@ mod tests {
 
     #[test]
     fn a_gathering_schedule_keeps_its_groups_until_they_start_and_its_version_goes() {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let db = cluster::storage::Db::open_sled(dir.path()).expect("db");
-        let state = db.open_tree("meta").expect("tree");
-        let meta = MetaState::new(state.clone());
+        let (_dir, state, meta) = replica();
         let put = |on: serde_json::Value| {
             let mut def = dsl("ns", "a", "1.0.0");
             def.document["schedule"] = json!({ "on": on });
@@ -914,10 +910,7 @@ mod tests {
 
     #[test]
     fn dsl_documents_are_stored_by_version_listed_by_name_and_bounded() {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let db = cluster::storage::Db::open_sled(dir.path()).expect("db");
-        let state = db.open_tree("meta").expect("tree");
-        let meta = MetaState::new(state.clone());
+        let (_dir, state, meta) = replica();
         let put = |d| {
             let def = Box::new(d);
             apply_one(
