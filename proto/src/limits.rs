@@ -141,7 +141,7 @@ pub const PROCESS_RUN_MS_MAX: u64 = 60 * 60 * 1000;
 /// Most groups a gathering `schedule.on` keeps gathering at once: past it the oldest is
 /// dropped (and counted), so events that never complete a group cannot grow it without bound.
 pub const GATHER_GROUPS_MAX: usize = 256;
-/// Most bytes (as JSON) a gathering `schedule.on` keeps: past it the oldest groups are dropped.
+/// Most bytes (as JSON) a gathering `schedule.on`'s groups hold: past it the oldest are dropped.
 pub const GATHERING_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// How many offered message ids a gathering `schedule.on` remembers, so that a message
 /// delivered again joins no group.

@@ -9,9 +9,9 @@
 //! event's value), else it opens a group of its own. The decision is a pure function of the
 //! state, the message and the event, so every replica of the gathering agrees on it.
 
-use super::run::{waiting, Offer, Scope, Strategy};
+use super::run::{keep, waiting, ExprFault, Offer, Scope, Strategy, Take};
 use proto::limits::{GATHERING_BYTES_MAX, GATHER_GROUPS_MAX, GATHER_SEEN_MAX};
-use proto::model::dsl::Gathering;
+use proto::model::dsl::{Gathering, Listening};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -43,18 +43,30 @@ pub fn names_type(to: &Value, event_type: &str) -> bool {
         .any(|t| t == event_type)
 }
 
+/// What an offered event did to a gathering.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Joined {
+    /// It joined no group: its message came before, or no filter took it.
+    Nothing,
+    /// It joined, or opened, the group of this number, which gathers on (unless the bound
+    /// dropped it at once).
+    Group(u64),
+    /// It completed a group, which left the gathering.
+    Completed(Gathered),
+}
+
 /// Offers `event` (a CloudEvent, carried by the message `message_id`) to the gathering of the
-/// strategy `to`; answers the group it completed, if any. A message offered before joins no
-/// group again. A filter's expression that fails is an error naming its place; the state is
-/// then as it was.
+/// strategy `to`. A message offered before joins no group again. A filter's expression that
+/// fails is an error naming its place; the state is then as it was. The work is the search for
+/// the group to join and a copy of that group alone.
 pub fn gather(
     to: &Value,
     state: &mut Gathering,
     message_id: &str,
     event: &Value,
-) -> Result<Option<Gathered>, String> {
+) -> Result<Joined, String> {
     if state.seen.iter().any(|s| s == message_id) {
-        return Ok(None);
+        return Ok(Joined::Nothing);
     }
     let vars = BTreeMap::new();
     let scope = Scope::new(&vars);
@@ -70,38 +82,63 @@ pub fn gather(
         read: Some("envelope"),
         queue: false,
     };
-    let fault = |f: super::run::ExprFault| format!("{}: {}", f.at, f.error);
-    let mut groups = state.groups.clone();
-    let mut joined = None;
-    for (i, group) in groups.iter_mut().enumerate() {
-        if strategy.offer(group, &offer).map_err(fault)? {
-            joined = Some(i);
-            break;
-        }
-    }
-    if joined.is_none() {
-        let mut group = waiting(to);
-        // A group opens with an event it consumes, never with one only `until` waits for.
-        if strategy.offer(&mut group, &offer).map_err(fault)? && !group.events.is_empty() {
-            groups.push(group);
-            joined = Some(groups.len() - 1);
-        }
-    }
-    let met = match joined {
-        Some(i) => strategy.met(&groups[i]).map_err(fault)?.then_some(i),
-        None => None,
+    let fault = |f: ExprFault| format!("{}: {}", f.at, f.error);
+    let found = joining(&strategy, state, &offer).map_err(fault)?;
+    let Some((id, group)) = found else {
+        remember(state, message_id);
+        return Ok(Joined::Nothing);
     };
-    let gathered = met.map(|i| {
-        state.completed += 1;
-        Gathered {
-            seq: state.completed,
-            events: groups.remove(i).events,
-        }
-    });
-    state.groups = groups;
+    let met = strategy.met(&group).map_err(fault)?;
     remember(state, message_id);
+    if let Some(old) = id.and_then(|id| state.groups.remove(&id)) {
+        state.bytes = state.bytes.saturating_sub(size(&old));
+    }
+    let joined = if met {
+        state.completed += 1;
+        Joined::Completed(Gathered {
+            seq: state.completed,
+            events: group.events,
+        })
+    } else {
+        let id = id.unwrap_or_else(|| {
+            state.opened += 1;
+            state.opened
+        });
+        state.bytes += size(&group);
+        state.groups.insert(id, group);
+        Joined::Group(id)
+    };
     bound(state);
-    Ok(gathered)
+    Ok(joined)
+}
+
+/// The group the offered event joins, oldest first, with the event in it (and the number it
+/// has, `None` for a group the event opens), if one takes it. Leaves `state` as it is.
+fn joining(
+    strategy: &Strategy,
+    state: &Gathering,
+    offer: &Offer,
+) -> Result<Option<(Option<u64>, Listening)>, ExprFault> {
+    for (id, group) in &state.groups {
+        if let Some(take) = strategy.take(group, offer)? {
+            let mut group = group.clone();
+            keep(&mut group, take, offer);
+            return Ok(Some((Some(*id), group)));
+        }
+    }
+    // A group's own types and seen ids are the gathering's: it keeps neither.
+    let mut group = Listening {
+        types: Vec::new(),
+        ..waiting(strategy.to)
+    };
+    // A group opens with an event it consumes, never with one only `until` waits for.
+    match strategy.take(&group, offer)? {
+        Some(take @ Take::Consumed(..)) => {
+            keep(&mut group, take, offer);
+            Ok(Some((None, group)))
+        }
+        _ => Ok(None),
+    }
 }
 
 fn remember(state: &mut Gathering, message_id: &str) {
@@ -110,13 +147,18 @@ fn remember(state: &mut Gathering, message_id: &str) {
     state.seen.drain(..over);
 }
 
+/// A group's size as the bound counts it: its JSON.
+fn size(group: &Listening) -> u64 {
+    serde_json::to_vec(group).map_or(0, |b| b.len() as u64)
+}
+
 /// Drops the oldest groups past [`GATHER_GROUPS_MAX`] or [`GATHERING_BYTES_MAX`].
 fn bound(state: &mut Gathering) {
-    let size = |s: &Gathering| serde_json::to_vec(s).map_or(usize::MAX, |b| b.len());
-    while !state.groups.is_empty()
-        && (state.groups.len() > GATHER_GROUPS_MAX || size(state) > GATHERING_BYTES_MAX)
-    {
-        state.groups.remove(0);
+    while state.groups.len() > GATHER_GROUPS_MAX || state.bytes > GATHERING_BYTES_MAX as u64 {
+        let Some((_, oldest)) = state.groups.pop_first() else {
+            break;
+        };
+        state.bytes = state.bytes.saturating_sub(size(&oldest));
         state.dropped += 1;
     }
 }
@@ -140,7 +182,10 @@ mod tests {
 
     fn offer(to: &Value, state: &mut Gathering, e: &Value) -> Option<Gathered> {
         let id = e["id"].as_str().unwrap_or_default();
-        gather(to, state, id, e).expect("gathers")
+        match gather(to, state, id, e).expect("gathers") {
+            Joined::Completed(done) => Some(done),
+            Joined::Group(_) | Joined::Nothing => None,
+        }
     }
 
     #[test]
@@ -185,7 +230,7 @@ mod tests {
         assert_eq!(offer(&to, &mut state, &a), None);
         assert_eq!(offer(&to, &mut state, &a), None);
         assert_eq!(state.groups.len(), 1);
-        assert_eq!(state.groups[0].events.len(), 1);
+        assert_eq!(state.groups[&1].events.len(), 1);
     }
 
     #[test]
@@ -229,8 +274,29 @@ mod tests {
         }
         assert_eq!(state.groups.len(), GATHER_GROUPS_MAX);
         assert_eq!(state.dropped, 3);
+        assert_eq!(state.bytes, state.groups.values().map(size).sum::<u64>());
         let done = offer(&to, &mut state, &event("b", "b", 0)).expect("met");
         assert_eq!(ids(&done), vec!["a3", "b"]);
+    }
+
+    #[test]
+    fn the_groups_bytes_are_kept_as_they_change_and_bounded() {
+        let to = json!({"all": [{"with": {"type": "a"}}, {"with": {"type": "b"}}]});
+        let big = "x".repeat(GATHERING_BYTES_MAX / 4);
+        let mut state = Gathering::default();
+        for i in 0..5 {
+            let mut e = event(&format!("a{i}"), "a", i);
+            e["data"]["pad"] = json!(big);
+            offer(&to, &mut state, &e);
+            let held = state.groups.values().map(size).sum::<u64>();
+            assert_eq!(state.bytes, held, "after a{i}");
+            assert!(state.bytes <= GATHERING_BYTES_MAX as u64);
+        }
+        assert_eq!((state.groups.len(), state.dropped), (3, 2));
+        assert_eq!(state.groups.keys().copied().collect::<Vec<_>>(), [3, 4, 5]);
+        let done = offer(&to, &mut state, &event("b", "b", 0)).expect("met");
+        assert_eq!(ids(&done), vec!["a2", "b"]);
+        assert_eq!(state.bytes, state.groups.values().map(size).sum::<u64>());
     }
 
     #[test]

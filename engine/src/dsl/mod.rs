@@ -26,7 +26,7 @@ pub use duration::millis;
 pub use error::{
     Error, Location, Problem, ProblemDetails, Problems, CONFIGURATION_TYPE, VALIDATION_TYPE,
 };
-pub use gather::{gather, gathers, names_type, Gathered};
+pub use gather::{gather, gathers, names_type, Gathered, Joined};
 pub use instance::{
     instance_input, instance_output, is_dsl, phase, stored_input, stored_output, view,
     workflow_def, INPUT_KEY, OUTPUT_KEY,

@@ -1,23 +1,34 @@
 //! The rows of the `schedule.on` strategies that gather events (`engine::dsl::gather`):
-//! `dgs/{key}`, each version's [`Gathering`], and `dgr/{key}\0{seq}`, a group gathered and
-//! not yet started (its events), removed once its instance started. `{key}` is the version's
+//! `dgs/{key}`, each version's [`Gathering`] but its groups, `dgg/{key}\0{number}`, each group
+//! gathering (an event rewrites only the group it joined), and `dgr/{key}\0{seq}`, a group
+//! gathered and not yet started (its events), removed once its instance started. `{key}` is the version's
 //! `namespace/name/version`. The consumer that offered the event starts the instance before it
 //! acknowledges the message, so a group left gathered by a crash is started when the message
 //! is delivered again.
 
 use super::{read, remove_existing, DSL_SCHEDULES_PREFIX};
 use cluster::storage::{Batch, Tree};
-use engine::dsl::Schedule;
+use engine::dsl::{Joined, Schedule};
 use proto::model::dsl::Gathering;
 use proto::model::DslSchedule;
 use proto::record::{self, MetaOutcome};
 use serde_json::Value;
 
 pub(super) const STATE_PREFIX: &[u8] = b"dgs/";
+pub(super) const GROUP_PREFIX: &[u8] = b"dgg/";
 pub(super) const READY_PREFIX: &[u8] = b"dgr/";
 
 fn state_key(key: &str) -> Vec<u8> {
     [STATE_PREFIX, key.as_bytes()].concat()
+}
+
+fn group_prefix(key: &str) -> Vec<u8> {
+    [GROUP_PREFIX, key.as_bytes(), b"\0"].concat()
+}
+
+/// Zero-padded, so a version's groups sort oldest first.
+fn group_key(key: &str, number: u64) -> Vec<u8> {
+    [group_prefix(key), format!("{number:020}").into_bytes()].concat()
 }
 
 fn ready_prefix(key: &str) -> Vec<u8> {
@@ -54,27 +65,64 @@ pub(super) fn gather(
     let Some(Schedule::On(to)) = schedule.and_then(|s| engine::dsl::schedule(&s.schedule)) else {
         return MetaOutcome::NotFound;
     };
-    let mut gathering: Gathering = read(state, &state_key(key)).unwrap_or_default();
-    let dropped = gathering.dropped;
-    match engine::dsl::gather(&to, &mut gathering, message_id, event) {
+    let mut gathering = load(state, key);
+    let (dropped, held): (_, Vec<u64>) = (
+        gathering.dropped,
+        gathering.groups.keys().copied().collect(),
+    );
+    let joined = match engine::dsl::gather(&to, &mut gathering, message_id, event) {
+        Ok(joined) => joined,
         Err(e) => {
             tracing::warn!(workflow = key, message = message_id, error = %e, "a schedule's event filter failed; the event joined no group");
+            return MetaOutcome::Applied;
         }
-        Ok(done) => {
-            if gathering.dropped > dropped {
-                tracing::warn!(
-                    workflow = key,
-                    dropped = gathering.dropped - dropped,
-                    "a gathering schedule dropped its oldest groups unfinished"
-                );
+    };
+    if gathering.dropped > dropped {
+        tracing::warn!(
+            workflow = key,
+            dropped = gathering.dropped - dropped,
+            "a gathering schedule dropped its oldest groups unfinished"
+        );
+    }
+    match joined {
+        Joined::Completed(done) => {
+            batch.insert(ready_key(key, done.seq), record::encode(&done.events));
+        }
+        Joined::Group(number) => {
+            if let Some(group) = gathering.groups.get(&number) {
+                batch.insert(group_key(key, number), record::encode(group));
             }
-            if let Some(done) = done {
-                batch.insert(ready_key(key, done.seq), record::encode(&done.events));
-            }
-            batch.insert(state_key(key), record::encode(&gathering));
+        }
+        Joined::Nothing => {}
+    }
+    for gone in held.iter().filter(|n| !gathering.groups.contains_key(n)) {
+        batch.remove(group_key(key, *gone));
+    }
+    store(batch, key, gathering);
+    MetaOutcome::Applied
+}
+
+/// Version `key`'s gathering, its groups read from their rows.
+fn load(state: &Tree, key: &str) -> Gathering {
+    let mut gathering: Gathering = read(state, &state_key(key)).unwrap_or_default();
+    let prefix = group_prefix(key);
+    for (k, v) in state.scan_prefix(&prefix).flatten() {
+        let number = std::str::from_utf8(&k[prefix.len()..]).ok();
+        let number = number.and_then(|n| n.parse().ok());
+        if let (Some(number), Ok(group)) = (number, record::decode(&v)) {
+            gathering.groups.insert(number, group);
         }
     }
-    MetaOutcome::Applied
+    gathering
+}
+
+/// Writes version `key`'s gathering but its groups (each in its own row).
+fn store(batch: &mut Batch, key: &str, gathering: Gathering) {
+    let head = Gathering {
+        groups: Default::default(),
+        ..gathering
+    };
+    batch.insert(state_key(key), record::encode(&head));
 }
 
 /// Removes group `seq` of version `key` once its instance started.
@@ -85,7 +133,14 @@ pub(super) fn started(state: &Tree, batch: &mut Batch, key: &str, seq: u64) -> M
 /// Removes what version `key` gathered (it is deleted).
 pub(super) fn remove(state: &Tree, batch: &mut Batch, key: &str) {
     batch.remove(state_key(key));
+    remove_groups(state, batch, key);
     for (k, _) in state.scan_prefix(ready_prefix(key)).flatten() {
+        batch.remove(k.to_vec());
+    }
+}
+
+fn remove_groups(state: &Tree, batch: &mut Batch, key: &str) {
+    for (k, _) in state.scan_prefix(group_prefix(key)).flatten() {
         batch.remove(k.to_vec());
     }
 }
@@ -95,11 +150,13 @@ pub(super) fn remove(state: &Tree, batch: &mut Batch, key: &str) {
 pub(super) fn reset(state: &Tree, batch: &mut Batch, key: &str) {
     let held: Gathering = read(state, &state_key(key)).unwrap_or_default();
     let kept = Gathering {
+        opened: held.opened,
         completed: held.completed,
         dropped: held.dropped,
         ..Gathering::default()
     };
-    batch.insert(state_key(key), record::encode(&kept));
+    remove_groups(state, batch, key);
+    store(batch, key, kept);
 }
 
 /// The groups of version `key` gathered and not yet started, oldest first.
@@ -121,5 +178,5 @@ pub(super) fn ready(state: &Tree, key: &str) -> Vec<Gathered> {
 /// What version `key` holds between events, as the replica has it.
 #[cfg(test)]
 pub(super) fn gathering(state: &Tree, key: &str) -> Gathering {
-    read(state, &state_key(key)).unwrap_or_default()
+    load(state, key)
 }

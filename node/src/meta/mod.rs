@@ -5,7 +5,7 @@
 
 use cluster::storage::{Batch, Tree};
 use engine::schema::Compiled;
-use proto::limits::{DSL_WORKFLOWS_MAX, SCHEMAS_MAX};
+use proto::limits::SCHEMAS_MAX;
 use proto::model::{
     DslSchedule, DslWorkflow, EventHandler, SchemaDef, TaskDef, Webhook, WorkflowDef,
     WorkflowSchedule,
@@ -146,28 +146,10 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
             remove_existing(state, batch, workflow_key(&name, version))
         }
         MetaCommand::PutNode(entry) => put_node(state, batch, entry),
-        MetaCommand::SetDraining { id, draining } => {
-            let key = node_key(id);
-            match read::<NodeEntry>(state, &key) {
-                Some(mut entry) => {
-                    entry.draining = draining;
-                    batch.insert(key, record::encode(&entry));
-                    MetaOutcome::Applied
-                }
-                None => MetaOutcome::NotFound,
-            }
-        }
+        MetaCommand::SetDraining { id, draining } => set_draining(state, batch, id, draining),
         MetaCommand::RemoveNode { id } => remove_existing(state, batch, node_key(id)),
         MetaCommand::PutEventHandler { handler, create } => {
-            let key = handler_key(&handler.name);
-            match (matches!(state.contains_key(&key), Ok(true)), create) {
-                (true, true) => MetaOutcome::Exists,
-                (false, false) => MetaOutcome::NotFound,
-                _ => {
-                    batch.insert(key, record::encode(&handler));
-                    MetaOutcome::Applied
-                }
-            }
+            put_event_handler(state, batch, &handler, create)
         }
         MetaCommand::DeleteEventHandler { name } => {
             remove_existing(state, batch, handler_key(&name))
@@ -185,19 +167,13 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
         MetaCommand::PutSchemas(defs) => put_schemas(state, batch, defs),
         MetaCommand::DeleteSchema { name, version } => delete_schema(state, batch, &name, version),
         MetaCommand::PutDslWorkflow { def, overwrite } => {
-            put_dsl_workflow(state, batch, &def, overwrite)
+            dsl_rows::put(state, batch, &def, overwrite)
         }
         MetaCommand::DeleteDslWorkflow {
             namespace,
             name,
             version,
-        } => {
-            batch.remove(dsl_listens_key(&namespace, &name, &version));
-            batch.remove(dsl_schedule_key(&namespace, &name, &version));
-            gather_rows::remove(state, batch, &format!("{namespace}/{name}/{version}"));
-            dsl_rows::bump(state, batch);
-            remove_existing(state, batch, dsl_key(&namespace, &name, &version))
-        }
+        } => dsl_rows::delete(state, batch, &namespace, &name, &version),
         MetaCommand::SetUpAccess {
             signing,
             admin,
@@ -251,44 +227,6 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
     }
 }
 
-/// Stores a DSL document under its namespace, name and version, unless it is a new version and
-/// the meta group holds [`DSL_WORKFLOWS_MAX`] already (`Full`: nothing is written).
-fn put_dsl_workflow(
-    state: &Tree,
-    batch: &mut Batch,
-    def: &DslWorkflow,
-    overwrite: bool,
-) -> MetaOutcome {
-    let key = dsl_key(&def.namespace, &def.name, &def.version);
-    let held = state.get(&key).ok().flatten();
-    let held = held.and_then(|bytes| record::decode::<DslWorkflow>(&bytes).ok());
-    match &held {
-        Some(old) if old.document != def.document && !overwrite => return MetaOutcome::Exists,
-        None if state.scan_prefix(DSL_PREFIX).count() >= DSL_WORKFLOWS_MAX => {
-            return MetaOutcome::Full
-        }
-        _ => {}
-    }
-    batch.insert(key, record::encode(def));
-    let listens = dsl_listens_key(&def.namespace, &def.name, &def.version);
-    if def.listens.is_empty() {
-        batch.remove(listens);
-    } else {
-        batch.insert(listens, record::encode(&def.listens));
-    }
-    let schedule = dsl_schedule_key(&def.namespace, &def.name, &def.version);
-    match DslSchedule::of(def) {
-        Some(s) => batch.insert(schedule, record::encode(&s)),
-        None => batch.remove(schedule),
-    }
-    if held.is_some_and(|old| old.document.get("schedule") != def.document.get("schedule")) {
-        // Groups half-gathered under another strategy start afresh; gathered ones still start.
-        gather_rows::reset(state, batch, &def.key());
-    }
-    dsl_rows::bump(state, batch);
-    MetaOutcome::Applied
-}
-
 /// Stores schemas, each replacing its name and version, unless the registry would then hold
 /// more than [`SCHEMAS_MAX`] versions (`Full`: nothing is written). Counted here, in the
 /// replicated apply, so registrations racing through other nodes cannot pass the bound.
@@ -328,6 +266,36 @@ fn delete_schema(state: &Tree, batch: &mut Batch, name: &str, version: Option<u3
         batch.remove(key);
     }
     MetaOutcome::Applied
+}
+
+/// Marks a member draining, or not.
+fn set_draining(state: &Tree, batch: &mut Batch, id: NodeId, draining: bool) -> MetaOutcome {
+    let key = node_key(id);
+    let Some(mut entry) = read::<NodeEntry>(state, &key) else {
+        return MetaOutcome::NotFound;
+    };
+    entry.draining = draining;
+    batch.insert(key, record::encode(&entry));
+    MetaOutcome::Applied
+}
+
+/// Stores an event handler: a new one (`create`) unless its name is taken, else an update of
+/// one that exists.
+fn put_event_handler(
+    state: &Tree,
+    batch: &mut Batch,
+    handler: &EventHandler,
+    create: bool,
+) -> MetaOutcome {
+    let key = handler_key(&handler.name);
+    match (matches!(state.contains_key(&key), Ok(true)), create) {
+        (true, true) => MetaOutcome::Exists,
+        (false, false) => MetaOutcome::NotFound,
+        _ => {
+            batch.insert(key, record::encode(handler));
+            MetaOutcome::Applied
+        }
+    }
 }
 
 /// Records a member; one recorded already keeps whether it is draining.
@@ -641,6 +609,7 @@ impl MetaState {
 mod tests {
     use super::*;
     use engine::Catalog;
+    use proto::limits::DSL_WORKFLOWS_MAX;
     use serde_json::json;
 
     fn schema(name: &str, version: u32, data: serde_json::Value) -> SchemaDef {
@@ -765,6 +734,16 @@ mod tests {
         }
     }
 
+    /// Stores `def`, replacing the version if it is held.
+    fn put_dsl(state: &Tree, def: DslWorkflow) -> MetaOutcome {
+        let def = Box::new(def);
+        let command = MetaCommand::PutDslWorkflow {
+            def,
+            overwrite: true,
+        };
+        apply_one(state, command)
+    }
+
     #[test]
     fn the_listened_types_and_schedules_follow_every_document_write() {
         let (_dir, state, meta) = replica();
@@ -774,14 +753,7 @@ mod tests {
             if schedule {
                 def.document["schedule"] = json!({"on": {"one": {"with": {"type": "go"}}}});
             }
-            let def = Box::new(def);
-            apply_one(
-                &state,
-                MetaCommand::PutDslWorkflow {
-                    def,
-                    overwrite: true,
-                },
-            )
+            put_dsl(&state, def)
         };
         assert!(meta.dsl_listened_types().is_empty());
         assert_eq!(put(&["x"], false), MetaOutcome::Applied);
@@ -811,14 +783,7 @@ mod tests {
         let put = |on: serde_json::Value| {
             let mut def = dsl("ns", "a", "1.0.0");
             def.document["schedule"] = json!({ "on": on });
-            let def = Box::new(def);
-            apply_one(
-                &state,
-                MetaCommand::PutDslWorkflow {
-                    def,
-                    overwrite: true,
-                },
-            )
+            put_dsl(&state, def)
         };
         let all = json!({"all": [{"with": {"type": "a"}}, {"with": {"type": "b"}}]});
         assert_eq!(put(all.clone()), MetaOutcome::Applied);
@@ -836,10 +801,20 @@ mod tests {
         assert_eq!(offer("2", "a"), MetaOutcome::Applied);
         assert!(meta.gathered(key).is_empty());
         assert_eq!(meta.gathering(key).groups.len(), 2);
+        let group_rows = || state.scan_prefix(gather_rows::GROUP_PREFIX).count();
+        assert_eq!(group_rows(), 2, "a row per group");
+        let head: proto::model::dsl::Gathering = read(
+            &state,
+            &[gather_rows::STATE_PREFIX, key.as_bytes()].concat(),
+        )
+        .expect("held");
+        assert!(head.groups.is_empty(), "the groups are not in the head row");
         assert_eq!(offer("3", "b"), MetaOutcome::Applied);
         let ready = meta.gathered(key);
         assert_eq!(ready.len(), 1);
         assert_eq!((ready[0].seq, ready[0].events.len()), (1, 2));
+        assert_eq!(group_rows(), 1, "the completed group's row goes");
+        assert_eq!(meta.gathering(key).groups.keys().collect::<Vec<_>>(), [&2]);
 
         let started = |seq| {
             apply_one(
@@ -860,6 +835,7 @@ mod tests {
             MetaOutcome::Applied
         );
         assert!(meta.gathering(key).groups.is_empty());
+        assert_eq!(group_rows(), 0);
         assert_eq!(offer("4", "a"), MetaOutcome::Applied);
         assert_eq!(meta.gathered(key)[0].seq, 2);
 
@@ -876,7 +852,7 @@ mod tests {
 
     #[test]
     fn every_kind_of_row_has_keys_of_its_own() {
-        let keys: [&[u8]; 21] = [
+        let keys: [&[u8]; 22] = [
             TASK_PREFIX,
             WORKFLOW_PREFIX,
             NODE_PREFIX,
@@ -889,6 +865,7 @@ mod tests {
             DSL_SCHEDULES_PREFIX,
             dsl_rows::GENERATION_KEY,
             gather_rows::STATE_PREFIX,
+            gather_rows::GROUP_PREFIX,
             gather_rows::READY_PREFIX,
             secret_rows::PREFIX,
             access_rows::SIGNING_KEY,

@@ -206,16 +206,20 @@ impl Listening {
 }
 
 /// What a `schedule.on` that gathers events (`all`, `any` with `until`, `correlate`) holds
-/// between them: the groups gathering, oldest first (an event joins the first group that its
-/// filters and correlation values fit, else it opens a group), and the ids of the latest
-/// messages offered, so that a message delivered again joins no group.
+/// between them: the groups gathering, by the number each opened with, so oldest first (an
+/// event joins the first group that its filters and correlation values fit, else it opens a
+/// group), and the ids of the latest messages offered, so that a message delivered again joins
+/// no group.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct Gathering {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub groups: Vec<Listening>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub groups: BTreeMap<u64, Listening>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seen: Vec<String>,
+    /// How many groups opened, which numbers the next one.
+    #[serde(default)]
+    pub opened: u64,
     /// How many groups completed, which numbers the next one's start.
     #[serde(default)]
     pub completed: u64,
@@ -223,6 +227,10 @@ pub struct Gathering {
     /// `limits::GATHERING_BYTES_MAX`).
     #[serde(default)]
     pub dropped: u64,
+    /// The size of the groups, as JSON: kept as they change, so that bounding it costs no
+    /// more than the group an event touched.
+    #[serde(default)]
+    pub bytes: u64,
 }
 
 /// How many offered message ids a `listen` remembers.

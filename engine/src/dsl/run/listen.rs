@@ -118,24 +118,47 @@ pub(crate) struct Strategy<'a> {
     pub input: &'a Value,
 }
 
+/// What an offered event is to a strategy: taken by `until`'s own filter `i` (then not
+/// consumed), or consumed by filter `i`, with the correlation values it settles.
+pub(crate) enum Take {
+    Until(usize),
+    Consumed(usize, BTreeMap<String, Value>),
+}
+
 impl Strategy<'_> {
     /// Offers an event: the first filter it matches (of those `all` still waits for) consumes
-    /// it. Whether it was consumed, or taken by `until`'s own strategy.
+    /// it, and its message is remembered. Whether it was consumed, or taken by `until`'s own
+    /// strategy.
     pub(crate) fn offer(
         &self,
         listening: &mut Listening,
         offer: &Offer,
     ) -> Result<bool, ExprFault> {
+        let Some(take) = self.take(listening, offer)? else {
+            return Ok(false);
+        };
+        keep(listening, take, offer);
+        remember(listening, offer.message_id);
+        Ok(true)
+    }
+
+    /// What the event would be to the strategy as it waits in `listening` (which it leaves
+    /// as it is): `None` when it has had enough, or saw the message, or no filter matches.
+    pub(crate) fn take(
+        &self,
+        listening: &Listening,
+        offer: &Offer,
+    ) -> Result<Option<Take>, ExprFault> {
         let to = self.to;
         let one_is_enough =
             to.get("one").is_some() || (to.get("any").is_some() && to.get("until").is_none());
         let enough = listening.until_met || (one_is_enough && listening.consumed() > 0);
         if enough || listening.seen.iter().any(|s| s == offer.message_id) {
-            return Ok(false);
+            return Ok(None);
         }
         if let Some(until) = until_events(to) {
-            if self.offer_until(until, listening, offer)? {
-                return Ok(true);
+            if let Some(i) = self.take_until(until, listening, offer)? {
+                return Ok(Some(Take::Until(i)));
             }
         }
         let (filters, _) = filters(to);
@@ -143,7 +166,6 @@ impl Strategy<'_> {
             .into_iter()
             .find(|k| to.get(*k).is_some())
             .unwrap_or("any");
-        let mut consumed = None;
         for (i, filter) in filters.iter().enumerate() {
             if listening.matched.get(i) == Some(&true) {
                 continue;
@@ -153,39 +175,23 @@ impl Strategy<'_> {
                 _ => format!("{}/{strategy}/{i}", self.base),
             };
             if let Some(settled) = self.matches(filter, &at, listening, offer.event)? {
-                consumed = Some((i, settled));
-                break;
+                return Ok(Some(Take::Consumed(i, settled)));
             }
         }
         let no_filter = filters.is_empty() && strategy == "any";
-        let consumed = consumed.or(no_filter.then(|| (0, BTreeMap::new())));
-        let Some((i, settled)) = consumed else {
-            return Ok(false);
-        };
-        if let Some(m) = listening.matched.get_mut(i) {
-            *m = true;
-        }
-        listening.correlations.extend(settled);
-        let event = read_as(offer.event, offer.read);
-        match offer.queue {
-            true => listening.queued.push(event),
-            false => listening.events.push(event),
-        }
-        remember(listening, offer.message_id);
-        Ok(true)
+        Ok(no_filter.then(|| Take::Consumed(0, BTreeMap::new())))
     }
 
-    /// Offers an event to the events `until` waits for: whether one of its filters took it
-    /// (then it is not consumed, and the strategy is met once `until`'s is).
-    fn offer_until(
+    /// Which of the filters of the events `until` waits for (those it still waits for) takes
+    /// the event, if any.
+    fn take_until(
         &self,
         until: &Value,
-        listening: &mut Listening,
+        listening: &Listening,
         offer: &Offer,
-    ) -> Result<bool, ExprFault> {
+    ) -> Result<Option<usize>, ExprFault> {
         let (filters, all) = filters(until);
         let base = format!("{}/until", self.base);
-        let mut took = None;
         for (i, filter) in filters.iter().enumerate() {
             if listening.until_matched.get(i) == Some(&true) {
                 continue;
@@ -195,19 +201,10 @@ impl Strategy<'_> {
                 None => format!("{base}/{}/{i}", if all { "all" } else { "any" }),
             };
             if self.matches(filter, &at, listening, offer.event)?.is_some() {
-                took = Some(i);
-                break;
+                return Ok(Some(i));
             }
         }
-        let Some(i) = took else {
-            return Ok(false);
-        };
-        if let Some(m) = listening.until_matched.get_mut(i) {
-            *m = true;
-        }
-        listening.until_met = listening.until_matched.iter().all(|m| *m);
-        remember(listening, offer.message_id);
-        Ok(true)
+        Ok(None)
     }
 
     /// Whether `filter` matches the event: `None` if not, else the correlation values it
@@ -275,6 +272,30 @@ impl Strategy<'_> {
     }
 }
 
+/// Makes what [`Strategy::take`] found of `offer` part of `listening`: a filter matched (and
+/// the values it settled), the event consumed as `read` says, or `until` met.
+pub(crate) fn keep(listening: &mut Listening, take: Take, offer: &Offer) {
+    match take {
+        Take::Until(i) => {
+            if let Some(m) = listening.until_matched.get_mut(i) {
+                *m = true;
+            }
+            listening.until_met = listening.until_matched.iter().all(|m| *m);
+        }
+        Take::Consumed(i, settled) => {
+            if let Some(m) = listening.matched.get_mut(i) {
+                *m = true;
+            }
+            listening.correlations.extend(settled);
+            let event = read_as(offer.event, offer.read);
+            match offer.queue {
+                true => listening.queued.push(event),
+                false => listening.events.push(event),
+            }
+        }
+    }
+}
+
 /// Remembers an offered message's id (the latest [`LISTEN_SEEN_MAX`]).
 fn remember(listening: &mut Listening, message_id: &str) {
     listening.seen.push(message_id.to_owned());
@@ -311,20 +332,16 @@ impl Runner<'_, '_> {
         let base = format!("{}/listen/to", frame.at);
         let fault = |f: ExprFault| Outcome::Fault(errors::expression_error(&f.at, &f.error));
         if let (Some(delivery), Body::Listen(listening)) = (&self.delivery, &mut frame.body) {
-            let scope = self.scope(vars, &frame.input, None);
-            let strategy = Strategy {
-                to: &to,
-                base: &base,
-                scope: &scope,
-                input: &frame.input,
-            };
             let offer = Offer {
                 message_id: &delivery.message_id,
                 event: &delivery.event,
                 read: def.pointer("/listen/read").and_then(Value::as_str),
                 queue: def.get("foreach").is_some(),
             };
-            if let Err(f) = strategy.offer(listening, &offer) {
+            let offered = self.with_strategy(vars, &frame.input, (&to, &base), |strategy| {
+                strategy.offer(listening, &offer)
+            });
+            if let Err(f) = offered {
                 return fault(f);
             }
         }
@@ -337,16 +354,9 @@ impl Runner<'_, '_> {
         let Body::Listen(listening) = &frame.body else {
             return Outcome::Pending;
         };
-        let met = {
-            let scope = self.scope(vars, &frame.input, None);
-            let strategy = Strategy {
-                to: &to,
-                base: &base,
-                scope: &scope,
-                input: &frame.input,
-            };
+        let met = self.with_strategy(vars, &frame.input, (&to, &base), |strategy| {
             strategy.met(listening)
-        };
+        });
         match met {
             Err(f) => fault(f),
             Ok(false) => Outcome::Pending,
@@ -358,6 +368,24 @@ impl Runner<'_, '_> {
                 Outcome::done(Value::Array(listening.events.clone()))
             }
         }
+    }
+
+    /// Runs `f` with the strategy `to`, written at `base`, of a `listen` whose task's input is
+    /// `input`: its expressions see the instance's variables.
+    fn with_strategy<R>(
+        &self,
+        vars: &BTreeMap<String, Value>,
+        input: &Value,
+        (to, base): (&Value, &str),
+        f: impl FnOnce(&Strategy) -> R,
+    ) -> R {
+        let scope = self.scope(vars, input, None);
+        f(&Strategy {
+            to,
+            base,
+            scope: &scope,
+            input,
+        })
     }
 }
 

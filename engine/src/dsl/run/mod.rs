@@ -36,8 +36,8 @@ pub use errors::{timeout_error, STANDARD_TYPES};
 pub(crate) use frame::kind_of;
 pub use listen::LISTEN_TASK_TYPE;
 pub(crate) use listen::{
-    event_matches, filters as listen_filters, types as listened_types, until_events, waiting,
-    ExprFault, Offer, Strategy,
+    event_matches, filters as listen_filters, keep, types as listened_types, until_events, waiting,
+    ExprFault, Offer, Strategy, Take,
 };
 pub(crate) use process::NO_CONTAINERS;
 pub use simple::EVENT_BUS;
