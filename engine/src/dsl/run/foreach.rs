@@ -37,7 +37,9 @@ impl Runner<'_, '_> {
                 };
                 let vars = std::mem::take(&mut running.vars);
                 listening.iteration = None;
-                match self.iterated(&at, each, output, &vars) {
+                // The iteration's input: the event, as read.
+                let input = vars.get(&item).cloned().unwrap_or_default();
+                match self.iterated(&at, each, (&input, output), &vars) {
                     Ok(output) => listening.events.push(output),
                     Err(fault) => return Outcome::Fault(fault),
                 }
@@ -54,25 +56,24 @@ impl Runner<'_, '_> {
     }
 
     /// An iteration's output through the iterator's `output.as`, then its `export.as` into
-    /// `$context`.
+    /// `$context`; both see the iteration's input as `$input`.
     fn iterated(
         &mut self,
         at: &str,
         each: &Value,
-        output: Value,
+        (input, output): (&Value, Value),
         vars: &BTreeMap<String, Value>,
     ) -> Result<Value, Value> {
-        let input = Value::Null;
         let transformed = match each.pointer("/output/as") {
             Some(filter) => self
-                .scope(vars, &input, Some(&output))
+                .scope(vars, input, Some(&output))
                 .expression(filter, &output)
                 .map_err(|e| errors::expression_error(&format!("{at}/output/as"), &e))?,
             None => output,
         };
         if let Some(filter) = each.pointer("/export/as") {
             let context = self
-                .scope(vars, &input, Some(&transformed))
+                .scope(vars, input, Some(&transformed))
                 .expression(filter, &transformed)
                 .map_err(|e| errors::expression_error(&format!("{at}/export/as"), &e))?;
             self.context = context;

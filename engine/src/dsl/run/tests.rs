@@ -818,7 +818,7 @@ fn listen_any_until_events_consumes_until_its_until_strategy_is_met() {
     );
 }
 
-const LISTEN_FOREACH: &str = "do:\n  - gather:\n      listen:\n        to:\n          any:\n            - with:\n                type: com.example.item\n          until: '${ length >= 2 }'\n      foreach:\n        item: ev\n        at: i\n        do:\n          - price:\n              call: priceItem\n              with:\n                sku: ${ .sku }\n        output:\n          as: '${ {sku: $ev.sku, price: .price, i: $i} }'\n        export:\n          as: '${ {last: .sku} }'\n";
+const LISTEN_FOREACH: &str = "do:\n  - gather:\n      listen:\n        to:\n          any:\n            - with:\n                type: com.example.item\n          until: '${ length >= 2 }'\n      foreach:\n        item: ev\n        at: i\n        do:\n          - price:\n              call: priceItem\n              with:\n                sku: ${ .sku }\n        output:\n          as: '${ {sku: $ev.sku, price: .price, i: $i, input: $input.sku} }'\n        export:\n          as: '${ {last: .sku} }'\n";
 
 fn listening(h: &H) -> proto::model::dsl::Listening {
     let run = h.wf().dsl.as_ref().expect("an instance");
@@ -851,7 +851,9 @@ fn listen_foreach_processes_each_event_in_turn_and_queues_the_others() {
     assert_eq!(h.status(), WorkflowStatus::Completed, "{}", error(&h));
     assert_eq!(
         output(&h),
-        json!([{"sku": "a", "price": 3, "i": 0}, {"sku": "b", "price": 5, "i": 1}])
+        json!([{"sku": "a", "price": 3, "i": 0, "input": "a"},
+            {"sku": "b", "price": 5, "i": 1, "input": "b"}]),
+        "output.as sees the iteration's input as $input"
     );
     let context = &h.wf().dsl.as_ref().expect("an instance").context;
     assert_eq!(context["last"], "b", "foreach.export.as");
@@ -875,7 +877,10 @@ fn listen_one_with_foreach_consumes_one_event_only() {
     h.poll(price);
     h.complete(price, json!({"price": 3}));
     assert_eq!(h.status(), WorkflowStatus::Completed, "{}", error(&h));
-    assert_eq!(output(&h), json!([{"sku": "a", "price": 3, "i": 0}]));
+    assert_eq!(
+        output(&h),
+        json!([{"sku": "a", "price": 3, "i": 0, "input": "a"}])
+    );
 }
 
 #[test]
