@@ -77,8 +77,10 @@ enum Failure {
     },
     /// The remote task was still running after [`POLLS_MAX`] polls.
     Polls { id: String },
-    /// A stream ended before its task settled, naming no task to follow.
-    Stream,
+    /// A stream ended carrying no event.
+    Empty,
+    /// An answer left its task running and named no task id to follow it by.
+    Untracked,
     /// A stage's task is missing from the record.
     Record,
 }
@@ -101,8 +103,9 @@ impl Failure {
             Failure::Polls { id } => {
                 format!("the A2A task {id} still runs after {POLLS_MAX} polls")
             }
-            Failure::Stream => {
-                "the agent's stream ended before its task settled, naming no task".to_owned()
+            Failure::Empty => "the agent's stream ended carrying no event".to_owned(),
+            Failure::Untracked => {
+                "the agent's task still runs and its answer names no task id to follow".to_owned()
             }
             Failure::Record => return errors::runtime_error(at, "the call's task is missing"),
         };
@@ -271,7 +274,7 @@ impl Runner<'_, '_> {
             let result = read_result(call, event)?;
             call.streamed.push(result);
         }
-        let last = stream_standing(&call.streamed).ok_or(Failure::Stream)?;
+        let last = stream_standing(&call.streamed).ok_or(Failure::Empty)?;
         if self.a2a_follow(at, name, call, &last)? {
             return Ok(None);
         }
@@ -321,7 +324,7 @@ impl Runner<'_, '_> {
                 state: state.to_owned(),
                 message: status_text(task),
             }),
-            Standing::Running if id.is_empty() => Err(Failure::Stream),
+            Standing::Running if id.is_empty() => Err(Failure::Untracked),
             Standing::Running if call.polls >= POLLS_MAX => Err(Failure::Polls { id: id.into() }),
             Standing::Running => {
                 call.remote_task = Some(id.to_owned());

@@ -346,9 +346,10 @@ fn a_stream_that_shows_no_task_or_a_failed_one_raises() {
             vec![task("working"), failed],
             "the A2A task remote-1 ended failed: no message",
         ),
+        (vec![], "the agent's stream ended carrying no event"),
         (
-            vec![],
-            "the agent's stream ended before its task settled, naming no task",
+            vec![json!({"kind": "status-update", "status": {"state": "working"}})],
+            "the agent's task still runs and its answer names no task id to follow",
         ),
     ];
     for (results, detail) in cases {
