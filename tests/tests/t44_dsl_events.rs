@@ -1,8 +1,8 @@
 //! Serverless Workflow `listen` end to end: an instance waits for a CloudEvent that another
 //! instance emits (through Baton's own queue of the event's type), events sent to one instance
 //! are consumed once each and in order (also through a `foreach` whose iterations wait, the
-//! events that come meanwhile queued), and a listen that names no event type is refused at
-//! registration with the filter's pointer.
+//! events that come meanwhile queued), and a listen whose filter names no event type hears
+//! events of every type.
 
 use std::time::Duration;
 
@@ -119,15 +119,38 @@ fn a_listens_foreach_processes_events_one_at_a_time_in_order() {
     assert_eq!(pauses, 2, "one iteration per event: {done:#}");
 }
 
+/// Emits an event of `type` from `source` (an `emit` through Baton's own queue of the type).
+const TYPED_EMITTER: &str = "  - tell:\n      emit:\n        event:\n          with:\n            source: ${ .source }\n            type: ${ .type }\n            data:\n              n: ${ .n }\n";
+
 #[test]
-fn a_listen_that_names_no_event_type_is_refused_where_it_says_so() {
+fn a_listen_that_names_no_event_type_hears_events_of_every_type() {
     let server = Server::start();
     let api = server.api();
-    let tasks = "  - hear:\n      listen:\n        to:\n          any:\n            - with:\n                source: https://example.com\n";
-    let (status, body) = register(api, "untyped", tasks);
-    assert_eq!(status, 400, "{body}");
+    let tasks = "  - hear:\n      listen:\n        to:\n          any:\n            - with:\n                source: https://shop.example.com\n          until: ${ length >= 2 }\n        read: envelope\n      output:\n        as: ${ map(.type) }\n";
+    for (name, tasks) in [("untyped", tasks), ("emitter", TYPED_EMITTER)] {
+        let (status, body) = register(api, name, tasks);
+        assert_eq!(status, 200, "{body}");
+    }
+    let id = start(api, "untyped", &json!({}));
+    reaches(api, &id, "waiting");
+    let events = [
+        ("https://shop.example.com", "com.example.order.placed", 1),
+        (
+            "https://elsewhere.example.com",
+            "com.example.order.placed",
+            2,
+        ),
+        ("https://shop.example.com", "com.example.parcel.sent", 3),
+    ];
+    for (source, kind, n) in events {
+        let input = json!({"source": source, "type": kind, "n": n});
+        let emitter = start(api, "emitter", &input);
+        reaches(api, &emitter, "completed");
+    }
+    let done = reaches(api, &id, "completed");
     assert_eq!(
-        body["instance"], "/do/0/hear/listen/to/any/0/with",
-        "{body}"
+        done["output"],
+        json!(["com.example.order.placed", "com.example.parcel.sent"]),
+        "two types, the other source's event left: {done:#}"
     );
 }

@@ -2,7 +2,8 @@
 //! times and stop once the version is deleted, `after` starts each instance once the one before
 //! has ended and the delay has passed, and `schedule.on` starts one instance per accepted event
 //! (a message delivered again starts none) with the event as its input, or, when it gathers
-//! (`all` with `correlate`), one per group of correlated events, across a restart of the node.
+//! (`all` with `correlate`), one per group of correlated events, across a restart of the node;
+//! a filter that names no type hears events of every type.
 //! Schedules this runtime cannot run are refused at registration with their pointers.
 
 use std::time::Duration;
@@ -123,6 +124,35 @@ fn publish_order(api: &Api, id: &str, kind: &str, order: u64) {
     api.post_json(&path, &event).expect_ok("publish");
 }
 
+const ON_THE_SHOP: &str =
+    "  on:\n    one:\n      with:\n        source: https://shop.example.com\n";
+
+const NOTE_KIND: &str = "  - note:\n      set:\n        kind: ${ $workflow.input[0].type }\n";
+
+#[test]
+fn a_schedule_whose_filter_names_no_type_starts_on_events_of_every_type() {
+    let server = Server::start();
+    let api = server.api();
+    registered(api, "any-kind", ON_THE_SHOP, NOTE_KIND);
+    let elsewhere = json!({"specversion": "1.0", "id": "other-1", "type": "com.example.order.paid",
+        "source": "https://elsewhere.example.com", "data": {"order": 1}});
+    let path = "/api/event/publish/com.example.order.paid?messageId=other-1";
+    api.post_json(path, &elsewhere).expect_ok("publish");
+    publish_order(api, "paid-1", "paid", 1);
+    publish_order(api, "packed-1", "packed", 1);
+    let done = completed_at_least(api, "any-kind", 2);
+    let mut kinds: Vec<&str> = done
+        .iter()
+        .filter_map(|v| v["output"]["kind"].as_str())
+        .collect();
+    kinds.sort_unstable();
+    assert_eq!(
+        kinds,
+        ["com.example.order.packed", "com.example.order.paid"]
+    );
+    assert_eq!(instances(api, "any-kind").len(), 2, "none from elsewhere");
+}
+
 #[test]
 fn a_gathering_schedule_starts_one_instance_per_group_of_correlated_events() {
     let mut server = Server::start();
@@ -193,12 +223,8 @@ fn schedules_this_runtime_cannot_run_are_refused_where_they_say_so() {
         ("  cron: 'every day'\n", "/schedule/cron"),
         ("  every:\n    milliseconds: 10\n", "/schedule/every"),
         (
-            "  on:\n    all:\n      - with:\n          type: a\n      - with:\n          source: https://b.example.com\n",
-            "/schedule/on/all/1/with",
-        ),
-        (
-            "  on:\n    one:\n      with:\n        source: https://example.com\n",
-            "/schedule/on/one/with",
+            "  on:\n    one:\n      with:\n        type: a\n        source: ${ error(1 }\n",
+            "/schedule/on/one/with/source",
         ),
     ] {
         let (status, body) = register(api, "refused", schedule, NOTHING);

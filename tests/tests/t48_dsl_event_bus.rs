@@ -1,8 +1,8 @@
 //! The Serverless Workflow event bus on a broker (`baton server --dsl-events`): on NATS
 //! JetStream and on a RabbitMQ topic exchange, an event one instance emits resumes another
 //! that listens, and an event a producer publishes on the broker starts an instance of a
-//! document whose `schedule.on` accepts it; a type that cannot travel on the bus is refused at
-//! registration with its pointer.
+//! document whose `schedule.on` accepts it; a type that cannot travel on the bus, and a filter
+//! that names no type, are refused at registration with their pointers.
 
 use harness::brokers::Broker;
 use harness::{nonce, wait_until, Api, Server};
@@ -149,5 +149,16 @@ fn a_type_that_cannot_travel_on_the_bus_is_refused_with_its_pointer() {
     assert!(
         text.contains("/do/0/hear/listen/to/one/with/type"),
         "{body:#}"
+    );
+    let untyped = "do:\n  - hear:\n      listen:\n        to:\n          any:\n            - with:\n                source: https://shop.example.com\n";
+    let (status, body) = register(server.api(), "untyped", untyped);
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body["instance"], "/do/0/hear/listen/to/any/0/with",
+        "{body}"
+    );
+    assert!(
+        body.to_string().contains("--dsl-events conductor"),
+        "{body}"
     );
 }

@@ -35,12 +35,12 @@ pub fn gathers(to: &Value) -> bool {
         || filters.iter().any(|f| f.get("correlate").is_some())
 }
 
-/// Whether the strategy `to` names the event type `event_type` (in a filter or its `until`):
-/// the events of other types need not be offered to it.
+/// Whether the strategy `to` names the event type `event_type` (in a filter or its `until`),
+/// or hears every type: the events of other types need not be offered to it.
 pub fn names_type(to: &Value, event_type: &str) -> bool {
     super::run::listened_types(to)
         .iter()
-        .any(|t| t == event_type)
+        .any(|t| t == event_type || t == super::run::ANY_TYPE)
 }
 
 /// What an offered event did to a gathering.

@@ -32,6 +32,7 @@ pub use instance::{
     workflow_def, INPUT_KEY, OUTPUT_KEY,
 };
 pub use proto::model::dsl::TASK_TYPE_PREFIX;
+pub use run::ANY_TYPE;
 pub use schedule::{on_types, schedule, starts_on, Schedule};
 pub use support::{check_supported, processes, ProcessUse};
 
@@ -55,24 +56,54 @@ pub fn load_with(text: &str, catalog: &dyn crate::Catalog) -> Result<Document, E
 }
 
 /// The event types a document consumes: those its `listen` tasks wait for, wherever they are
-/// in it, and those its `schedule.on` starts instances for.
+/// in it, and those its `schedule.on` starts instances for; [`ANY_TYPE`] when a filter hears
+/// events of every type.
 pub fn listened_types(doc: &Document) -> Vec<String> {
     let mut types = on_types(doc.json());
-    listens_in(doc.json(), &mut types);
+    each_listen(doc.json(), String::new(), &mut |to, _| {
+        types.extend(run::listened_types(to));
+    });
     types.sort_unstable();
     types.dedup();
     types
 }
 
-fn listens_in(value: &serde_json::Value, types: &mut Vec<String>) {
+/// Where a document's event filters (its `listen` tasks', its `schedule.on`'s) name no event
+/// type and hear events of every type ([`ANY_TYPE`]): the pointer of each.
+pub fn any_type_filters(doc: &Document) -> Vec<String> {
+    let json = doc.json();
+    let mut found = Vec::new();
+    if let Some(to) = json.pointer("/schedule/on") {
+        found.extend(run::any_type_filters(to, "/schedule/on"));
+    }
+    each_listen(json, String::new(), &mut |to, at| {
+        found.extend(run::any_type_filters(to, &format!("{at}/listen/to")));
+    });
+    found
+}
+
+/// Calls `f` with the strategy (`listen.to`) of every `listen` task under `value` (written at
+/// the pointer `at`) and the task's pointer.
+fn each_listen(
+    value: &serde_json::Value,
+    at: String,
+    f: &mut impl FnMut(&serde_json::Value, &str),
+) {
     match value {
         serde_json::Value::Object(map) => {
             if let Some(to) = map.get("listen").and_then(|l| l.get("to")) {
-                types.extend(run::listened_types(to));
+                f(to, &at);
             }
-            map.values().for_each(|v| listens_in(v, types));
+            for (key, v) in map {
+                let token = key.replace('~', "~0").replace('/', "~1");
+                each_listen(v, format!("{at}/{token}"), f);
+            }
         }
-        serde_json::Value::Array(items) => items.iter().for_each(|v| listens_in(v, types)),
+        serde_json::Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                each_listen(v, format!("{at}/{i}"), f);
+            }
+        }
         _ => {}
     }
 }

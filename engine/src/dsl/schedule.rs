@@ -52,6 +52,10 @@ pub fn on_types(doc: &Value) -> Vec<String> {
 /// evaluated is an error naming its place.
 pub fn starts_on(to: &Value, event: &Value) -> Result<bool, String> {
     let (filters, _) = listen_filters(to);
+    if filters.is_empty() && to.get("any").is_some() {
+        // An `any` without filters: every event.
+        return Ok(true);
+    }
     for (i, filter) in filters.iter().enumerate() {
         let at = match to.get("one") {
             Some(_) => "/schedule/on/one".to_owned(),

@@ -1,9 +1,8 @@
 //! What a valid document may ask that this runtime does not do yet, found before it is
 //! registered, so that such a document is refused with the place it asks for it instead of
-//! faulting when an instance reaches it: `listen` filters without an event type, `run` of a
-//! container (no container runtime is configured in Baton), of a script in a language other
-//! than `js` (`javascript`) and `python` or given by `source`, and a `run` not awaited, calls
-//! of grpc, asyncapi and mcp, calls of
+//! faulting when an instance reaches it: `run` of a container (no container runtime is
+//! configured in Baton), of a script in a language other than `js` (`javascript`) and `python`
+//! or given by `source`, and a `run` not awaited, calls of grpc, asyncapi and mcp, calls of
 //! cataloged or URI functions, a function that runs a shell or a script, schemas given by
 //! `resource`, authentication other than basic, bearer and oauth2 (its `client_credentials` and
 //! `password` grants, on `http` calls). A schedule's `every` or `after` under
@@ -51,9 +50,6 @@ struct Survey {
 fn survey(doc: &Document) -> Survey {
     let json = doc.json();
     let mut found = Survey::default();
-    if let Some(on) = json.pointer("/schedule/on") {
-        schedule_on(on, &mut found.problems);
-    }
     for key in ["every", "after"] {
         let at = format!("/schedule/{key}");
         let ms = json.pointer(&at).and_then(|d| super::millis(d).ok());
@@ -102,7 +98,6 @@ fn task(def: &Value, at: &str, found: &mut Survey) {
     let problems = &mut found.problems;
     match kind {
         "listen" => {
-            listen(def, at, problems);
             list(
                 def.pointer("/foreach/do"),
                 &format!("{at}/foreach/do"),
@@ -123,83 +118,6 @@ fn task(def: &Value, at: &str, found: &mut Survey) {
             list(def.pointer("/catch/do"), &format!("{at}/catch/do"), found);
         }
         _ => {}
-    }
-}
-
-/// A `listen` is supported when each of its filters names the event `type` (which decides the
-/// events offered to it).
-fn listen(def: &Value, at: &str, problems: &mut Vec<Problem>) {
-    let to = def.pointer("/listen/to").unwrap_or(&Value::Null);
-    let strategy = ["one", "all", "any"]
-        .into_iter()
-        .find(|k| to.get(*k).is_some());
-    let base = format!("{at}/listen/to/{}", strategy.unwrap_or("any"));
-    let (filters, _) = super::run::listen_filters(to);
-    if filters.is_empty() {
-        problems.push(Problem::new(
-            &base,
-            "a listen must name the events it waits for: a filter with their 'type'".to_owned(),
-        ));
-    }
-    for (i, filter) in filters.iter().enumerate() {
-        if filter
-            .pointer("/with/type")
-            .and_then(Value::as_str)
-            .is_none()
-        {
-            let pointer = match strategy {
-                Some("one") => base.clone(),
-                _ => format!("{base}/{i}"),
-            };
-            problems.push(Problem::new(
-                format!("{pointer}/with"),
-                "an event filter must name the event 'type' (the events offered to a listen are chosen by type)".to_owned(),
-            ));
-        }
-    }
-}
-
-/// A `schedule.on` is supported when each of its filters (and its `until`'s) names its event
-/// `type`, which decides the events offered to it.
-fn schedule_on(to: &Value, problems: &mut Vec<Problem>) {
-    let base = match to.get("one") {
-        Some(_) => "/schedule/on/one".to_owned(),
-        None if to.get("all").is_some() => "/schedule/on/all".to_owned(),
-        None => "/schedule/on/any".to_owned(),
-    };
-    let (filters, _) = super::run::listen_filters(to);
-    if filters.is_empty() {
-        let detail = "a schedule must name the events that start it: a filter with their 'type'";
-        problems.push(Problem::new(&base, detail.to_owned()));
-    }
-    let mut named = vec![(base.clone(), to.get("one").is_some(), filters)];
-    if let Some(until) = super::run::until_events(to) {
-        let (filters, _) = super::run::listen_filters(until);
-        let base = match ["one", "all", "any"]
-            .into_iter()
-            .find(|k| until.get(*k).is_some())
-        {
-            Some(k) => format!("/schedule/on/until/{k}"),
-            None => "/schedule/on/until/any".to_owned(),
-        };
-        named.push((base, until.get("one").is_some(), filters));
-    }
-    for (base, one, filters) in named {
-        for (i, filter) in filters.iter().enumerate() {
-            let at = if one {
-                base.clone()
-            } else {
-                format!("{base}/{i}")
-            };
-            if filter
-                .pointer("/with/type")
-                .and_then(Value::as_str)
-                .is_none()
-            {
-                let detail = "an event filter must name the event 'type'".to_owned();
-                problems.push(Problem::new(format!("{at}/with"), detail));
-            }
-        }
     }
 }
 

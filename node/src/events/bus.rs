@@ -7,6 +7,10 @@
 //! - `amqp_exchange:NAME`: the RabbitMQ topic exchange `NAME` with the routing key `{type}`,
 //!   heard through the queue `baton.NAME.{type}` bound to it.
 //!
+//! A filter that names no event type (`engine::dsl::ANY_TYPE`) hears every event on Baton's
+//! own queues, whose consumers then take every `conductor:` queue; a broker bus refuses it at
+//! registration.
+//!
 //! The engine names the bus, never a broker: an `emit` is an EVENT task whose sink is
 //! `dsl:{type}` ([`BUS_PROVIDER`]), resolved here when it is published. Conductor's event
 //! handlers on the resolved event see the same messages.
@@ -62,6 +66,13 @@ impl DslBus {
             DslBus::Nats => Some(Provider::Nats),
             DslBus::AmqpExchange(_) => Some(Provider::AmqpExchange),
         }
+    }
+
+    /// Whether a filter that names no event type can hear this bus: Baton's own queues can
+    /// all be consumed; a broker carries each type apart (a JetStream stream per subject, a
+    /// queue per routing key) and Baton does not consume every one.
+    pub fn hears_every_type(&self) -> bool {
+        *self == DslBus::Conductor
     }
 
     /// The event (`provider:queue`) that carries CloudEvents of `event_type`.

@@ -99,7 +99,14 @@ pub fn parse_message(key: &[u8]) -> Option<(String, u64)> {
 
 /// `qn/{queue}` -> how many messages the queue holds in this partition (u64 BE).
 pub fn queue_len(queue: &str) -> Vec<u8> {
-    [b"qn/".as_slice(), queue.as_bytes()].concat()
+    [QUEUE_LEN_PREFIX, queue.as_bytes()].concat()
+}
+
+const QUEUE_LEN_PREFIX: &[u8] = b"qn/";
+
+/// The queue a [`queue_len`] key counts.
+pub fn queue_of_len(key: &[u8]) -> Option<&str> {
+    std::str::from_utf8(key.strip_prefix(QUEUE_LEN_PREFIX)?).ok()
 }
 
 /// The partition's last message sequence number (u64 BE).

@@ -119,18 +119,26 @@ impl Definitions {
 
     /// The event types the document names (an `emit`'s, a `listen` filter's, a schedule's)
     /// that cannot travel on this node's event bus (`--dsl-events`), each at its pointer.
+    /// A filter that names no event type, on a bus that cannot offer it every type, is one too.
     fn untravelled_types(&self, doc: &Document) -> Vec<engine::dsl::Problem> {
         let bus = self.providers.dsl_bus();
         let mut found = Vec::new();
         event_types(doc.json(), String::new(), &mut found);
-        found
+        let mut refused: Vec<_> = found
             .into_iter()
             .filter_map(|(at, t)| {
                 let why = bus.check_type(&t).err()?;
                 let detail = format!("events of type '{t}' cannot travel on the event bus: {why}");
                 Some(engine::dsl::Problem::new(at, detail))
             })
-            .collect()
+            .collect();
+        if !bus.hears_every_type() {
+            let detail = "a filter that names no event type hears events of every type, which \
+                          only Baton's own queues offer (--dsl-events conductor); name the type";
+            let unheard = engine::dsl::any_type_filters(doc).into_iter();
+            refused.extend(unheard.map(|at| engine::dsl::Problem::new(at, detail.to_owned())));
+        }
+        refused
     }
 
     /// The `run`s of the document that start a process of a kind this node does not run

@@ -758,14 +758,17 @@ pub(crate) fn running_in(
 }
 
 /// Ids of the workflows in these replicas that listen for events of `event_type` (their
-/// listening rows name it).
+/// listening rows name it, or every type).
 pub(crate) fn listening_in(partitions: &[Arc<Partition>], event_type: &str) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for p in partitions {
         for kv in p.state().scan_prefix(keys::LISTENING_PREFIX) {
             let (k, v) = kv.map_err(crate::host::storage)?;
             let types: Vec<String> = serde_json::from_slice(&v).unwrap_or_default();
-            if !types.iter().any(|t| t == event_type) {
+            if !types
+                .iter()
+                .any(|t| t == event_type || t == engine::dsl::ANY_TYPE)
+            {
                 continue;
             }
             if let Some(id) = keys::id_after_listening(&k) {

@@ -44,20 +44,62 @@ pub(crate) fn until_events(to: &Value) -> Option<&Value> {
     to.get("until").filter(|u| u.is_object())
 }
 
-/// The event types a strategy's filters name, its `until`'s among them.
-pub(crate) fn types(to: &Value) -> Vec<String> {
-    let (mut filters, _) = filters(to);
-    if let Some(until) = until_events(to) {
-        filters.extend(self::filters(until).0);
+/// What a strategy lists among its types when one of its filters names no event type (none,
+/// or an expression) or it is an `any` without filters: it hears events of every type.
+pub const ANY_TYPE: &str = "*";
+
+/// The event type a filter is offered events of: its literal `type`, else [`ANY_TYPE`].
+fn offered_type(filter: &Value) -> &str {
+    match filter.pointer("/with/type").and_then(Value::as_str) {
+        Some(t) if crate::dsl::rules::expr::enclosed(t).is_none() => t,
+        _ => ANY_TYPE,
     }
-    let mut types: Vec<String> = filters
-        .iter()
-        .filter_map(|f| f.pointer("/with/type").and_then(Value::as_str))
-        .map(str::to_owned)
-        .collect();
+}
+
+/// The event types a strategy's filters name, its `until`'s among them; [`ANY_TYPE`] when
+/// one hears events of every type.
+pub(crate) fn types(to: &Value) -> Vec<String> {
+    let mut strategies = vec![to];
+    strategies.extend(until_events(to));
+    let mut types = Vec::new();
+    for strategy in strategies {
+        let (filters, all) = filters(strategy);
+        if filters.is_empty() && !all && strategy.get("one").is_none() {
+            types.push(ANY_TYPE.to_owned());
+        }
+        types.extend(filters.iter().map(|f| offered_type(f).to_owned()));
+    }
     types.sort_unstable();
     types.dedup();
     types
+}
+
+/// Where the filters of the strategy `to` (written at `base`) that hear events of every type
+/// are: each such filter's `with` (its pointer), `until`'s among them, or the `any` that has
+/// no filter.
+pub(crate) fn any_type_filters(to: &Value, base: &str) -> Vec<String> {
+    let mut strategies = vec![(to, base.to_owned())];
+    strategies.extend(until_events(to).map(|u| (u, format!("{base}/until"))));
+    let mut found = Vec::new();
+    for (strategy, base) in strategies {
+        let (filters, _) = filters(strategy);
+        let kind = ["one", "all", "any"]
+            .into_iter()
+            .find(|k| strategy.get(*k).is_some())
+            .unwrap_or("any");
+        if filters.is_empty() && kind == "any" {
+            found.push(format!("{base}/any"));
+        }
+        for (i, filter) in filters.iter().enumerate() {
+            if offered_type(filter) == ANY_TYPE {
+                found.push(match kind {
+                    "one" => format!("{base}/one/with"),
+                    _ => format!("{base}/{kind}/{i}/with"),
+                });
+            }
+        }
+    }
+    found
 }
 
 /// A `listen` (or a gathering `schedule.on`) that waits for the events of the strategy `to`.
@@ -466,7 +508,21 @@ mod tests {
         assert!(filters(&to).1);
         assert_eq!(types(&to), ["a", "b"]);
         assert_eq!(types(&json!({"one": {"with": {"type": "x"}}})), ["x"]);
-        assert!(types(&json!({"any": []})).is_empty());
+        assert_eq!(types(&json!({"any": []})), [ANY_TYPE]);
+    }
+
+    #[test]
+    fn filters_that_name_no_type_hear_every_type_and_say_where_they_are() {
+        let to = json!({"all": [{"with": {"type": "a"}}, {"with": {"source": "s"}},
+            {"with": {"type": "${ . }"}}], "until": {"one": {"with": {"id": "x"}}}});
+        assert_eq!(types(&to), [ANY_TYPE, "a"]);
+        assert_eq!(
+            any_type_filters(&to, "/b"),
+            ["/b/all/1/with", "/b/all/2/with", "/b/until/one/with"]
+        );
+        let typed = json!({"any": [{"with": {"type": "a"}}]});
+        assert!(any_type_filters(&typed, "/b").is_empty());
+        assert_eq!(any_type_filters(&json!({"any": []}), "/b"), ["/b/any"]);
     }
 
     #[test]

@@ -34,11 +34,11 @@ mod tries;
 pub(crate) use call::UNSUPPORTED_CALLS;
 pub use errors::{timeout_error, STANDARD_TYPES};
 pub(crate) use frame::kind_of;
-pub use listen::LISTEN_TASK_TYPE;
 pub(crate) use listen::{
-    event_matches, filters as listen_filters, keep, types as listened_types, until_events, waiting,
-    ExprFault, Offer, Strategy, Take,
+    any_type_filters, event_matches, filters as listen_filters, keep, types as listened_types,
+    waiting, ExprFault, Offer, Strategy, Take,
 };
+pub use listen::{ANY_TYPE, LISTEN_TASK_TYPE};
 pub(crate) use process::NO_CONTAINERS;
 pub use simple::EVENT_BUS;
 

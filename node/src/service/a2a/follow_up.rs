@@ -6,6 +6,7 @@
 
 use super::{invalid_or_node, A2a, A2aError};
 use crate::watch::{listens, Until};
+use engine::dsl::ANY_TYPE;
 use engine::Input;
 use proto::model::{Json, Workflow};
 use serde_json::{json, Value};
@@ -67,6 +68,13 @@ fn event_of(wf: &Workflow, follow_up: &FollowUp) -> Result<Value, A2aError> {
         .as_ref()
         .map(|run| run.listening())
         .unwrap_or_default();
+    if types.contains(&ANY_TYPE) {
+        return Err(A2aError::InvalidParams(format!(
+            "task {} waits for events it does not name the type of: send the CloudEvent itself \
+             (with its specversion and type) as the message's data",
+            wf.workflow_id
+        )));
+    }
     let [event_type] = types.as_slice() else {
         return Err(A2aError::InvalidParams(format!(
             "task {} waits for events of several types ({}): send the CloudEvent itself \

@@ -15,6 +15,8 @@ use crate::events::brokers::{Consumer, Delivery, Provider};
 use crate::events::{eval, INTERNAL};
 use crate::partition::keys;
 use crate::service::follow::Followers;
+use cluster::storage::Tree;
+use engine::dsl::ANY_TYPE;
 use futures::StreamExt;
 use proto::limits::EVENT_INFLIGHT_MAX;
 use proto::model::split_event;
@@ -95,6 +97,22 @@ fn own_events_consumed(node: &Events) -> BTreeSet<String> {
         listened.filter(|e| matches!(split_event(e), Some((p, _)) if INTERNAL.contains(&p))),
     );
     events
+}
+
+/// The own queues whose messages a partition's consumer takes: [`own_events_consumed`], and
+/// when a registered document hears events of every type on Baton's own bus, every queue of
+/// that bus the partition holds (its queue-length rows name them).
+fn consumed_queues(node: &Events, state: &Tree) -> BTreeSet<String> {
+    let mut queues = own_events_consumed(node);
+    let every = node.providers.dsl_bus().event(ANY_TYPE);
+    if queues.remove(&every) {
+        let (provider, _) = split_event(&every).unwrap_or_default();
+        let prefix = keys::queue_len(&format!("{provider}:"));
+        let held = state.scan_prefix(&prefix).flatten();
+        let names = held.filter_map(|(k, _)| keys::queue_of_len(&k).map(str::to_owned));
+        queues.extend(names);
+    }
+    queues
 }
 
 /// Consumes the messages of Baton's own queues held in `partition`, oldest first, while this node
@@ -209,7 +227,7 @@ fn pending(
         return Vec::new();
     }
     let mut out = Vec::new();
-    for queue in own_events_consumed(node) {
+    for queue in consumed_queues(node, p.state()) {
         let prefix = [keys::MESSAGE_PREFIX, queue.as_bytes(), b"\0"].concat();
         let mut taken = 0;
         for kv in p.state().scan_prefix(&prefix) {

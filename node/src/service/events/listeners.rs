@@ -9,7 +9,9 @@
 //! every such instance took the offer; an offer that could not be made (no leader for the
 //! instance's partition) has the message delivered again. A message that comes while no
 //! instance waits for it is consumed by none: a `listen` sees the events published after it
-//! started.
+//! started. A filter that names no type (`engine::dsl::ANY_TYPE`) waits for every type: on
+//! Baton's own bus every queue is then consumed (`consumers::consumed_queues`) and each
+//! message offered to it.
 //!
 //! A registered version whose `schedule.on` accepts the event starts an instance with the list
 //! of that event as its input, once per message (its idempotency key names the version and the
@@ -20,7 +22,7 @@
 
 use super::{Events, Message, Verdict};
 use crate::error::Error;
-use engine::dsl::Schedule;
+use engine::dsl::{Schedule, ANY_TYPE};
 use engine::Input;
 use proto::model::{DslSchedule, StartWorkflowRequest};
 use proto::record::MetaCommand;
@@ -36,6 +38,7 @@ impl Events {
             .defs
             .dsl_listened_types()
             .iter()
+            .filter(|t| *t != ANY_TYPE || bus.hears_every_type())
             .filter(|t| bus.check_type(t).is_ok())
             .map(|t| bus.event(t))
             .collect()
@@ -46,7 +49,8 @@ impl Events {
         let Some(event_type) = self.providers.dsl_bus().event_type(&message.event) else {
             return Verdict::Ack;
         };
-        if !self.host.defs.dsl_listened_types().contains(event_type) {
+        let listened = self.host.defs.dsl_listened_types();
+        if !listened.contains(event_type) && !listened.contains(ANY_TYPE) {
             return Verdict::Ack;
         }
         let listeners = match self.workflows.listening(event_type).await {
