@@ -126,7 +126,7 @@ const TYPED_EMITTER: &str = "  - tell:\n      emit:\n        event:\n          w
 fn a_listen_that_names_no_event_type_hears_events_of_every_type() {
     let server = Server::start();
     let api = server.api();
-    let tasks = "  - hear:\n      listen:\n        to:\n          any:\n            - with:\n                source: https://shop.example.com\n          until: ${ length >= 2 }\n        read: envelope\n      output:\n        as: ${ map(.type) }\n";
+    let tasks = "  - hear:\n      listen:\n        to:\n          any:\n            - with:\n                source: https://shop.example.com\n          until: ${ length >= 2 }\n        read: envelope\n      output:\n        as: ${ map(.type) | sort }\n";
     for (name, tasks) in [("untyped", tasks), ("emitter", TYPED_EMITTER)] {
         let (status, body) = register(api, name, tasks);
         assert_eq!(status, 200, "{body}");

@@ -1,8 +1,9 @@
 //! The Serverless Workflow event bus on a broker (`baton server --dsl-events`): on NATS
 //! JetStream and on a RabbitMQ topic exchange, an event one instance emits resumes another
 //! that listens, and an event a producer publishes on the broker starts an instance of a
-//! document whose `schedule.on` accepts it; a type that cannot travel on the bus, and a filter
-//! that names no type, are refused at registration with their pointers.
+//! document whose `schedule.on` accepts it; on the exchange a filter that names no type hears
+//! every type; a type that cannot travel on the bus, and on NATS a filter that names no type,
+//! are refused at registration with their pointers.
 
 use harness::brokers::Broker;
 use harness::{nonce, wait_until, Api, Server};
@@ -161,4 +162,46 @@ fn a_type_that_cannot_travel_on_the_bus_is_refused_with_its_pointer() {
         body.to_string().contains("--dsl-events conductor"),
         "{body}"
     );
+}
+
+#[test]
+fn a_filter_that_names_no_type_hears_every_type_on_a_rabbitmq_exchange() {
+    let exchange = format!("baton.dsl.n{}", nonce());
+    let server = server(Broker::RabbitMq, &format!("amqp_exchange:{exchange}"));
+    let api = server.api();
+    let (placed, sent) = (
+        format!("com.example.order.placed.n{}", nonce()),
+        format!("com.example.parcel.sent.n{}", nonce()),
+    );
+    let untyped = "do:\n  - hear:\n      listen:\n        to:\n          any:\n            - with:\n                source: https://producer.example.com\n          until: ${ length >= 2 }\n        read: envelope\n      output:\n        as: ${ map(.type) | sort }\n";
+    registered(api, "untyped", untyped);
+    // A listener of one of the types: its events reach the untyped one through two queues.
+    registered(api, "typed", &listener(&placed));
+    let event = |t: &str| format!("amqp_exchange:{exchange}?routingKey={t}");
+    consumed(&server, &event("#"));
+    consumed(&server, &event(&placed));
+    let untyped = api.start_dsl("test/untyped/1.0.0", &json!({}));
+    let typed = api.start_dsl("test/typed/1.0.0", &json!({}));
+    for id in [&untyped, &typed] {
+        wait_until(WAIT, "the listeners to wait", || {
+            api.get(&format!("/api/dsl/instances/{id}")).json()["phase"] == "waiting"
+        });
+    }
+    let mut elsewhere = cloud_event(&sent, json!({"total": 1}));
+    elsewhere["source"] = json!("https://elsewhere.example.com");
+    let queue = |t: &str| format!("{exchange}?routingKey={t}");
+    publish(Provider::AmqpExchange, &queue(&sent), &elsewhere);
+    let order = cloud_event(&placed, json!({"total": 7}));
+    publish(Provider::AmqpExchange, &queue(&placed), &order);
+    let parcel = cloud_event(&sent, json!({"total": 8}));
+    publish(Provider::AmqpExchange, &queue(&sent), &parcel);
+    let heard = api.wait_dsl_ended(&untyped, WAIT);
+    assert_eq!(heard["phase"], "completed", "{heard:#}");
+    assert_eq!(
+        heard["output"],
+        json!([placed, sent]),
+        "each once, the other source's left: {heard:#}"
+    );
+    let typed = api.wait_dsl_ended(&typed, WAIT);
+    assert_eq!(typed["output"]["total"], 7, "{typed:#}");
 }

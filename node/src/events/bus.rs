@@ -7,9 +7,10 @@
 //! - `amqp_exchange:NAME`: the RabbitMQ topic exchange `NAME` with the routing key `{type}`,
 //!   heard through the queue `baton.NAME.{type}` bound to it.
 //!
-//! A filter that names no event type (`engine::dsl::ANY_TYPE`) hears every event on Baton's
-//! own queues, whose consumers then take every `conductor:` queue; a broker bus refuses it at
-//! registration.
+//! A filter that names no event type (`engine::dsl::ANY_TYPE`) hears every event: on Baton's
+//! own queues, whose consumers then take every `conductor:` queue; on a topic exchange, through
+//! the queue `baton.NAME.#` bound with `#`. NATS keeps each subject in its own stream, so there
+//! such a filter is refused at registration.
 //!
 //! The engine names the bus, never a broker: an `emit` is an EVENT task whose sink is
 //! `dsl:{type}` ([`BUS_PROVIDER`]), resolved here when it is published. Conductor's event
@@ -17,7 +18,11 @@
 
 use super::brokers::{self, Provider};
 use super::CONDUCTOR;
+use engine::dsl::ANY_TYPE;
 use proto::model::split_event;
+
+/// The routing key that binds a queue to every key of a topic exchange.
+const EVERY_KEY: &str = "#";
 
 /// The provider of an EVENT task's sink that names the DSL event bus (`dsl:{type}`).
 pub const BUS_PROVIDER: &str = engine::dsl::run::EVENT_BUS;
@@ -69,10 +74,10 @@ impl DslBus {
     }
 
     /// Whether a filter that names no event type can hear this bus: Baton's own queues can
-    /// all be consumed; a broker carries each type apart (a JetStream stream per subject, a
-    /// queue per routing key) and Baton does not consume every one.
+    /// all be consumed, and a topic exchange routes every key to a queue bound with `#`; NATS
+    /// keeps each subject in a stream of its own, which no one consumer reads all of.
     pub fn hears_every_type(&self) -> bool {
-        *self == DslBus::Conductor
+        *self != DslBus::Nats
     }
 
     /// The event (`provider:queue`) that carries CloudEvents of `event_type`.
@@ -81,7 +86,11 @@ impl DslBus {
             DslBus::Conductor => format!("{CONDUCTOR}:{event_type}"),
             DslBus::Nats => format!("nats:{event_type}"),
             DslBus::AmqpExchange(name) => {
-                format!("amqp_exchange:{name}?routingKey={event_type}")
+                let key = match event_type {
+                    ANY_TYPE => EVERY_KEY,
+                    key => key,
+                };
+                format!("amqp_exchange:{name}?routingKey={key}")
             }
         }
     }
@@ -95,7 +104,8 @@ impl DslBus {
             DslBus::AmqpExchange(name) => (provider == "amqp_exchange")
                 .then(|| queue.strip_prefix(name.as_str()))
                 .flatten()
-                .and_then(|rest| rest.strip_prefix("?routingKey=")),
+                .and_then(|rest| rest.strip_prefix("?routingKey="))
+                .map(|key| if key == EVERY_KEY { ANY_TYPE } else { key }),
         };
         found.filter(|t| !t.is_empty())
     }
@@ -136,6 +146,12 @@ mod tests {
             assert_eq!(bus.event_type("webhook:com.example.ready"), None);
         }
         assert_eq!(DslBus::Nats.event("a.b"), "nats:a.b");
+        let exchange = DslBus::AmqpExchange("cloud.events".into());
+        let every = exchange.event(ANY_TYPE);
+        assert_eq!(every, "amqp_exchange:cloud.events?routingKey=#");
+        assert_eq!(exchange.event_type(&every), Some(ANY_TYPE));
+        assert!(exchange.hears_every_type() && DslBus::Conductor.hears_every_type());
+        assert!(!DslBus::Nats.hears_every_type());
         let other = DslBus::AmqpExchange("other".into());
         assert_eq!(
             other.event_type("amqp_exchange:cloud.events?routingKey=a"),

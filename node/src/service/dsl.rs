@@ -119,7 +119,8 @@ impl Definitions {
 
     /// The event types the document names (an `emit`'s, a `listen` filter's, a schedule's)
     /// that cannot travel on this node's event bus (`--dsl-events`), each at its pointer.
-    /// A filter that names no event type, on a bus that cannot offer it every type, is one too.
+    /// A filter that names no event type, on a bus that cannot offer it every type (NATS), is
+    /// one too.
     fn untravelled_types(&self, doc: &Document) -> Vec<engine::dsl::Problem> {
         let bus = self.providers.dsl_bus();
         let mut found = Vec::new();
@@ -134,7 +135,8 @@ impl Definitions {
             .collect();
         if !bus.hears_every_type() {
             let detail = "a filter that names no event type hears events of every type, which \
-                          only Baton's own queues offer (--dsl-events conductor); name the type";
+                          NATS cannot offer (it keeps each subject in a stream of its own); name \
+                          the type, or choose --dsl-events conductor or amqp_exchange:NAME";
             let unheard = engine::dsl::any_type_filters(doc).into_iter();
             refused.extend(unheard.map(|at| engine::dsl::Problem::new(at, detail.to_owned())));
         }

@@ -363,6 +363,7 @@ impl AmqpConsumer {
                         .unwrap_or_else(|| body_id(&d.data));
                     return Ok(Delivery {
                         message_id,
+                        subject: d.routing_key.to_string(),
                         payload: d.data,
                         redelivered: d.redelivered,
                         acker: super::Acker::Amqp(AmqpAcker {

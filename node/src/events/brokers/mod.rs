@@ -217,6 +217,9 @@ pub struct Delivery {
     pub message_id: String,
     /// The message body as published.
     pub payload: Vec<u8>,
+    /// The subject (NATS) or routing key (AMQP) it was published under: a consumer of a
+    /// wildcard (an AMQP `#` binding) hears several.
+    pub subject: String,
     /// The broker has delivered this message before (JetStream: delivery count above 1; AMQP:
     /// the `redelivered` flag).
     pub redelivered: bool,

@@ -340,6 +340,7 @@ impl NatsConsumer {
         Ok(Delivery {
             message_id,
             payload: message.payload.to_vec(),
+            subject: message.subject.to_string(),
             redelivered: delivered > 1,
             acker: super::Acker::Nats(NatsAcker(acker)),
         })

@@ -186,6 +186,7 @@ async fn consume_own(
         },
         id: message.id,
         event: queue.clone(),
+        subject: None,
         payload: message.payload,
     };
     let (verdict, pause) = node.consume_message(&m).await;
@@ -302,6 +303,7 @@ async fn handle_delivery(node: Arc<Events>, event: String, delivery: Delivery) {
         trace_id: crate::events::derived_trace_id(&delivery.message_id),
         id: delivery.message_id.clone(),
         event,
+        subject: Some(delivery.subject.clone()),
         payload: eval::payload_of(&delivery.payload),
     };
     let (verdict, pause) = node.consume_message(&message).await;

@@ -45,15 +45,25 @@ impl Events {
     }
 
     /// Offers `message` to the instances listening for its event type (none: nothing to do).
+    /// A message heard through the bus's consumer of every type (an AMQP `#` binding) is of
+    /// the type it was routed by, and offered to the instances that listen for every type
+    /// only: the others hear it through their type's own consumer.
     pub(super) async fn offer_to_listeners(&self, message: &Message) -> Verdict {
-        let Some(event_type) = self.providers.dsl_bus().event_type(&message.event) else {
+        let Some(queue_type) = self.providers.dsl_bus().event_type(&message.event) else {
             return Verdict::Ack;
+        };
+        let (event_type, listening_for) = match queue_type {
+            ANY_TYPE => match message.subject.as_deref() {
+                Some(routed) if !routed.is_empty() => (routed, ANY_TYPE),
+                _ => return Verdict::Ack,
+            },
+            typed => (typed, typed),
         };
         let listened = self.host.defs.dsl_listened_types();
         if !listened.contains(event_type) && !listened.contains(ANY_TYPE) {
             return Verdict::Ack;
         }
-        let listeners = match self.workflows.listening(event_type).await {
+        let listeners = match self.workflows.listening(listening_for).await {
             Ok(ids) => ids,
             Err(e) => {
                 return Verdict::Retry(format!("the listening instances could not be read: {e}"))
@@ -216,6 +226,7 @@ mod tests {
         Message {
             id: "m-1".into(),
             event: "conductor:com.example.ready".into(),
+            subject: None,
             payload,
             trace_id: String::new(),
         }

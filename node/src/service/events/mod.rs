@@ -300,6 +300,8 @@ pub(crate) struct Message {
     pub id: String,
     /// `provider:queue`.
     pub event: String,
+    /// The subject or routing key a broker delivered it under (none from Baton's own queues).
+    pub subject: Option<String>,
     pub payload: Value,
     /// W3C trace id; recorded with every execution.
     pub trace_id: String,
