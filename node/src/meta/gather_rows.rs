@@ -105,14 +105,7 @@ pub(super) fn gather(
 /// Version `key`'s gathering, its groups read from their rows.
 fn load(state: &Tree, key: &str) -> Gathering {
     let mut gathering: Gathering = read(state, &state_key(key)).unwrap_or_default();
-    let prefix = group_prefix(key);
-    for (k, v) in state.scan_prefix(&prefix).flatten() {
-        let number = std::str::from_utf8(&k[prefix.len()..]).ok();
-        let number = number.and_then(|n| n.parse().ok());
-        if let (Some(number), Ok(group)) = (number, record::decode(&v)) {
-            gathering.groups.insert(number, group);
-        }
-    }
+    gathering.groups = numbered(state, group_prefix(key)).collect();
     gathering
 }
 
@@ -161,18 +154,26 @@ pub(super) fn reset(state: &Tree, batch: &mut Batch, key: &str) {
 
 /// The groups of version `key` gathered and not yet started, oldest first.
 pub(super) fn ready(state: &Tree, key: &str) -> Vec<Gathered> {
-    let prefix = ready_prefix(key);
-    let rows = state.scan_prefix(&prefix).flatten();
-    rows.filter_map(|(k, v)| {
-        let seq = std::str::from_utf8(&k[prefix.len()..]).ok()?.parse().ok()?;
-        let events = record::decode(&v).ok()?;
-        Some(Gathered {
-            key: key.to_owned(),
-            seq,
-            events,
-        })
+    let rows = numbered(state, ready_prefix(key));
+    rows.map(|(seq, events)| Gathered {
+        key: key.to_owned(),
+        seq,
+        events,
     })
     .collect()
+}
+
+/// The rows under `prefix` whose keys end in a number (zero-padded), decoded, in order.
+fn numbered<T: serde::de::DeserializeOwned>(
+    state: &Tree,
+    prefix: Vec<u8>,
+) -> impl Iterator<Item = (u64, T)> + '_ {
+    let skip = prefix.len();
+    let rows = state.scan_prefix(prefix).flatten();
+    rows.filter_map(move |(k, v)| {
+        let number = std::str::from_utf8(&k[skip..]).ok()?.parse().ok()?;
+        Some((number, record::decode(&v).ok()?))
+    })
 }
 
 /// What version `key` holds between events, as the replica has it.

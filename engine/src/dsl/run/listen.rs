@@ -56,18 +56,32 @@ fn offered_type(filter: &Value) -> &str {
     }
 }
 
+/// The strategy `to` (written at `base`) and, when its `until` is events to wait for, that
+/// strategy too (written at `{base}/until`).
+fn with_until<'a>(to: &'a Value, base: &str) -> Vec<(&'a Value, String)> {
+    let mut strategies = vec![(to, base.to_owned())];
+    strategies.extend(until_events(to).map(|u| (u, format!("{base}/until"))));
+    strategies
+}
+
+/// A strategy's kind: `one`, `all`, or `any` (also when it names none).
+fn kind(strategy: &Value) -> &'static str {
+    ["one", "all", "any"]
+        .into_iter()
+        .find(|k| strategy.get(*k).is_some())
+        .unwrap_or("any")
+}
+
 /// The event types a strategy's filters name, its `until`'s among them; [`ANY_TYPE`] when
 /// one hears events of every type.
 pub(crate) fn types(to: &Value) -> Vec<String> {
-    let mut strategies = vec![to];
-    strategies.extend(until_events(to));
-    let mut types = Vec::new();
-    for strategy in strategies {
-        let (filters, all) = filters(strategy);
-        if filters.is_empty() && !all && strategy.get("one").is_none() {
-            types.push(ANY_TYPE.to_owned());
-        }
-        types.extend(filters.iter().map(|f| offered_type(f).to_owned()));
+    let mut types: Vec<String> = with_until(to, "")
+        .into_iter()
+        .flat_map(|(strategy, _)| filters(strategy).0)
+        .map(|f| offered_type(&f).to_owned())
+        .collect();
+    if !any_type_filters(to, "").is_empty() {
+        types.push(ANY_TYPE.to_owned());
     }
     types.sort_unstable();
     types.dedup();
@@ -78,15 +92,10 @@ pub(crate) fn types(to: &Value) -> Vec<String> {
 /// are: each such filter's `with` (its pointer), `until`'s among them, or the `any` that has
 /// no filter.
 pub(crate) fn any_type_filters(to: &Value, base: &str) -> Vec<String> {
-    let mut strategies = vec![(to, base.to_owned())];
-    strategies.extend(until_events(to).map(|u| (u, format!("{base}/until"))));
     let mut found = Vec::new();
-    for (strategy, base) in strategies {
+    for (strategy, base) in with_until(to, base) {
         let (filters, _) = filters(strategy);
-        let kind = ["one", "all", "any"]
-            .into_iter()
-            .find(|k| strategy.get(*k).is_some())
-            .unwrap_or("any");
+        let kind = kind(strategy);
         if filters.is_empty() && kind == "any" {
             found.push(format!("{base}/any"));
         }
@@ -204,10 +213,7 @@ impl Strategy<'_> {
             }
         }
         let (filters, _) = filters(to);
-        let strategy = ["one", "all", "any"]
-            .into_iter()
-            .find(|k| to.get(*k).is_some())
-            .unwrap_or("any");
+        let strategy = kind(to);
         for (i, filter) in filters.iter().enumerate() {
             if listening.matched.get(i) == Some(&true) {
                 continue;

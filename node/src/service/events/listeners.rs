@@ -71,7 +71,10 @@ impl Events {
         };
         tracing::debug!(message = %message.id, event_type, listeners = ?listeners, "offering an event to the instances listening for it");
         let event = cloud_event(event_type, message);
-        let mut verdict = self.start_on_event(event_type, &event, &message.id).await;
+        let every = listening_for == ANY_TYPE;
+        let mut verdict = self
+            .start_on_event((event_type, every), &event, &message.id)
+            .await;
         for id in listeners {
             let input = Input::Listened {
                 message_id: message.id.clone(),
@@ -91,13 +94,23 @@ impl Events {
 
     /// Starts an instance of every registered version whose `schedule.on` accepts `event`,
     /// with the list of that one event as its input, once per version and message (the
-    /// start's idempotency key names both).
-    async fn start_on_event(&self, event_type: &str, event: &Value, message_id: &str) -> Verdict {
+    /// start's idempotency key names both). An event heard through the bus's consumer of
+    /// `every` type goes only to the strategies that hear every type: the others hear it
+    /// through their type's own consumer.
+    async fn start_on_event(
+        &self,
+        (event_type, every): (&str, bool),
+        event: &Value,
+        message_id: &str,
+    ) -> Verdict {
         let mut verdict = Verdict::Ack;
         for s in self.host.defs.dsl_schedules().iter() {
             let Some(Schedule::On(to)) = engine::dsl::schedule(&s.schedule) else {
                 continue;
             };
+            if every && !engine::dsl::names_type(&to, ANY_TYPE) {
+                continue;
+            }
             let key = s.key();
             if engine::dsl::gathers(&to) {
                 if engine::dsl::names_type(&to, event_type) {
