@@ -173,6 +173,15 @@ enum Command {
         /// in the JavaScript sandbox and need nothing.)
         #[arg(long, value_name = "KIND[,KIND]")]
         dsl_run: Option<node::events::process::ProcessOptions>,
+        /// Leave the cluster's active version where it is when every member's binary serves a
+        /// newer one, until `batonctl upgrade finalize` (docs/upgrading.md). Without it the
+        /// meta leader activates the newest version every member serves.
+        #[arg(long)]
+        hold_cluster_version: bool,
+        /// Serve cluster versions up to this one only, as an older binary would (rehearsing an
+        /// upgrade; tests).
+        #[arg(long, value_name = "N", hide = true)]
+        max_cluster_version: Option<u32>,
     },
     /// Serve as a node's script host: evaluate scripts read from stdin, answers on stdout (a
     /// node starts these itself).
@@ -286,6 +295,8 @@ fn main() -> anyhow::Result<()> {
             oidc_audience,
             oidc_roles_claim,
             dsl_run,
+            hold_cluster_version,
+            max_cluster_version,
         } => {
             let node = NodeId(node_id);
             let workers = workers.map(|listen| node::options::WorkerGatewayOptions {
@@ -343,6 +354,8 @@ fn main() -> anyhow::Result<()> {
                         roles_claim: oidc_roles_claim,
                     }
                 }),
+                supports: supported_versions(max_cluster_version)?,
+                hold_cluster_version,
             })
         }
         Command::Certs { out, nodes, host } => write_certs(&out, nodes, &host),
@@ -415,6 +428,19 @@ fn serve(options: node::Options) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(node::serve::serve(options, shutdown_signal()))
+}
+
+/// The cluster versions this node serves: the build's, or up to `max`.
+fn supported_versions(max: Option<u32>) -> anyhow::Result<proto::version::VersionRange> {
+    use proto::version::{ClusterVersion, VersionRange};
+    let build = VersionRange::BUILD;
+    let Some(max) = max.map(ClusterVersion) else {
+        return Ok(build);
+    };
+    if !build.contains(max) {
+        anyhow::bail!("--max-cluster-version {max}: this binary serves cluster {build}");
+    }
+    Ok(VersionRange { max, ..build })
 }
 
 /// `baton certs`: the cluster CA, the workers CA and a certificate for each node.

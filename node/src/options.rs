@@ -54,6 +54,12 @@ pub struct Options {
     pub secrets_keys: Option<std::sync::Arc<crate::secrets::SecretsKeys>>,
     /// The OpenID Connect issuer whose tokens name people (`--oidc-issuer`; none when absent).
     pub oidc: Option<crate::access::oidc::OidcOptions>,
+    /// The cluster versions this node serves: the build's own range, or one that stops short of
+    /// it so a node behaves as an older binary would (tests and the simulator).
+    pub supports: proto::version::VersionRange,
+    /// Leave the active cluster version as it is until an operator raises it
+    /// (`--hold-cluster-version`; `batonctl upgrade finalize`).
+    pub hold_cluster_version: bool,
 }
 
 impl Default for Options {
@@ -77,6 +83,8 @@ impl Default for Options {
             secret_files: Default::default(),
             secrets_keys: None,
             oidc: None,
+            supports: proto::version::VersionRange::BUILD,
+            hold_cluster_version: false,
         }
     }
 }

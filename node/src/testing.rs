@@ -39,6 +39,15 @@ pub(crate) fn addr(node: NodeId) -> SocketAddr {
 /// Opens a cluster of `size` nodes with `partitions` partitions and waits until every node knows
 /// every member and every group has a leader that every replica knows.
 pub(crate) async fn cluster(size: u64, partitions: u16) -> TestCluster {
+    cluster_with(size, partitions, |_| {}).await
+}
+
+/// [`cluster`], each node's options changed by `configure` first.
+pub(crate) async fn cluster_with(
+    size: u64,
+    partitions: u16,
+    configure: impl Fn(&mut Options),
+) -> TestCluster {
     let net = MemNet::new();
     let members: BTreeMap<NodeId, SocketAddr> =
         (1..=size).map(|i| (NodeId(i), addr(NodeId(i)))).collect();
@@ -46,10 +55,11 @@ pub(crate) async fn cluster(size: u64, partitions: u16) -> TestCluster {
         .map(|_| tempfile::tempdir().expect("temporary directory"))
         .collect();
     // Groups wait for a quorum as they open: every node opens at once.
-    let opens = members
-        .keys()
-        .zip(&dirs)
-        .map(|(id, dir)| open_node(&net, &members, *id, dir.path(), partitions));
+    let opens = members.keys().zip(&dirs).map(|(id, dir)| {
+        let mut options = node_options(&members, *id, dir.path(), partitions);
+        configure(&mut options);
+        open_node(&net, *id, options)
+    });
     let nodes = futures::future::try_join_all(opens)
         .await
         .expect("every node opens");
@@ -61,14 +71,14 @@ pub(crate) async fn cluster(size: u64, partitions: u16) -> TestCluster {
     c
 }
 
-async fn open_node(
-    net: &Arc<MemNet>,
+/// The options of node `id` of a test cluster.
+fn node_options(
     members: &BTreeMap<NodeId, SocketAddr>,
     id: NodeId,
     dir: &Path,
     partitions: u16,
-) -> crate::error::Result<Node> {
-    let options = Options {
+) -> Options {
+    Options {
         data_dir: dir.to_owned(),
         partitions,
         node: id,
@@ -80,7 +90,10 @@ async fn open_node(
             certs: PathBuf::new(),
         }),
         ..Default::default()
-    };
+    }
+}
+
+async fn open_node(net: &Arc<MemNet>, id: NodeId, options: Options) -> crate::error::Result<Node> {
     let seams = Seams {
         transport: Some(cluster::Transport::over(net.link(id, addr(id)))),
         seed: Some(id.0),
@@ -111,6 +124,12 @@ impl TestCluster {
             .iter()
             .find(|n| n.id() == id)
             .expect("a node of the cluster")
+    }
+
+    /// Node `id`'s data directory.
+    pub(crate) fn dir(&self, id: NodeId) -> &Path {
+        let at = self.nodes.iter().position(|n| n.id() == id);
+        self.dirs[at.expect("a node of the cluster")].path()
     }
 
     pub(crate) fn ids(&self) -> Vec<NodeId> {

@@ -17,13 +17,14 @@
 //! - `snapshot`: snapshot (and compact) every group hosted on the node.
 //!
 //! - `dsl apply|list|start|get`: Serverless Workflow documents and instances (see [`dsl`]).
+//! - `upgrade status|finalize`: the cluster's active version and each member's binary, and
+//!   activating a version (see [`upgrade`]).
 //!
 //! - `bench [--quick]`: start a local `baton server` and measure it (see [`bench`]).
-//!
-//! Rolling upgrades come later.
 
 mod bench;
 mod dsl;
+mod upgrade;
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
@@ -100,6 +101,11 @@ enum Command {
     Dsl {
         #[command(subcommand)]
         command: dsl::DslCommand,
+    },
+    /// The cluster's versions: `status`, and `finalize` to activate one.
+    Upgrade {
+        #[command(subcommand)]
+        command: upgrade::UpgradeCommand,
     },
     /// Start a local baton server and benchmark it (ignores --url).
     Bench(Box<bench::BenchArgs>),
@@ -559,6 +565,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("snapshot taken of every group on {}", api.base);
         }
         Command::Dsl { command } => dsl::run(&api, command)?,
+        Command::Upgrade { command } => upgrade::run(&api, command)?,
         Command::Bench(args) => {
             if !bench::run(*args)? {
                 bail!("the benchmark lost or failed workflows");

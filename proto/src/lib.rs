@@ -16,6 +16,7 @@ pub mod mutation;
 pub mod peer;
 pub mod record;
 pub mod status;
+pub mod version;
 pub mod worker;
 
 pub use code::ErrorCode;

@@ -363,4 +363,4 @@ mod json {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

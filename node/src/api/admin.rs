@@ -13,12 +13,15 @@
 //!   by their partition (the replicas hosted here); `DELETE /api/admin/quarantine/{id}` deletes
 //!   one for good.
 //! - `POST /api/admin/access`: sets access control up (`api::access`).
+//! - `GET /api/admin/version`: the active cluster version and each member's binary with the
+//!   versions it serves; `POST /api/admin/version/activate` `{"version": 2}` (or `{}`: the
+//!   newest every member serves) activates one (docs/upgrading.md).
 //!
 //! They are served beside the rest of the API on a loopback address, on their own listener with
 //! `--admin-http`, and not at all on an API listening beyond loopback without it.
 
 use super::error::{ApiError, ApiResult};
-use super::extract::{Body, Params, PathArgs};
+use super::extract::{Body, BodyOrDefault, Params, PathArgs};
 use crate::service::ClusterStatus;
 use crate::Node;
 use axum::extract::State;
@@ -103,6 +106,30 @@ pub async fn drop_quarantined(
     let id = super::extract::workflow_id(&id)?;
     node.admin.drop_quarantined(id.as_str()).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /api/admin/version`.
+pub async fn version(State(node): State<Node>) -> Json<crate::service::VersionStatus> {
+    Json(node.upgrade.status())
+}
+
+/// The body of `POST /api/admin/version/activate`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Activate {
+    /// The version to activate; absent: the newest every member serves.
+    #[serde(default)]
+    pub version: Option<u32>,
+}
+
+/// `POST /api/admin/version/activate`: answers the versions as they are after it.
+pub async fn activate(
+    State(node): State<Node>,
+    BodyOrDefault(body): BodyOrDefault<Activate>,
+) -> ApiResult<Json<crate::service::VersionStatus>> {
+    let version = body.version.map(proto::version::ClusterVersion);
+    node.upgrade.finalize(version).await?;
+    Ok(Json(node.upgrade.status()))
 }
 
 /// Any administration route on a listener that does not serve them: 404, saying where they are.

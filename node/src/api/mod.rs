@@ -154,6 +154,8 @@ fn admin_routes() -> axum::Router<Node> {
             post(admin::transfer),
         )
         .route("/api/admin/snapshot", post(admin::snapshot))
+        .route("/api/admin/version", get(admin::version))
+        .route("/api/admin/version/activate", post(admin::activate))
         .route("/api/admin/quarantine", get(admin::quarantine))
         .route(
             "/api/admin/quarantine/{workflow_id}",

@@ -27,6 +27,10 @@ use tokio::sync::Notify;
 /// What every service shares: this node, its groups and its peers.
 pub struct Host {
     pub(crate) node: NodeId,
+    /// This node's binary and the cluster versions it serves.
+    pub(crate) binary: proto::version::Binary,
+    /// Leave the active version as it is until an operator raises it (`--hold-cluster-version`).
+    pub(crate) hold_version: bool,
     /// Every known member with its peer address, this node included (just this node when
     /// embedded): the initial members, then the meta group's record (see the membership service).
     pub(crate) members: RwLock<BTreeMap<NodeId, SocketAddr>>,

@@ -114,11 +114,20 @@ impl Host {
         if options.partitions == 0 {
             return Err(Error::Invalid("--partitions must be at least 1".into()));
         }
+        let binary = proto::version::Binary::this_build(options.supports);
+        let version_file = seams
+            .db
+            .is_none()
+            .then(|| crate::meta::VersionFile::in_dir(&options.data_dir));
+        if let Some(file) = &version_file {
+            file.check(&binary)?;
+        }
         let db = open_db(options, seams.db.take())?;
+        check_cluster_version(&db, &binary, version_file.as_ref())?;
         let stored = stored_partition_count(&db)?;
         let fresh = stored.is_none();
         let (transport, router) = start_transport(options, seams.transport.take())?;
-        let partitions = partition_count(options, stored, transport.as_ref()).await?;
+        let partitions = partition_count(options, stored, transport.as_ref(), &binary).await?;
         let members = known_members(options, &db, transport.as_ref())?;
         let hosted = hosted_partitions(options, &db, fresh, partitions);
         create_trees(&db, &hosted)?;
@@ -131,6 +140,7 @@ impl Host {
             router: router.as_ref(),
             initial: &initial_members(options),
             snapshot_logs: seams.snapshot_logs,
+            version_file,
         };
         let (meta, groups) = plan.open_all(&hosted).await;
         let meta = meta?;
@@ -143,6 +153,8 @@ impl Host {
         let parts = start_partitions(&hosted, groups, &env)?;
         let host = Arc::new(Host {
             node: options.node,
+            binary,
+            hold_version: options.hold_cluster_version,
             members: RwLock::new(members),
             clock,
             defs: MetaState::new(meta.state().clone()),
@@ -222,6 +234,25 @@ fn open_db(options: &Options, seam: Option<cluster::storage::Db>) -> Result<clus
     }
 }
 
+/// Refuses a data directory whose meta group records a cluster version `binary` does not serve,
+/// before any group opens (the meta state is written through: see `open_group`), and brings the
+/// data directory's version file up to that version.
+fn check_cluster_version(
+    db: &cluster::storage::Db,
+    binary: &proto::version::Binary,
+    file: Option<&crate::meta::VersionFile>,
+) -> Result<()> {
+    let meta_state = db.open_tree("meta/state").map_err(storage)?;
+    let active = MetaState::new(meta_state).cluster_version();
+    binary
+        .serves(active)
+        .map_err(|e| Error::Conflict(e.to_string()))?;
+    match file {
+        Some(file) if file.read()?.is_none_or(|kept| kept < active) => file.write(active),
+        _ => Ok(()),
+    }
+}
+
 /// The partition count recorded when the data directory was created (`None`: a fresh one).
 fn stored_partition_count(db: &cluster::storage::Db) -> Result<Option<u16>> {
     let stored = db
@@ -286,6 +317,7 @@ async fn partition_count(
     options: &Options,
     stored: Option<u16>,
     transport: Option<&cluster::Transport>,
+    binary: &proto::version::Binary,
 ) -> Result<u16> {
     if let Some(stored) = stored {
         if stored != options.partitions && options.cluster.as_ref().is_none_or(|c| c.join.is_none())
@@ -300,7 +332,7 @@ async fn partition_count(
     }
     if let (Some(c), Some(t)) = (&options.cluster, transport) {
         if let Some(seed) = c.join {
-            return join(t, seed, options.node, c.listen).await;
+            return join(t, seed, options.node, c.listen, binary).await;
         }
     }
     Ok(options.partitions)
@@ -361,6 +393,7 @@ struct GroupPlan<'a> {
     router: Option<&'a cluster::RaftRouter>,
     initial: &'a [NodeId],
     snapshot_logs: Option<u64>,
+    version_file: Option<crate::meta::VersionFile>,
 }
 
 type Opened = (Result<cluster::Group>, Vec<Result<cluster::Group>>);
@@ -389,7 +422,9 @@ impl GroupPlan<'_> {
                 placement::meta_voters(self.initial),
                 self.initial.first().copied(),
             ),
-            Arc::new(MetaMachine),
+            Arc::new(MetaMachine {
+                version_file: self.version_file.clone(),
+            }),
             self.snapshot_logs,
         );
         let partition_opens = hosted.iter().map(|p| {
@@ -425,11 +460,13 @@ async fn join(
     seed: SocketAddr,
     node: NodeId,
     listen: SocketAddr,
+    binary: &proto::version::Binary,
 ) -> Result<u16> {
     let entry = NodeEntry {
         id: node,
         addr: listen.to_string(),
         draining: false,
+        binary: Some(binary.clone()),
     };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(JOIN_DEADLINE_MS);
     loop {

@@ -20,9 +20,12 @@ mod audit_rows;
 mod dsl_rows;
 mod gather_rows;
 mod secret_rows;
+mod version_file;
+mod version_rows;
 
 pub use access_rows::AccessTable;
 pub use gather_rows::Gathered;
+pub use version_file::VersionFile;
 
 fn task_key(name: &str) -> Vec<u8> {
     [b"td/".as_slice(), name.as_bytes()].concat()
@@ -113,18 +116,42 @@ fn remove_existing(state: &Tree, batch: &mut Batch, key: Vec<u8>) -> MetaOutcome
 
 /// The meta group's state machine.
 #[derive(Debug, Default)]
-pub struct MetaMachine;
+pub struct MetaMachine {
+    /// The data directory's copy of the active version, written as an activation applies (none
+    /// for storage that is not in a data directory).
+    pub(crate) version_file: Option<VersionFile>,
+}
 
 impl cluster::StateMachine for MetaMachine {
     fn apply(&self, state: &Tree, batch: &mut Batch, command: &[u8]) -> Vec<u8> {
         let outcome = match record::decode::<MetaCommand>(command) {
-            Ok(command) => apply(state, batch, command),
+            Ok(command) => {
+                let activates = command.activates();
+                let outcome = apply(state, batch, command);
+                if let (Some(version), MetaOutcome::Applied) = (activates, &outcome) {
+                    self.keep_version(version);
+                }
+                outcome
+            }
             Err(e) => {
                 tracing::error!(error = %e, "undecodable meta command; skipped");
                 MetaOutcome::Undecodable
             }
         };
         record::encode(&outcome)
+    }
+}
+
+impl MetaMachine {
+    /// Copies a newly active version into the data directory. The apply goes on if the file
+    /// cannot be written: the meta row is the truth, and start-up checks it too.
+    fn keep_version(&self, version: proto::version::ClusterVersion) {
+        tracing::info!(%version, "cluster version activated");
+        if let Some(file) = &self.version_file {
+            if let Err(e) = file.write(version) {
+                tracing::error!(error = %e, "could not keep the cluster version in the data directory");
+            }
+        }
     }
 }
 
@@ -216,6 +243,7 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
             event,
         } => gather_rows::gather(state, batch, &key, &message_id, &event),
         MetaCommand::GatheredStarted { key, seq } => gather_rows::started(state, batch, &key, seq),
+        MetaCommand::ActivateVersion { version } => version_rows::activate(state, batch, version),
         MetaCommand::Audited { by, at, command } => {
             let (action, target) = command.summary();
             let outcome = apply(state, batch, *command);
@@ -298,11 +326,16 @@ fn put_event_handler(
     }
 }
 
-/// Records a member; one recorded already keeps whether it is draining.
+/// Records a member; one recorded already keeps whether it is draining, and its binary unless
+/// `entry` names one. A member whose binary does not serve the active version is refused.
 fn put_node(state: &Tree, batch: &mut Batch, mut entry: NodeEntry) -> MetaOutcome {
+    if let Some(refused) = version_rows::admits(state, &entry) {
+        return refused;
+    }
     let key = node_key(entry.id);
     if let Some(old) = read::<NodeEntry>(state, &key) {
         entry.draining = old.draining;
+        entry.binary = entry.binary.or(old.binary);
     }
     batch.insert(key, record::encode(&entry));
     MetaOutcome::Applied
@@ -575,6 +608,11 @@ impl MetaState {
         read(&self.state, &node_key(id))
     }
 
+    /// The cluster's active version (`proto::version`).
+    pub fn cluster_version(&self) -> proto::version::ClusterVersion {
+        version_rows::active(&self.state)
+    }
+
     /// Fills in each task's `taskDefinition` from the registered task definitions, so the
     /// decider needs no lookups: a worker task without one gets Conductor's defaults, a system
     /// task none (an HTTP task is retried only under a registered definition, as in Conductor).
@@ -622,14 +660,14 @@ mod tests {
     }
 
     /// An empty meta replica in a temporary directory (kept while the first is held).
-    fn replica() -> (tempfile::TempDir, Tree, MetaState) {
+    pub(super) fn replica() -> (tempfile::TempDir, Tree, MetaState) {
         let dir = tempfile::tempdir().expect("temporary directory");
         let db = cluster::storage::Db::open_sled(dir.path()).expect("db");
         let state = db.open_tree("meta").expect("tree");
         (dir, state.clone(), MetaState::new(state))
     }
 
-    fn apply_one(state: &Tree, command: MetaCommand) -> MetaOutcome {
+    pub(super) fn apply_one(state: &Tree, command: MetaCommand) -> MetaOutcome {
         let mut batch = Batch::default();
         let outcome = apply(state, &mut batch, command);
         state.apply_batch(batch).expect("applies");

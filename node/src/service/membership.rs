@@ -109,31 +109,37 @@ impl Membership {
         }
     }
 
-    /// Records this node (and its peer address) in the meta group if it is not there yet.
+    /// Records this node (its peer address and binary) in the meta group unless it is there as
+    /// it is.
     async fn register_self(&self) -> bool {
         let Some(listen) = self.host.listen else {
             return true;
         };
-        let addr = listen.to_string();
-        if self
-            .host
-            .defs
-            .node(self.host.node)
-            .is_some_and(|entry| entry.addr == addr)
-        {
-            return true;
-        }
         let entry = NodeEntry {
             id: self.host.node,
-            addr,
+            addr: listen.to_string(),
             draining: false,
+            binary: Some(self.host.binary.clone()),
         };
-        match self.host.propose_meta(MetaCommand::PutNode(entry)).await {
-            Ok(_) => true,
+        let recorded = self.host.defs.node(self.host.node);
+        if recorded.is_some_and(|r| r.addr == entry.addr && r.binary == entry.binary) {
+            return true;
+        }
+        match self.put_node(entry).await {
+            Ok(()) => true,
             Err(e) => {
-                tracing::debug!(error = %e, "could not register this node yet");
+                tracing::warn!(error = %e, "could not register this node yet");
                 false
             }
+        }
+    }
+
+    /// Records `entry` in the meta group; refused when its binary does not serve the cluster's
+    /// active version.
+    pub(crate) async fn put_node(&self, entry: NodeEntry) -> Result<()> {
+        match self.host.propose_meta(MetaCommand::PutNode(entry)).await? {
+            MetaOutcome::Applied => Ok(()),
+            refused => Err(super::upgrade::refusal(refused)),
         }
     }
 
@@ -149,9 +155,7 @@ impl Membership {
                 )));
             }
         }
-        self.host
-            .propose_meta(MetaCommand::PutNode(entry.clone()))
-            .await?;
+        self.put_node(entry.clone()).await?;
         let status = self.host.meta.status();
         if !status.voters.contains(&entry.id) && !status.learners.contains(&entry.id) {
             self.host
@@ -640,6 +644,7 @@ impl Membership {
             id,
             addr: addr.to_string(),
             draining: false,
+            binary: None,
         };
         self.route_join(entry).await.map(drop)
     }

@@ -13,6 +13,7 @@
 //!   outbox of effects addressed outside a workflow;
 //! - [`Triggers`]: webhooks and cron schedules;
 //! - [`Membership`]: members, replicas and the controller that places them;
+//! - [`Upgrade`]: the cluster's active version, the members' binaries, and activation;
 //! - [`Admin`]: health, gauges, quarantine, digests;
 //! - [`A2a`]: workflows served as the skills of an A2A agent.
 
@@ -32,6 +33,7 @@ mod schemas;
 mod secrets;
 mod tasks;
 pub mod triggers;
+mod upgrade;
 pub mod wait;
 mod workflows;
 
@@ -45,6 +47,7 @@ pub use membership::{ClusterStatus, GroupSummary, Membership, NodeStatus, Replic
 pub use secrets::Secrets;
 pub use tasks::{PollRequest, Tasks};
 pub use triggers::Triggers;
+pub use upgrade::{MemberVersion, Upgrade, VersionStatus};
 pub use workflows::{SearchQuery, TaskSearchQuery, TaskSummary, Workflows};
 
 use crate::error::Result;
@@ -70,6 +73,7 @@ pub struct Node {
     pub events: Arc<Events>,
     pub triggers: Arc<Triggers>,
     pub membership: Arc<Membership>,
+    pub upgrade: Arc<Upgrade>,
     pub admin: Arc<Admin>,
     pub a2a: Arc<A2a>,
     pub(crate) host: Arc<Host>,
@@ -136,6 +140,7 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
         events: events.clone(),
     });
     let membership = Membership::start(host.clone());
+    let upgrade = Upgrade::start(host.clone());
     let admin = Arc::new(Admin::new(host.clone(), tasks.clone(), workflows.clone()));
     let a2a = A2a::new(definitions.clone(), workflows.clone(), options.http);
     let node = Node {
@@ -147,6 +152,7 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
         events,
         triggers,
         membership,
+        upgrade,
         admin,
         a2a,
         host,
@@ -167,6 +173,7 @@ impl Node {
         self.events.shutdown();
         self.triggers.loops.stop();
         self.membership.loops.stop();
+        self.upgrade.loops.stop();
         self.access.loops.stop();
         self.tasks.loops.stop();
         self.host.shutdown().await;

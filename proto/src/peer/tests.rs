@@ -3,16 +3,16 @@ use crate::input::{Input, StartInput};
 use crate::model::{TaskDef, TaskResult, Workflow, WorkflowDef};
 use serde_json::json;
 
-fn wid() -> WorkflowId {
+pub(crate) fn wid() -> WorkflowId {
     WorkflowId::new(PartitionId(3), 0x1234_5678_9abc_def0_1122_3344_5566_7788)
 }
 
-fn tid() -> TaskId {
+pub(crate) fn tid() -> TaskId {
     TaskId::new(PartitionId(3), 0x0bad_cafe_0000_0000_0000_0000_0000_0001)
 }
 
 /// A workflow with one task, numbers that must survive exactly, and nested inputs.
-fn workflow() -> Workflow {
+pub(crate) fn workflow() -> Workflow {
     let id = wid().to_string();
     let task = json!({
         "taskType": "t", "status": "IN_PROGRESS", "inputData": {"deep": [true, {"x": 0.1}]},
@@ -34,7 +34,7 @@ fn workflow() -> Workflow {
     .expect("test workflow parses")
 }
 
-fn record() -> WorkflowRecord {
+pub(crate) fn record() -> WorkflowRecord {
     WorkflowRecord {
         version: 7,
         workflow: workflow(),
@@ -52,7 +52,7 @@ fn object(value: serde_json::Value) -> crate::model::Json {
     }
 }
 
-fn requests() -> Vec<Request> {
+pub(crate) fn requests() -> Vec<Request> {
     let p = PartitionId(3);
     let start = StartInput {
         workflow_id: wid(),
@@ -121,6 +121,13 @@ fn requests() -> Vec<Request> {
             id: NodeId(2),
             addr: "127.0.0.1:1".into(),
             draining: false,
+            binary: Some(crate::version::Binary {
+                release: "0.1.0".into(),
+                supports: crate::version::VersionRange {
+                    min: crate::version::ClusterVersion(1),
+                    max: crate::version::ClusterVersion(1),
+                },
+            }),
         }),
         Request::Groups,
         Request::Locate { partition: p },
@@ -210,7 +217,7 @@ fn requests() -> Vec<Request> {
     ]
 }
 
-fn replies() -> Vec<Result<Reply, Failure>> {
+pub(crate) fn replies() -> Vec<Result<Reply, Failure>> {
     let status = GroupStatus {
         name: "p3".into(),
         node: NodeId(1),

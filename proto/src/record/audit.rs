@@ -32,6 +32,15 @@ impl MetaCommand {
         )
     }
 
+    /// The version this command activates, audited or not.
+    pub fn activates(&self) -> Option<crate::version::ClusterVersion> {
+        match self {
+            MetaCommand::ActivateVersion { version } => Some(*version),
+            MetaCommand::Audited { command, .. } => command.activates(),
+            _ => None,
+        }
+    }
+
     /// The command's name and what it changes, for the audit log.
     pub fn summary(&self) -> (std::borrow::Cow<'static, str>, String) {
         use MetaCommand::RecordOperation;
@@ -104,6 +113,9 @@ impl MetaCommand {
                 key, message_id, ..
             } => ("GatherEvent", format!("{key} message {message_id}")),
             GatheredStarted { key, seq } => ("GatheredStarted", format!("{key} group {seq}")),
+            ActivateVersion { version } => {
+                ("ActivateVersion", format!("cluster version {version}"))
+            }
             SetRole {
                 application,
                 role,

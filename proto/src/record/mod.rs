@@ -427,6 +427,12 @@ pub enum MetaCommand {
         key: String,
         seq: u64,
     },
+    /// Raises the cluster's active version to `version` (`crate::version`): refused with
+    /// [`MetaOutcome::Unserved`] while a recorded member's binary does not serve it, and
+    /// [`MetaOutcome::Exists`] when the cluster is at `version` or above already.
+    ActivateVersion {
+        version: crate::version::ClusterVersion,
+    },
 }
 
 /// A cluster member as the meta group records it.
@@ -437,6 +443,9 @@ pub struct NodeEntry {
     pub addr: String,
     /// Being drained: nothing new is placed on it and what it holds moves off.
     pub draining: bool,
+    /// The binary it runs and the cluster versions that binary serves, as it reported them
+    /// (none until it has: a member an operator added before it started).
+    pub binary: Option<crate::version::Binary>,
 }
 
 /// The result of applying a [`MetaCommand`].
@@ -452,6 +461,15 @@ pub enum MetaOutcome {
     /// The command could not be decoded by the replica (a newer format, or damage); nothing
     /// was written.
     Undecodable,
+    /// A member's binary does not serve the cluster version the command needs: activating a
+    /// version some member cannot serve, or recording a member that cannot serve the active
+    /// one. Nothing was written.
+    Unserved {
+        node: NodeId,
+        /// What its binary serves; none when it has not reported its binary yet.
+        supports: Option<crate::version::VersionRange>,
+        active: crate::version::ClusterVersion,
+    },
 }
 
 #[cfg(test)]

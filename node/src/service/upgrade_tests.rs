@@ -1,0 +1,154 @@
+//! Activation in process: clusters of three over the in-process peer network whose nodes serve
+//! more versions than this build (`Options::supports`), as a newer build's would. What it
+//! promises: the meta leader activates the newest version every member serves unless it holds;
+//! an operator's activation is refused while a member does not serve the version; every node
+//! keeps the active version in its data directory; a binary that does not serve it is refused,
+//! before it opens anything.
+
+use super::*;
+use crate::meta::VersionFile;
+use crate::options::Options;
+use crate::testing::{cluster_with, until};
+use proto::version::VersionRange;
+
+fn serving(max: u32) -> VersionRange {
+    VersionRange {
+        min: ClusterVersion(1),
+        max: ClusterVersion(max),
+    }
+}
+
+/// Every node's data directory holds `version`.
+fn kept_everywhere(c: &crate::testing::TestCluster, version: u32) -> Option<()> {
+    c.ids()
+        .iter()
+        .all(|n| {
+            let kept = VersionFile::in_dir(c.dir(*n)).read().ok().flatten();
+            kept == Some(ClusterVersion(version))
+        })
+        .then_some(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_meta_leader_activates_the_newest_version_every_member_serves() {
+    let c = cluster_with(3, 1, |o: &mut Options| o.supports = serving(2)).await;
+    until("version 2 to be active on every node", async || {
+        let active = c
+            .ids()
+            .iter()
+            .all(|n| c.node(*n).host.defs.cluster_version() == ClusterVersion(2));
+        active.then_some(())
+    })
+    .await;
+    until("every data directory to keep version 2", async || {
+        kept_everywhere(&c, 2)
+    })
+    .await;
+    let status = c.node(NodeId(2)).upgrade.status();
+    assert_eq!(status.newest, Some(ClusterVersion(2)));
+    assert!(status.members.iter().all(|m| m.serves_active), "{status:?}");
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_cluster_waits_for_the_operator_who_cannot_activate_what_a_member_does_not_serve() {
+    let c = cluster_with(3, 1, |o: &mut Options| {
+        o.hold_cluster_version = true;
+        o.supports = serving(if o.node == NodeId(3) { 1 } else { 2 });
+    })
+    .await;
+    let upgrade = &c.node(NodeId(1)).upgrade;
+    let status = upgrade.status();
+    assert_eq!(status.active, ClusterVersion(1));
+    assert_eq!(
+        status.newest,
+        Some(ClusterVersion(1)),
+        "node 3 serves 1 only"
+    );
+    assert!(status.held);
+    let refused = upgrade.finalize(Some(ClusterVersion(2))).await;
+    assert!(
+        matches!(&refused, Err(Error::Conflict(e)) if e.contains("node 3 serves cluster version 1, not version 2")),
+        "{refused:?}"
+    );
+    // Node 3 is replaced by a binary that serves version 2 (its record, as it would register).
+    let mut entry = c
+        .node(NodeId(3))
+        .host
+        .defs
+        .node(NodeId(3))
+        .expect("recorded");
+    entry.binary = Some(Binary::this_build(serving(2)));
+    let put = MetaCommand::PutNode(entry);
+    assert_eq!(
+        c.node(NodeId(3))
+            .host
+            .propose_meta(put)
+            .await
+            .expect("succeeds"),
+        MetaOutcome::Applied
+    );
+    assert_eq!(upgrade.status().newest, Some(ClusterVersion(2)));
+    assert_eq!(
+        upgrade.status().active,
+        ClusterVersion(1),
+        "held: nothing activated yet"
+    );
+    assert_eq!(
+        upgrade.finalize(None).await.expect("succeeds"),
+        ClusterVersion(2)
+    );
+    until("every data directory to keep version 2", async || {
+        kept_everywhere(&c, 2)
+    })
+    .await;
+    // A member whose binary serves version 1 only is refused now (a join, or a rollback).
+    let mut old = c
+        .node(NodeId(2))
+        .host
+        .defs
+        .node(NodeId(2))
+        .expect("recorded");
+    old.binary = Some(Binary::this_build(serving(1)));
+    let rolled_back = c.node(NodeId(1)).membership.put_node(old).await;
+    assert!(
+        matches!(&rolled_back, Err(Error::Conflict(e)) if e.contains("node 2 serves cluster version 1, not version 2")),
+        "{rolled_back:?}"
+    );
+    let back = upgrade.finalize(Some(ClusterVersion(1))).await;
+    assert!(
+        matches!(&back, Err(Error::Conflict(e)) if e.contains("cannot be rolled back")),
+        "{back:?}"
+    );
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn a_binary_that_does_not_serve_the_kept_version_refuses_before_it_opens_anything() {
+    let dir = tempfile::tempdir().expect("succeeds");
+    VersionFile::in_dir(dir.path())
+        .write(ClusterVersion(2))
+        .expect("succeeds");
+    let options = Options {
+        data_dir: dir.path().to_owned(),
+        supports: serving(1),
+        ..Default::default()
+    };
+    let refused = crate::service::open(&options).await.err().expect("refused");
+    assert!(
+        refused
+            .to_string()
+            .contains("serves cluster version 1, but the cluster is at version 2"),
+        "{refused}"
+    );
+    let entries: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("succeeds")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        entries,
+        [VersionFile::FILE_NAME],
+        "nothing else was created"
+    );
+}
