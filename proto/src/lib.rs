@@ -7,6 +7,8 @@
 
 pub mod check;
 pub mod code;
+#[cfg(test)]
+mod golden;
 pub mod hash;
 pub mod ids;
 pub mod input;
