@@ -31,6 +31,8 @@
 
 pub mod codec;
 pub mod error;
+#[cfg(test)]
+mod golden;
 pub mod group;
 pub mod log_store;
 pub mod metrics;

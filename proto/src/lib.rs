@@ -7,8 +7,8 @@
 
 pub mod check;
 pub mod code;
-#[cfg(test)]
-mod golden;
+#[cfg(any(test, feature = "golden"))]
+pub mod golden;
 pub mod hash;
 pub mod ids;
 pub mod input;

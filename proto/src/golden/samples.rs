@@ -1,32 +1,12 @@
-//! Golden bytes: every encoding this crate defines, at every cluster version this build serves,
-//! kept under `proto/tests/golden/v{version}/{format}/{sample}.bin`.
-//!
-//! Two checks hold them:
-//! - every golden file of every served version decodes with today's readers;
-//! - each sample encoded today equals the newest golden file of its format, so an encoding that
-//!   changes without a new cluster version (`crate::version::FEATURES`) fails here.
-//!
-//! `BATON_BLESS=1 cargo test -p baton-proto golden` writes today's bytes as the golden files of
-//! the newest version this build serves: for a new format at a new version, never to paper over a
-//! change to one a release has written.
+//! This crate's encodings as golden samples (see [`super`]): every peer request and reply, a
+//! workflow record, meta and partition commands, a meta outcome, worker and node frames.
 
+use super::{variant, Sample};
 use crate::peer::tests::{record, replies, requests, tid, wid};
 use crate::peer::{self, Envelope};
 use crate::record::{self, MetaCommand, MetaOutcome, NodeEntry, PartitionCommand};
 use crate::version::{Binary, ClusterVersion, VersionRange};
 use crate::worker::{self, Lease, NodeFrame, Subscription, WorkerFrame};
-use std::path::PathBuf;
-
-/// A format's reader: whether bytes decode.
-type Reader = fn(&[u8]) -> Result<(), String>;
-
-/// One encoded sample: its format, its name, its bytes today, and the reader of its format.
-struct Sample {
-    format: &'static str,
-    name: String,
-    bytes: Vec<u8>,
-    read: Reader,
-}
 
 fn read_record<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<(), String> {
     record::decode::<T>(bytes)
@@ -39,13 +19,6 @@ fn read_worker<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<(), Strin
     worker::decode_frame::<T>(body)
         .map(drop)
         .map_err(|e| e.to_string())
-}
-
-/// The name of an enum sample: its variant.
-fn variant(value: &impl std::fmt::Debug) -> String {
-    let debug = format!("{value:?}");
-    let end = debug.find([' ', '(', '{']).unwrap_or(debug.len());
-    debug[..end].to_string()
 }
 
 fn binary() -> Binary {
@@ -202,93 +175,60 @@ fn worker_samples() -> Vec<Sample> {
     samples
 }
 
+/// A partition's workflow writes (a put, one owing a publication, one listening) and a stored
+/// chain (a record and a patch).
+fn write_samples() -> Vec<Sample> {
+    use crate::record::patch;
+    use crate::record::write::{self, WriteHead, WriteKind};
+    let older = record();
+    let mut newer = record();
+    newer.version += 1;
+    newer.workflow.update_time = 9;
+    let body = serde_json::to_vec(&older).expect("encodes");
+    let mut owing = WriteHead::of(WriteKind::Put, 6, &older);
+    owing.owes_publication = true;
+    let mut listening = WriteHead::of(WriteKind::Put, 6, &older);
+    listening.listening = Some(vec!["com.example.paid"]);
+    let heads = [
+        ("Put", WriteHead::of(WriteKind::Put, 6, &older)),
+        ("Owing", owing),
+        ("Listening", listening),
+    ];
+    let read_write: super::Reader = |b| match write::decode(b) {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err("not a write".into()),
+        Err(e) => Err(e.to_string()),
+    };
+    let mut samples: Vec<Sample> = heads
+        .iter()
+        .map(|(name, head)| Sample {
+            format: "workflow-write",
+            name: (*name).into(),
+            bytes: write::encode_json(head, &older),
+            read: read_write,
+        })
+        .collect();
+    let patch = patch::diff(&older, &newer).expect("a patch says the change");
+    let patch = serde_json::to_vec(&patch).expect("encodes");
+    let chain = patch::chain_start(older.version, &body);
+    samples.push(Sample {
+        format: "workflow-chain",
+        name: "RecordAndPatch".into(),
+        bytes: patch::chain_extend(&chain, newer.version, &patch).expect("extends"),
+        read: |b| patch::decode_chain(b).map(drop).map_err(|e| e.to_string()),
+    });
+    samples
+}
+
 fn samples() -> Vec<Sample> {
     let mut all = peer_samples();
+    all.extend(write_samples());
     all.extend(record_samples());
     all.extend(worker_samples());
     all
 }
 
-fn golden_dir(version: u32) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/golden/v{version}"))
-}
-
-fn served() -> std::ops::RangeInclusive<u32> {
-    VersionRange::BUILD.min.0..=VersionRange::BUILD.max.0
-}
-
-/// The newest golden file of `sample`'s format and name, with its version.
-fn newest_golden(sample: &Sample) -> Option<(u32, Vec<u8>)> {
-    served().rev().find_map(|v| {
-        let path = golden_dir(v)
-            .join(sample.format)
-            .join(format!("{}.bin", sample.name));
-        std::fs::read(path).ok().map(|bytes| (v, bytes))
-    })
-}
-
-fn bless(sample: &Sample) {
-    let dir = golden_dir(VersionRange::BUILD.max.0).join(sample.format);
-    std::fs::create_dir_all(&dir).expect("golden directory");
-    let path = dir.join(format!("{}.bin", sample.name));
-    std::fs::write(path, &sample.bytes).expect("golden file written");
-}
-
 #[test]
-fn each_encoding_today_equals_its_golden_bytes() {
-    let blessing = std::env::var_os("BATON_BLESS").is_some();
-    let mut changed = Vec::new();
-    for sample in samples() {
-        match newest_golden(&sample) {
-            Some((_, golden)) if golden == sample.bytes => {}
-            _ if blessing => bless(&sample),
-            Some((version, _)) => changed.push(format!(
-                "{}/{} differs from its golden bytes of version {version}",
-                sample.format, sample.name
-            )),
-            None => changed.push(format!(
-                "{}/{} has no golden bytes",
-                sample.format, sample.name
-            )),
-        }
-    }
-    assert!(
-        changed.is_empty(),
-        "{}\nAn encoding changed without a new cluster version. Give the change a version in \
-         proto::version::FEATURES, write the old format until it is active and keep its reader; \
-         then BATON_BLESS=1 writes the new version's golden bytes.",
-        changed.join("\n")
-    );
-}
-
-#[test]
-fn every_golden_file_of_every_served_version_decodes_today() {
-    let readers: std::collections::BTreeMap<&str, Reader> =
-        samples().iter().map(|s| (s.format, s.read)).collect();
-    let mut read = 0;
-    for version in served() {
-        let Ok(formats) = std::fs::read_dir(golden_dir(version)) else {
-            continue;
-        };
-        for format in formats.flatten() {
-            let name = format.file_name().to_string_lossy().into_owned();
-            let reader = readers
-                .get(name.as_str())
-                .unwrap_or_else(|| panic!("v{version}/{name}: no reader for this format"));
-            for file in std::fs::read_dir(format.path())
-                .expect("format directory")
-                .flatten()
-            {
-                let bytes = std::fs::read(file.path()).expect("golden file");
-                if let Err(e) = reader(&bytes) {
-                    panic!("{}: {e}", file.path().display());
-                }
-                read += 1;
-            }
-        }
-    }
-    assert!(
-        read >= samples().len(),
-        "only {read} golden files were read"
-    );
+fn each_encoding_equals_its_golden_bytes_and_every_golden_file_decodes() {
+    super::check(env!("CARGO_MANIFEST_DIR"), &samples());
 }
