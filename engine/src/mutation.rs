@@ -22,15 +22,20 @@ pub enum Mutation {
     /// A task type's concurrency and rate limits are ignored: its tasks are leased without
     /// permits (read by the runtime that asks for them).
     LeaseWithoutPermit = 5,
+    /// A cluster version is activated as soon as one member serves it: the meta leader takes the
+    /// newest any member serves, and the meta apply does not check the members (read by the
+    /// node's upgrade service and meta apply).
+    ActivateUnserved = 6,
 }
 
 impl Mutation {
-    pub const ALL: [Mutation; 5] = [
+    pub const ALL: [Mutation; 6] = [
         Mutation::AcceptWithoutFence,
         Mutation::JoinOnFirstBranch,
         Mutation::LateTimers,
         Mutation::SubWorkflowTwice,
         Mutation::LeaseWithoutPermit,
+        Mutation::ActivateUnserved,
     ];
 
     /// The name used on the simulator's command line.
@@ -41,6 +46,7 @@ impl Mutation {
             Mutation::LateTimers => "late-timers",
             Mutation::SubWorkflowTwice => "sub-workflow-twice",
             Mutation::LeaseWithoutPermit => "lease-without-permit",
+            Mutation::ActivateUnserved => "activate-unserved",
         }
     }
 }

@@ -47,6 +47,7 @@ counters! {
     EventPublishedAgain => "EVENT task published again by its timer",
     StaleProposal => "proposal of an ended leadership refused or awaited",
     ReplicaReopened => "partition replica stopped by a storage error, reopened in place",
+    VersionActivated => "cluster version activated on a node after a rolling upgrade",
 }
 
 impl Counter {

@@ -42,9 +42,16 @@ pub struct NodeSlot {
     /// Set when the node stopped itself because its storage failed (fail-stop): the runner then
     /// restarts it, as its supervisor would.
     pub failed: Arc<std::sync::atomic::AtomicBool>,
+    /// The cluster versions the node's binary serves from its next start (an upgrade changes it).
+    pub supports: Arc<Mutex<proto::version::VersionRange>>,
 }
 
 impl NodeSlot {
+    /// The versions the binary started next serves.
+    pub fn supports(&self) -> proto::version::VersionRange {
+        *self.supports.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub fn node(&self) -> Option<node::Node> {
         self.running
             .lock()
@@ -88,6 +95,10 @@ pub async fn software(
     snapshot_logs: u64,
 ) -> turmoil::Result {
     let incarnation = slot.incarnation.fetch_add(1, Ordering::Relaxed);
+    let options = node::Options {
+        supports: slot.supports(),
+        ..options
+    };
     let link = SimLink::new(slot.id, slot.addr, net.clone(), slot.disk.clone());
     let seams = |db| node::host::Seams {
         db: Some(db),

@@ -23,6 +23,7 @@ pub mod mutation;
 pub mod net;
 pub mod node_metrics;
 mod run;
+pub mod upgrade;
 pub mod workload;
 
 pub use run::{run, Config, Report};

@@ -8,6 +8,7 @@ use crate::host::{self, NodeSlot};
 use crate::invariants::{Checker, Ending, GroupSample, Violation};
 use crate::ms;
 use crate::net::{Net, NetFaults};
+use crate::upgrade;
 use crate::workload::{Oracle, Workload};
 use proto::record::WorkflowRecord;
 use proto::NodeId;
@@ -116,6 +117,10 @@ struct Run {
     last_records: BTreeMap<String, WorkflowRecord>,
     /// Simulated milliseconds at the last completed step.
     elapsed_hint: u64,
+    /// The nodes still to upgrade (an upgrade seed), see [`upgrade`], and those seen at a
+    /// newer cluster version.
+    upgrades: upgrade::Schedule,
+    activated: std::collections::BTreeSet<NodeId>,
 }
 
 fn host_name(id: NodeId) -> String {
@@ -141,7 +146,19 @@ pub fn run(config: &Config) -> Report {
     );
     let mut sim = simulation(config, &mut rng);
     let members = members(config.nodes);
-    let slots = add_nodes(&mut sim, &members, &net, &mut rng, config.partitions);
+    let supports = if upgrade::upgrades(config.seed) {
+        upgrade::OLD
+    } else {
+        proto::version::VersionRange::BUILD
+    };
+    let slots = add_nodes(
+        &mut sim,
+        &members,
+        &net,
+        &mut rng,
+        config.partitions,
+        supports,
+    );
     let oracle = Arc::new(Oracle::default());
     let stop = Arc::new(AtomicBool::new(false));
     let chaos = Arc::new(AtomicBool::new(config.faults));
@@ -197,6 +214,7 @@ fn add_nodes(
     net: &Arc<Net>,
     rng: &mut ChaCha8Rng,
     partitions: u16,
+    supports: proto::version::VersionRange,
 ) -> Vec<NodeSlot> {
     let mut slots = Vec::new();
     for (id, addr) in members {
@@ -210,6 +228,7 @@ fn add_nodes(
             seed: rng.gen(),
             incarnation: Arc::new(AtomicU64::new(0)),
             failed: Arc::new(AtomicBool::new(false)),
+            supports: Arc::new(Mutex::new(supports)),
         };
         let options = host::options(*id, *addr, members, partitions);
         let (s, n) = (slot.clone(), net.clone());
@@ -246,6 +265,11 @@ impl Run {
         counters: Arc<Counters>,
         oracle: Arc<Oracle>,
     ) -> Run {
+        let ids: Vec<NodeId> = slots.iter().map(|s| s.id).collect();
+        let upgrades = match upgrade::upgrades(config.seed) {
+            true => upgrade::Schedule::spread(&ids, config.safety_ms),
+            false => upgrade::Schedule::default(),
+        };
         Run {
             config: config.clone(),
             rng,
@@ -264,6 +288,8 @@ impl Run {
             max_applied: BTreeMap::new(),
             last_records: BTreeMap::new(),
             elapsed_hint: 0,
+            upgrades,
+            activated: Default::default(),
         }
     }
 
@@ -331,6 +357,7 @@ impl Run {
         }
         self.undo_due(sim, now);
         self.restart_failed(sim, now);
+        self.upgrade_due(sim, now);
         if !phase.healed && now >= self.config.safety_ms {
             self.heal_all(sim, now);
             chaos.store(false, Ordering::Relaxed);
@@ -454,6 +481,29 @@ impl Run {
         }
     }
 
+    /// Replaces the next node due for its upgrade: its binary serves the new range from its next
+    /// start; one that is up is stopped and started again later, if a majority stays up.
+    fn upgrade_due(&mut self, sim: &mut turmoil::Sim<'_>, now: u64) {
+        let Some(id) = self.upgrades.next_due(now) else {
+            return;
+        };
+        let minority = (self.slots.len() - 1) / 2;
+        let up = !self.down.contains(&id);
+        if up && self.down.len() >= minority {
+            return;
+        }
+        if let Some(slot) = self.slot(id) {
+            *slot.supports.lock().unwrap_or_else(|e| e.into_inner()) = upgrade::NEW;
+        }
+        self.upgrades.done(id);
+        self.record_fault(now, "upgrade", format!("{id}"));
+        if up {
+            self.crash(sim, id, now);
+            let back = now + self.rng.gen_range(200..2_000);
+            self.undo.push((back, Undo::Restart(id)));
+        }
+    }
+
     fn crash(&mut self, sim: &mut turmoil::Sim<'_>, id: NodeId, now: u64) {
         // What the leaders counted as replicated on this node, before it goes.
         let mut matched: BTreeMap<String, u64> = BTreeMap::new();
@@ -553,6 +603,14 @@ impl Run {
         let mut samples = Vec::new();
         for slot in &self.slots {
             let Some(node) = slot.node() else { continue };
+            if digests {
+                let (active, serves) = node.upgrade.served();
+                self.checker.observe_version(now, slot.id, active, serves);
+                if active > proto::version::ClusterVersion::FIRST && self.activated.insert(slot.id)
+                {
+                    self.counters.bump(Counter::VersionActivated);
+                }
+            }
             let digest_of: BTreeMap<String, (Option<u64>, u64)> = if digests {
                 node.admin
                     .digests()

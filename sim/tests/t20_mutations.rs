@@ -59,3 +59,8 @@ fn an_unknown_mutation_is_refused() {
     assert!(!ok, "{out}");
     assert!(out.contains("--mutation must be one of"), "{out}");
 }
+
+#[test]
+fn activating_a_cluster_version_before_every_member_serves_it_is_caught() {
+    caught("activate-unserved");
+}

@@ -23,7 +23,8 @@ pub(super) fn activate(state: &Tree, batch: &mut Batch, version: ClusterVersion)
         return MetaOutcome::Exists;
     }
     let members = state.scan_prefix(NODE_PREFIX).filter_map(|kv| kv.ok());
-    for (_, bytes) in members {
+    let unchecked = engine::mutation::active(engine::mutation::Mutation::ActivateUnserved);
+    for (_, bytes) in members.filter(|_| !unchecked) {
         let Ok(entry) = record::decode::<NodeEntry>(&bytes) else {
             continue;
         };

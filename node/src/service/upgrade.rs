@@ -10,7 +10,7 @@ use super::Loops;
 use crate::error::{Error, Result};
 use crate::host::{read, Host};
 use proto::record::{MetaCommand, MetaOutcome};
-use proto::version::{Binary, ClusterVersion};
+use proto::version::{Binary, ClusterVersion, VersionRange};
 use proto::NodeId;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -91,6 +91,12 @@ impl Upgrade {
             node: self.host.node.0,
             members,
         }
+    }
+
+    /// The active version as this node's meta replica holds it, and what this node's binary
+    /// serves.
+    pub fn served(&self) -> (ClusterVersion, VersionRange) {
+        (self.host.defs.cluster_version(), self.host.binary.supports)
     }
 
     /// Activates `version`, or the newest every member serves; answers the active version.
@@ -185,9 +191,11 @@ async fn run(inner: Weak<Upgrade>) {
 fn newest<'a>(binaries: impl Iterator<Item = Option<&'a Binary>>) -> Option<ClusterVersion> {
     let mut max = None::<ClusterVersion>;
     let mut min = ClusterVersion::FIRST;
+    let any = engine::mutation::active(engine::mutation::Mutation::ActivateUnserved);
     for binary in binaries {
         let supports = binary?.supports;
-        max = Some(max.map_or(supports.max, |m| m.min(supports.max)));
+        let fold = if any { Ord::max } else { Ord::min };
+        max = Some(max.map_or(supports.max, |m| fold(m, supports.max)));
         min = min.max(supports.min);
     }
     max.filter(|max| *max >= min)
@@ -242,7 +250,6 @@ mod in_process;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proto::version::VersionRange;
 
     fn binary(min: u32, max: u32) -> Binary {
         Binary {

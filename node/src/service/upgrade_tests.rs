@@ -9,7 +9,6 @@ use super::*;
 use crate::meta::VersionFile;
 use crate::options::Options;
 use crate::testing::{cluster_with, until};
-use proto::version::VersionRange;
 
 fn serving(max: u32) -> VersionRange {
     VersionRange {

@@ -19,6 +19,7 @@ mod task_limits;
 mod terminal_absorbs;
 mod timers_not_early;
 pub mod timers_on_time;
+mod versions_served;
 
 use crate::ms;
 use crate::workload::{Facts, LIMITED_TYPE};
@@ -115,6 +116,19 @@ impl Checker {
             self.report(inv, at_ms, detail);
         }
         for (inv, detail) in self.digests.observe(samples) {
+            self.report(inv, at_ms, detail);
+        }
+    }
+
+    /// A running node's active cluster version and the versions its binary serves.
+    pub fn observe_version(
+        &mut self,
+        at_ms: u64,
+        node: NodeId,
+        active: proto::version::ClusterVersion,
+        serves: proto::version::VersionRange,
+    ) {
+        if let Some((inv, detail)) = versions_served::check(node, active, serves) {
             self.report(inv, at_ms, detail);
         }
     }
