@@ -123,9 +123,9 @@ impl Host {
             file.check(&binary)?;
         }
         let db = open_db(options, seams.db.take())?;
-        check_cluster_version(&db, &binary, version_file.as_ref())?;
         let stored = stored_partition_count(&db)?;
         let fresh = stored.is_none();
+        check_cluster_version(&db, &binary, version_file.as_ref(), fresh)?;
         let (transport, router) = start_transport(options, seams.transport.take())?;
         let partitions = partition_count(options, stored, transport.as_ref(), &binary).await?;
         let members = known_members(options, &db, transport.as_ref())?;
@@ -236,17 +236,21 @@ fn open_db(options: &Options, seam: Option<cluster::storage::Db>) -> Result<clus
 
 /// Refuses a data directory whose meta group records a cluster version `binary` does not serve,
 /// before any group opens (the meta state is written through: see `open_group`), and brings the
-/// data directory's version file up to that version.
+/// data directory's version file up to that version. A fresh data directory has no version yet:
+/// it takes the cluster's as its meta replica catches up.
 fn check_cluster_version(
     db: &cluster::storage::Db,
     binary: &proto::version::Binary,
     file: Option<&crate::meta::VersionFile>,
+    fresh: bool,
 ) -> Result<()> {
     let meta_state = db.open_tree("meta/state").map_err(storage)?;
     let active = MetaState::new(meta_state).cluster_version();
-    binary
-        .serves(active)
-        .map_err(|e| Error::Conflict(e.to_string()))?;
+    if !fresh {
+        binary
+            .serves(active)
+            .map_err(|e| Error::Conflict(e.to_string()))?;
+    }
     match file {
         Some(file) if file.read()?.is_none_or(|kept| kept < active) => file.write(active),
         _ => Ok(()),

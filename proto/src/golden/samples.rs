@@ -98,19 +98,33 @@ fn record_samples() -> Vec<Sample> {
             read: read_record::<MetaOutcome>,
         },
     ];
-    samples.extend(metas.iter().map(|c| Sample {
-        format: "meta-command",
-        name: variant(c),
-        bytes: record::encode(c),
-        read: read_record::<MetaCommand>,
-    }));
-    samples.extend(partitions.iter().map(|c| Sample {
-        format: "partition-command",
-        name: variant(c),
-        bytes: record::encode(c),
-        read: read_record::<PartitionCommand>,
-    }));
+    let encode = |c: &_| record::encode(c);
+    samples.extend(each(
+        "meta-command",
+        &metas,
+        encode,
+        read_record::<MetaCommand>,
+    ));
+    let encode = |c: &_| record::encode(c);
+    let read = read_record::<PartitionCommand>;
+    samples.extend(each("partition-command", &partitions, encode, read));
     samples
+}
+
+/// A sample of each of `values`, named by its variant.
+fn each<T: std::fmt::Debug>(
+    format: &'static str,
+    values: &[T],
+    encode: impl Fn(&T) -> Vec<u8>,
+    read: super::Reader,
+) -> Vec<Sample> {
+    let sample = |value: &T| Sample {
+        format,
+        name: variant(value),
+        bytes: encode(value),
+        read,
+    };
+    values.iter().map(sample).collect()
 }
 
 fn worker_samples() -> Vec<Sample> {
@@ -157,21 +171,10 @@ fn worker_samples() -> Vec<Sample> {
             message: "no".into(),
         },
     ];
-    let mut samples: Vec<Sample> = workers
-        .iter()
-        .map(|f| Sample {
-            format: "worker-frame",
-            name: variant(f),
-            bytes: worker::encode_frame(f),
-            read: read_worker::<WorkerFrame>,
-        })
-        .collect();
-    samples.extend(nodes.iter().map(|f| Sample {
-        format: "node-frame",
-        name: variant(f),
-        bytes: worker::encode_frame(f),
-        read: read_worker::<NodeFrame>,
-    }));
+    let encode = |f: &_| worker::encode_frame(f);
+    let mut samples = each("worker-frame", &workers, encode, read_worker::<WorkerFrame>);
+    let encode = |f: &_| worker::encode_frame(f);
+    samples.extend(each("node-frame", &nodes, encode, read_worker::<NodeFrame>));
     samples
 }
 
