@@ -150,4 +150,13 @@ mod tests {
         assert_eq!(apply_one(&state, member(1, None)), MetaOutcome::Applied);
         assert!(meta.node(NodeId(1)).is_some_and(|n| n.binary.is_some()));
     }
+
+    #[test]
+    fn a_member_record_written_before_cluster_versions_reads_as_not_reported() {
+        let old = br#"{"id":2,"addr":"127.0.0.1:9082","draining":false}"#;
+        let bytes = [proto::record::FORMAT_VERSION.to_le_bytes().as_slice(), old].concat();
+        let entry: NodeEntry = proto::record::decode(&bytes).expect("reads");
+        assert_eq!(entry.binary, None);
+        assert_eq!(entry.addr, "127.0.0.1:9082");
+    }
 }
