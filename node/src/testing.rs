@@ -15,7 +15,7 @@ use proto::{NodeId, PartitionId, WorkflowId};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Longest a test waits for the cluster to reach a state.
@@ -28,7 +28,12 @@ pub(crate) struct TestCluster {
     pub(crate) net: Arc<MemNet>,
     nodes: Vec<Node>,
     dirs: Vec<tempfile::TempDir>,
+    /// Each node that stopped itself (fail-stop), with why: recorded instead of exiting.
+    pub(crate) stopped: Failures,
 }
+
+/// Nodes that stopped themselves, with why.
+pub(crate) type Failures = Arc<Mutex<Vec<(NodeId, String)>>>;
 
 /// The peer address of `node` (nothing is bound: the in-process network routes by it).
 pub(crate) fn addr(node: NodeId) -> SocketAddr {
@@ -49,6 +54,7 @@ pub(crate) async fn cluster_with(
     configure: impl Fn(&mut Options),
 ) -> TestCluster {
     let net = MemNet::new();
+    let stopped = Failures::default();
     let members: BTreeMap<NodeId, SocketAddr> =
         (1..=size).map(|i| (NodeId(i), addr(NodeId(i)))).collect();
     let dirs: Vec<_> = (0..size)
@@ -58,12 +64,17 @@ pub(crate) async fn cluster_with(
     let opens = members.keys().zip(&dirs).map(|(id, dir)| {
         let mut options = node_options(&members, *id, dir.path(), partitions);
         configure(&mut options);
-        open_node(&net, *id, options)
+        open_node(&net, *id, options, stopped.clone())
     });
     let nodes = futures::future::try_join_all(opens)
         .await
         .expect("every node opens");
-    let c = TestCluster { net, nodes, dirs };
+    let c = TestCluster {
+        net,
+        nodes,
+        dirs,
+        stopped,
+    };
     until("every node registered and every group led", async || {
         c.settled().await
     })
@@ -93,10 +104,20 @@ fn node_options(
     }
 }
 
-async fn open_node(net: &Arc<MemNet>, id: NodeId, options: Options) -> crate::error::Result<Node> {
+async fn open_node(
+    net: &Arc<MemNet>,
+    id: NodeId,
+    options: Options,
+    stopped: Failures,
+) -> crate::error::Result<Node> {
+    let record = move |reason: String| {
+        let mut stopped = stopped.lock().unwrap_or_else(|e| e.into_inner());
+        stopped.push((id, reason));
+    };
     let seams = Seams {
         transport: Some(cluster::Transport::over(net.link(id, addr(id)))),
         seed: Some(id.0),
+        on_storage_failure: Some(Arc::new(record)),
         ..Default::default()
     };
     open_with(&options, seams).await

@@ -65,7 +65,7 @@ pub(super) async fn watch_failures(host: Weak<Host>, on_failure: OnNodeFailure) 
         tokio::time::sleep(Duration::from_millis(FAILURE_CHECK_MS)).await;
         let Some(host) = host.upgrade() else { return };
         if let Some(reason) = host.node_failure() {
-            tracing::error!(node = %host.node, %reason, "storage every group needs failed: this node stops (fail-stop)");
+            tracing::error!(node = %host.node, %reason, "this node cannot go on: it stops (fail-stop)");
             match &on_failure {
                 Some(f) => f(reason),
                 None => std::process::exit(70),
@@ -80,10 +80,14 @@ pub(super) async fn watch_failures(host: Weak<Host>, on_failure: OnNodeFailure) 
 }
 
 impl Host {
-    /// A failure that stops the whole node: of the storage every group shares, or of the meta
-    /// group.
+    /// A failure that stops the whole node: of the storage every group shares, of the meta
+    /// group, or a cluster version this binary does not serve (activated while this node ran an
+    /// older binary than the one it last registered: it must not read the new formats).
     fn node_failure(&self) -> Option<String> {
         if let Some(e) = self.db.failure() {
+            return Some(e.to_string());
+        }
+        if let Err(e) = self.binary.serves(self.defs.cluster_version()) {
             return Some(e.to_string());
         }
         self.meta.failure().map(|e| format!("group meta: {e}"))

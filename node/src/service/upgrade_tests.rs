@@ -3,12 +3,13 @@
 //! promises: the meta leader activates the newest version every member serves unless it holds;
 //! an operator's activation is refused while a member does not serve the version; every node
 //! keeps the active version in its data directory; a binary that does not serve it is refused,
-//! before it opens anything.
+//! before it opens anything, when it joins, and stops if it runs when the version is activated.
 
 use super::*;
 use crate::meta::VersionFile;
 use crate::options::Options;
 use crate::testing::{cluster_with, until};
+use proto::record::NodeEntry;
 
 fn serving(max: u32) -> VersionRange {
     VersionRange {
@@ -101,6 +102,31 @@ async fn a_held_cluster_waits_for_the_operator_who_cannot_activate_what_a_member
         kept_everywhere(&c, 2)
     })
     .await;
+    // Node 3 still runs the binary that serves version 1 only: it stops rather than read the
+    // formats of version 2.
+    let stopped = until("node 3 to stop itself", async || {
+        let stopped = c.stopped.lock().expect("lock").clone();
+        stopped.into_iter().find(|(n, _)| *n == NodeId(3))
+    })
+    .await;
+    assert!(
+        stopped
+            .1
+            .contains("serves cluster version 1, but the cluster is at version 2"),
+        "{stopped:?}"
+    );
+    // A new member whose binary serves version 1 only is refused when it joins.
+    let joiner = NodeEntry {
+        id: NodeId(4),
+        addr: "127.0.0.1:7004".into(),
+        draining: false,
+        binary: Some(Binary::this_build(serving(1))),
+    };
+    let refused = c.node(NodeId(1)).membership.route_join(joiner).await;
+    assert!(
+        matches!(&refused, Err(Error::Conflict(e)) if e.contains("node 4 serves cluster version 1, not version 2")),
+        "{refused:?}"
+    );
     // A member whose binary serves version 1 only is refused now (a join, or a rollback).
     let mut old = c
         .node(NodeId(2))
