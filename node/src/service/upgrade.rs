@@ -121,6 +121,8 @@ impl Upgrade {
             }));
         }
         self.activate(target).await?;
+        // The local replica may trail the meta leader that applied it.
+        self.host.catch_up_meta().await?;
         Ok(self.host.defs.cluster_version())
     }
 
