@@ -40,14 +40,17 @@ const HOLD_ELECTIONS_MS: u64 = 5_000;
 pub struct Membership {
     pub(crate) host: Arc<Host>,
     pub(crate) loops: Loops,
+    /// Activates a newer cluster version in the meta leader's rounds.
+    upgrade: Arc<super::Upgrade>,
 }
 
 impl Membership {
     /// The service; in a cluster it starts the membership loop.
-    pub(crate) fn start(host: Arc<Host>) -> Arc<Self> {
+    pub(crate) fn start(host: Arc<Host>, upgrade: Arc<super::Upgrade>) -> Arc<Self> {
         let membership = Arc::new(Self {
             host,
             loops: Loops::default(),
+            upgrade,
         });
         if membership.host.transport.is_some() {
             let weak = Arc::downgrade(&membership);
@@ -58,7 +61,8 @@ impl Membership {
 }
 
 /// The node's membership loop: keeps the address book in step with the meta group, registers this
-/// node there, and runs the controller while this node leads the meta group.
+/// node there, and runs the controller and activation ([`super::Upgrade`]) while this node leads
+/// the meta group.
 async fn run(inner: Weak<Membership>) {
     let mut registered = false;
     loop {
@@ -70,6 +74,7 @@ async fn run(inner: Weak<Membership>) {
         }
         if inner.host.meta.is_leader() {
             inner.control_round().await;
+            inner.upgrade.activate_newest().await;
         }
     }
 }

@@ -12,8 +12,8 @@
 //! - [`Events`]: event handlers, the event gate, the consumers of queues, dead letters, and the
 //!   outbox of effects addressed outside a workflow;
 //! - [`Triggers`]: webhooks and cron schedules;
-//! - [`Membership`]: members, replicas and the controller that places them;
 //! - [`Upgrade`]: the cluster's active version, the members' binaries, and activation;
+//! - [`Membership`]: members, replicas and the controller that places them (and activates);
 //! - [`Admin`]: health, gauges, quarantine, digests;
 //! - [`A2a`]: workflows served as the skills of an A2A agent.
 
@@ -139,8 +139,8 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
         workflows: workflows.clone(),
         events: events.clone(),
     });
-    let membership = Membership::start(host.clone());
     let upgrade = Upgrade::start(host.clone());
+    let membership = Membership::start(host.clone(), upgrade.clone());
     let admin = Arc::new(Admin::new(host.clone(), tasks.clone(), workflows.clone()));
     let a2a = A2a::new(definitions.clone(), workflows.clone(), options.http);
     let node = Node {

@@ -1,6 +1,7 @@
 //! Upgrades: the cluster's active version (`proto::version`), what each member's binary serves,
 //! and activation, by an operator (`batonctl upgrade finalize`) or by the meta leader itself once
-//! every member serves a newer version, unless it holds (`--hold-cluster-version`).
+//! every member serves a newer version (in its membership rounds), unless it holds
+//! (`--hold-cluster-version`).
 //!
 //! The meta apply decides: it refuses an activation while a recorded member does not serve the
 //! version. This service also waits for members not recorded yet (initial members that have not
@@ -17,7 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-/// How often the meta leader looks for a version to activate.
+/// How often a node alone looks for a version to activate.
 const ROUND_MS: u64 = 1_000;
 
 /// The upgrade service.
@@ -57,16 +58,16 @@ pub struct VersionStatus {
 }
 
 impl Upgrade {
-    /// The service and its activation loop.
+    /// The service. A node alone runs its own activation loop; in a cluster the meta leader's
+    /// membership rounds activate ([`Upgrade::activate_newest`]).
     pub(crate) fn start(host: Arc<Host>) -> Arc<Self> {
         let upgrade = Arc::new(Self {
             host,
             loops: Loops::default(),
         });
-        if !upgrade.host.hold_version {
-            upgrade
-                .loops
-                .add(tokio::spawn(run(Arc::downgrade(&upgrade))));
+        if upgrade.host.transport.is_none() {
+            let weak = Arc::downgrade(&upgrade);
+            upgrade.loops.add(tokio::spawn(run(weak)));
         }
         upgrade
     }
@@ -138,9 +139,10 @@ impl Upgrade {
         }
     }
 
-    /// On the meta leader: activates the newest version every member serves, if newer.
-    async fn activate_newest(&self) {
-        if !self.host.meta.is_leader() {
+    /// On the meta leader: activates the newest version every member serves, if newer, unless
+    /// this node holds activation for an operator.
+    pub(crate) async fn activate_newest(&self) {
+        if self.host.hold_version || !self.host.meta.is_leader() {
             return;
         }
         let status = self.status();
@@ -180,7 +182,7 @@ impl Upgrade {
     }
 }
 
-/// The activation loop (on every node; it acts on the meta leader only).
+/// The activation loop of a node alone.
 async fn run(inner: Weak<Upgrade>) {
     loop {
         tokio::time::sleep(Duration::from_millis(ROUND_MS)).await;
