@@ -113,6 +113,12 @@ pub trait Catalog {
     fn lifecycle_events(&self) -> bool {
         false
     }
+
+    /// The cluster's active version: which formats a decision may write
+    /// (`proto::version::FEATURES`).
+    fn cluster_version(&self) -> proto::version::ClusterVersion {
+        proto::version::ClusterVersion::FIRST
+    }
 }
 
 /// No registered definitions (the decisions that create no dynamic task, and tests).

@@ -1,6 +1,7 @@
 //! The node's [`engine::Catalog`]: what a workflow's decisions may look up beyond its record,
-//! all of it replicated (the meta group's definitions) or the operator's configuration, equal
-//! on every node (secrets, the lifecycle sink), so every replica decides alike.
+//! all of it replicated (the meta group's definitions and active cluster version) or the
+//! operator's configuration, equal on every node (secrets, the lifecycle sink), so every replica
+//! decides alike.
 
 use crate::secrets::SecretFiles;
 use serde_json::Value;
@@ -33,5 +34,9 @@ impl engine::Catalog for Catalog {
 
     fn lifecycle_events(&self) -> bool {
         self.lifecycle_events
+    }
+
+    fn cluster_version(&self) -> proto::version::ClusterVersion {
+        self.defs.cluster_version()
     }
 }

@@ -64,6 +64,10 @@ pub const REPLICA_FAILURES: &str = "baton_replica_failures_total";
 /// the last spell's proposals in flight before recovering. Either keeps an old actor's write from
 /// landing unpublished; a steady rise means leadership flaps.
 pub const STALE_PROPOSALS: &str = "baton_stale_proposals_total";
+/// Raft commands a replica here could not read and skipped (label `group`: `meta` or
+/// `partition`): a format newer than this binary reads reached it, so its replica no longer
+/// matches the others'. Zero under the cluster-version gate; anything else is worth an alert.
+pub const UNDECODABLE_COMMANDS: &str = "baton_undecodable_commands_total";
 
 /// Most distinct names one kind of label (workflow, task type, schedule) takes: names come from
 /// definitions and, for task types, from polls and dynamic tasks, so nothing else bounds them.
@@ -150,6 +154,13 @@ fn describe() {
     );
     let stale = "proposals of an ended spell of leadership, refused or awaited by the next spell";
     counter!(STALE_PROPOSALS, stale);
+    let undecodable = "Raft commands a replica here could not read and skipped";
+    counter!(UNDECODABLE_COMMANDS, undecodable);
+}
+
+/// Counts a command a replica of `group` (`meta`, `partition`) could not read.
+pub(crate) fn undecodable_command(group: &'static str) {
+    metrics::counter!(UNDECODABLE_COMMANDS, "group" => group).increment(1);
 }
 
 /// The exposition text, or `None` when no recorder is installed.

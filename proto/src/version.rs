@@ -41,7 +41,7 @@ impl VersionRange {
     /// What this build serves.
     pub const BUILD: VersionRange = VersionRange {
         min: ClusterVersion::FIRST,
-        max: ClusterVersion(1),
+        max: ClusterVersion(2),
     };
 
     pub fn contains(&self, version: ClusterVersion) -> bool {
@@ -85,8 +85,29 @@ pub struct Feature {
     pub since: ClusterVersion,
 }
 
+impl Feature {
+    /// Whether a cluster at `active` writes this format.
+    pub fn active(&self, active: ClusterVersion) -> bool {
+        active >= self.since
+    }
+}
+
+/// A task record carries its task definition's rate limit (`rateLimitPerFrequency`,
+/// `rateLimitFrequencyInSeconds`), as Conductor's tasks do.
+pub const TASK_RATE_LIMITS: Feature = Feature {
+    name: "task-rate-limits",
+    since: ClusterVersion(2),
+};
+
+/// The meta command `PutWorkflowDefs`: a bulk update of workflow definitions is one command,
+/// applied whole, instead of one `PutWorkflowDef` per definition.
+pub const PUT_WORKFLOW_DEFS: Feature = Feature {
+    name: "put-workflow-defs",
+    since: ClusterVersion(2),
+};
+
 /// Every format change since version 1, oldest first.
-pub const FEATURES: &[Feature] = &[];
+pub const FEATURES: &[Feature] = &[TASK_RATE_LIMITS, PUT_WORKFLOW_DEFS];
 
 /// Why a binary may not serve a cluster's data.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -46,10 +46,11 @@ pub async fn serve(node: &node::Node, request: Request) -> Reply {
         Request::Define { tasks, workflows } => {
             let defined = async {
                 node.definitions.put_task_defs(tasks).await?;
-                for w in workflows {
-                    node.definitions.put_workflow_def(w, true).await?;
-                }
-                Ok::<(), node::Error>(())
+                let workflows = workflows
+                    .into_iter()
+                    .map(|w| node.definitions.prepare_workflow_def(w, true))
+                    .collect::<Result<Vec<_>, _>>()?;
+                node.definitions.put_workflow_defs(workflows).await
             };
             Reply::Defined(defined.await.map_err(|e| e.to_string()))
         }

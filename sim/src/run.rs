@@ -23,9 +23,10 @@ use std::time::Duration;
 /// Simulated time per step.
 const TICK_MS: u64 = 2;
 /// The nodes' own counters the simulator reads (see `node_metrics`), in the order it reads them.
-const NODE_COUNTERS: [&str; 2] = [
+const NODE_COUNTERS: [&str; 3] = [
     node::metrics::STALE_PROPOSALS,
     node::metrics::REPLICA_FAILURES,
+    node::metrics::UNDECODABLE_COMMANDS,
 ];
 /// Raft groups snapshot this often in the simulation (production: 10,000), so snapshots are
 /// built, purged and installed within a run.
@@ -799,7 +800,8 @@ impl Run {
         self.counters.add(Counter::LateResultAbsorbed, late);
         let outcomes = self.count_outcomes(&records);
         let started = self.fold_ending(&records, now, steps);
-        let [stale, reopened] = crate::node_metrics::take_counters(NODE_COUNTERS);
+        let [stale, reopened, undecodable] = crate::node_metrics::take_counters(NODE_COUNTERS);
+        self.checker.observe_undecodable(now, undecodable);
         self.counters.add(Counter::StaleProposal, stale);
         self.counters.add(Counter::ReplicaReopened, reopened);
         Report {

@@ -30,16 +30,19 @@ fn kept_version(data: &Path) -> String {
     std::fs::read_to_string(data.join("CLUSTER_VERSION")).expect("the version file")
 }
 
+/// The newest cluster version this build serves.
+const NEWEST: u32 = proto::version::VersionRange::BUILD.max.0;
+
 #[test]
 fn a_node_reports_its_binary_and_the_active_version() {
     let server = Server::start();
-    let status = server
-        .api()
-        .get("/api/admin/version")
-        .expect_ok("version")
-        .json();
-    assert_eq!(status["active"], 1, "{status}");
-    assert_eq!(status["newest"], 1, "{status}");
+    let api = server.api();
+    // A lone node activates the newest version it serves by itself, within a second or so.
+    let status = harness::wait_for(Duration::from_secs(30), "the newest version active", || {
+        let status = api.get("/api/admin/version").expect_ok("version").json();
+        (status["active"] == NEWEST).then_some(status)
+    });
+    assert_eq!(status["newest"], NEWEST, "{status}");
     let member = &status["members"][0];
     assert_eq!(
         member["binary"]["release"],
@@ -47,17 +50,20 @@ fn a_node_reports_its_binary_and_the_active_version() {
         "{status}"
     );
     assert_eq!(member["binary"]["supports"]["min"], 1, "{status}");
+    assert_eq!(member["binary"]["supports"]["max"], NEWEST, "{status}");
     assert_eq!(member["servesActive"], true, "{status}");
-    assert_eq!(kept_version(&server.data_dir().join("data")), "1\n");
+    assert_eq!(
+        kept_version(&server.data_dir().join("data")),
+        format!("{NEWEST}\n")
+    );
 
     let shown = stdout_of(&batonctl(&server, &["upgrade", "status"]));
-    assert!(shown.contains("active cluster version: 1"), "{shown}");
+    let active = format!("active cluster version: {NEWEST}");
+    assert!(shown.contains(&active), "{shown}");
     assert!(shown.contains(env!("CARGO_PKG_VERSION")), "{shown}");
     let finalized = stdout_of(&batonctl(&server, &["upgrade", "finalize"]));
-    assert!(
-        finalized.contains("cluster version 1 is active"),
-        "{finalized}"
-    );
+    let finalized_text = format!("cluster version {NEWEST} is active");
+    assert!(finalized.contains(&finalized_text), "{finalized}");
     let refused = batonctl(&server, &["upgrade", "finalize", "--version", "7"]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success(), "{stderr}");
@@ -69,16 +75,22 @@ fn a_binary_refuses_a_data_directory_at_a_version_it_does_not_serve() {
     let mut server = Server::start();
     server.kill9();
     let data = server.data_dir().join("data");
-    std::fs::write(data.join("CLUSTER_VERSION"), "2\n").expect("write the version");
+    let beyond = NEWEST + 1;
+    std::fs::write(data.join("CLUSTER_VERSION"), format!("{beyond}\n")).expect("write the version");
     server.restart_unchecked();
     let status = server.wait_exit(Duration::from_secs(60));
     assert!(!status.success(), "{status}");
     let log = server.log_tail();
     let expected = format!(
-        "this binary (baton {}) serves cluster version 1, but the cluster is at version 2: \
-         run a binary that serves version 2 (a version cannot be rolled back once it is activated)",
+        "this binary (baton {}) serves cluster versions 1 to {NEWEST}, but the cluster is at \
+         version {beyond}: run a binary that serves version {beyond} (a version cannot be rolled \
+         back once it is activated)",
         env!("CARGO_PKG_VERSION")
     );
     assert!(log.contains(&expected), "{log}");
-    assert_eq!(kept_version(&data), "2\n", "the refusal changed nothing");
+    assert_eq!(
+        kept_version(&data),
+        format!("{beyond}\n"),
+        "the refusal changed nothing"
+    );
 }

@@ -12,6 +12,7 @@ use super::nav::{self, Next};
 use super::state::Ctx;
 use crate::NowMs;
 use proto::model::{task_type, Json, Task, TaskDef, TaskStatus, WorkflowStatus, WorkflowTask};
+use proto::version::TASK_RATE_LIMITS;
 use proto::TaskId;
 use serde_json::Value;
 
@@ -71,6 +72,11 @@ pub(crate) fn new_task(
     } else {
         None
     };
+    let rate = if worker && TASK_RATE_LIMITS.active(ctx.catalog.cluster_version()) {
+        def.limits().and_then(|l| l.rate)
+    } else {
+        None
+    };
     let delay_s = if worker { wt.start_delay } else { 0 };
     let scheduled = ctx.now.saturating_add(secs_ms(delay_s));
     Task {
@@ -112,6 +118,8 @@ pub(crate) fn new_task(
         subworkflow_changed: false,
         first_scheduled_time: scheduled,
         wait_timeout: 0,
+        rate_limit_per_frequency: rate.map(|r| r.count),
+        rate_limit_frequency_in_seconds: rate.map(|r| r.window_s()),
     }
 }
 

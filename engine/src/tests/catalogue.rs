@@ -530,3 +530,38 @@ fn a_retry_that_received_its_own_id_receives_the_retrys_id() {
     assert_eq!(retry.input_data["me"], json!(retry.task_id.as_str()));
     assert_eq!(retry.input_data["other"], json!("x"));
 }
+
+/// A catalog whose cluster is at `0`.
+struct AtVersion(proto::version::ClusterVersion);
+
+impl Catalog for AtVersion {
+    fn task_def(&self, _name: &str) -> Option<TaskDef> {
+        None
+    }
+
+    fn cluster_version(&self) -> proto::version::ClusterVersion {
+        self.0
+    }
+}
+
+#[test]
+fn a_task_carries_its_rate_limit_once_the_cluster_writes_that_format() {
+    use proto::version::{ClusterVersion, TASK_RATE_LIMITS};
+    let mut a = simple("a");
+    a.task_definition = Some(TaskDef {
+        rate_limit_per_frequency: Some(10),
+        rate_limit_frequency_in_seconds: Some(60),
+        ..TaskDef::named("a")
+    });
+    let limits_at = |version| {
+        let catalog = std::sync::Arc::new(AtVersion(version));
+        let h = H::try_start_with(def_of(vec![a.clone()]), json!({}), catalog).expect("starts");
+        let task = h.task("a").clone();
+        (
+            task.rate_limit_per_frequency,
+            task.rate_limit_frequency_in_seconds,
+        )
+    };
+    assert_eq!(limits_at(ClusterVersion::FIRST), (None, None));
+    assert_eq!(limits_at(TASK_RATE_LIMITS.since), (Some(10), Some(60)));
+}

@@ -101,9 +101,10 @@ pub async fn create_workflow_def(
 
 /// `PUT /api/metadata/workflow`: creates or replaces each definition of a JSON list.
 ///
-/// As in Conductor, a definition the node refuses (invalid, conflicting) is reported in the
-/// `BulkResponse` and the others are still stored. A node that cannot serve at all (503) or fails
-/// (500) stops the batch with that error; a retry is safe since every write overwrites.
+/// As in Conductor, a definition the node refuses (invalid) is reported in the `BulkResponse`
+/// and the others are still stored, together (see `Definitions::put_workflow_defs`). A node
+/// that cannot serve (503) or fails (500) answers that error; a retry is safe since every write
+/// overwrites.
 pub async fn update_workflow_defs(
     State(node): State<Node>,
     caller: Caller,
@@ -111,18 +112,19 @@ pub async fn update_workflow_defs(
 ) -> ApiResult<Json<BulkResponse>> {
     may_put_workflow_defs(&node, &caller, &defs, true)?;
     let mut bulk = BulkResponse::processed();
+    let mut ready = Vec::new();
     for def in defs {
         let def_name = def.name.clone();
-        match node.definitions.put_workflow_def(def, true).await {
-            Ok(()) => bulk.bulk_successful_results.push(def_name),
-            Err(e @ (crate::Error::Unavailable(_) | crate::Error::Internal(_))) => {
-                return Err(e.into())
-            }
+        match node.definitions.prepare_workflow_def(def, true) {
+            Ok(def) => ready.push(def),
             Err(e) => {
                 bulk.bulk_error_results.insert(def_name, e.to_string());
             }
         }
     }
+    let names = ready.iter().map(|d| d.name.clone()).collect();
+    node.definitions.put_workflow_defs(ready).await?;
+    bulk.bulk_successful_results = names;
     Ok(Json(bulk))
 }
 

@@ -67,6 +67,12 @@ pub struct Host {
 }
 
 impl Host {
+    /// Whether this node writes `feature`'s format: the cluster has activated its version. The
+    /// local meta replica answers; one behind writes the format before, which every member reads.
+    pub(crate) fn writes(&self, feature: proto::version::Feature) -> bool {
+        feature.active(self.defs.cluster_version())
+    }
+
     pub(crate) fn partition_count(&self) -> u16 {
         self.partition_count
     }

@@ -428,6 +428,7 @@ impl GroupPlan<'_> {
             ),
             Arc::new(MetaMachine {
                 version_file: self.version_file.clone(),
+                reads: self.options.supports,
             }),
             self.snapshot_logs,
         );

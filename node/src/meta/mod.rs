@@ -11,6 +11,7 @@ use proto::model::{
     WorkflowSchedule,
 };
 use proto::record::{self, MetaCommand, MetaOutcome, NodeEntry};
+use proto::version::VersionRange;
 use proto::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -115,16 +116,28 @@ fn remove_existing(state: &Tree, batch: &mut Batch, key: Vec<u8>) -> MetaOutcome
 }
 
 /// The meta group's state machine.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MetaMachine {
     /// The data directory's copy of the active version, written as an activation applies (none
     /// for storage that is not in a data directory).
     pub(crate) version_file: Option<VersionFile>,
+    /// The cluster versions whose commands this replica reads: the build's, or fewer for a node
+    /// run as an older binary (`Options::supports`), which then reads what that binary would.
+    pub(crate) reads: VersionRange,
+}
+
+impl Default for MetaMachine {
+    fn default() -> Self {
+        Self {
+            version_file: None,
+            reads: VersionRange::BUILD,
+        }
+    }
 }
 
 impl cluster::StateMachine for MetaMachine {
     fn apply(&self, state: &Tree, batch: &mut Batch, command: &[u8]) -> Vec<u8> {
-        let outcome = match record::decode::<MetaCommand>(command) {
+        let outcome = match self.decode(command) {
             Ok(command) => {
                 let activates = command.activates();
                 let outcome = apply(state, batch, command);
@@ -134,11 +147,29 @@ impl cluster::StateMachine for MetaMachine {
                 outcome
             }
             Err(e) => {
+                // Only a format newer than this binary reads gets here: the cluster-version gate
+                // keeps it from being written while a member cannot read it.
                 tracing::error!(error = %e, "undecodable meta command; skipped");
+                crate::metrics::undecodable_command("meta");
                 MetaOutcome::Undecodable
             }
         };
         record::encode(&outcome)
+    }
+}
+
+impl MetaMachine {
+    /// A command, if this replica reads its format.
+    fn decode(&self, bytes: &[u8]) -> Result<MetaCommand, String> {
+        let command = record::decode::<MetaCommand>(bytes).map_err(|e| e.to_string())?;
+        let written_in = command.written_in();
+        if written_in > self.reads.max {
+            return Err(format!(
+                "a command of cluster version {written_in}; this binary reads {}",
+                self.reads
+            ));
+        }
+        Ok(command)
     }
 }
 
@@ -167,6 +198,12 @@ fn apply(state: &Tree, batch: &mut Batch, command: MetaCommand) -> MetaOutcome {
         MetaCommand::DeleteTaskDef { name } => remove_existing(state, batch, task_key(&name)),
         MetaCommand::PutWorkflowDef(def) => {
             batch.insert(workflow_key(&def.name, def.version), record::encode(&def));
+            MetaOutcome::Applied
+        }
+        MetaCommand::PutWorkflowDefs(defs) => {
+            for def in defs {
+                batch.insert(workflow_key(&def.name, def.version), record::encode(&def));
+            }
             MetaOutcome::Applied
         }
         MetaCommand::DeleteWorkflowDef { name, version } => {
@@ -379,6 +416,10 @@ impl engine::Catalog for MetaState {
     ) -> Option<serde_json::Value> {
         self.dsl_workflow(namespace, name, version)
             .map(|d| d.document)
+    }
+
+    fn cluster_version(&self) -> proto::version::ClusterVersion {
+        MetaState::cluster_version(self)
     }
 }
 
@@ -672,6 +713,35 @@ mod tests {
         let outcome = apply(state, &mut batch, command);
         state.apply_batch(batch).expect("applies");
         outcome
+    }
+
+    #[test]
+    fn a_replica_skips_a_command_newer_than_the_versions_it_reads() {
+        use cluster::StateMachine;
+        let (_dir, state, meta) = replica();
+        let defs = MetaCommand::PutWorkflowDefs(vec![WorkflowDef {
+            name: "w".into(),
+            version: 1,
+            ..Default::default()
+        }]);
+        let bytes = record::encode(&defs);
+        let apply = |machine: &MetaMachine| {
+            let mut batch = Batch::default();
+            let outcome = machine.apply(&state, &mut batch, &bytes);
+            state.apply_batch(batch).expect("applies");
+            record::decode::<MetaOutcome>(&outcome).expect("an outcome")
+        };
+        let old = MetaMachine {
+            version_file: None,
+            reads: VersionRange {
+                min: proto::version::ClusterVersion::FIRST,
+                max: proto::version::ClusterVersion::FIRST,
+            },
+        };
+        assert_eq!(apply(&old), MetaOutcome::Undecodable);
+        assert!(meta.workflow_def("w", Some(1)).is_none());
+        assert_eq!(apply(&MetaMachine::default()), MetaOutcome::Applied);
+        assert!(meta.workflow_def("w", Some(1)).is_some());
     }
 
     #[test]

@@ -297,6 +297,7 @@ impl cluster::StateMachine for WorkflowMachine {
             Ok(None) => Self::command(state, batch, command),
             Err(e) => {
                 tracing::error!(error = %e, "undecodable workflow write; skipped");
+                crate::metrics::undecodable_command("partition");
                 PartitionOutcome::Undecodable
             }
         };
@@ -374,6 +375,7 @@ impl WorkflowMachine {
                 // Only this build's proposers write the log, so this means a newer format reached an old
                 // replica; refusing (and saying so) keeps replicas identical.
                 tracing::error!(error = %e, "undecodable partition command; skipped");
+                crate::metrics::undecodable_command("partition");
                 PartitionOutcome::Undecodable
             }
         }

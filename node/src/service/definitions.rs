@@ -6,6 +6,7 @@ use crate::events::Providers;
 use crate::host::Host;
 use proto::model::{split_event, task_type, TaskDef, WorkflowDef, WorkflowTask};
 use proto::record::{MetaCommand, MetaOutcome};
+use proto::version::PUT_WORKFLOW_DEFS;
 use std::sync::Arc;
 
 /// Conductor's doors (registering a definition, starting one given inline) do not take a
@@ -191,7 +192,42 @@ impl Definitions {
         }
     }
 
-    pub async fn put_workflow_def(&self, mut def: WorkflowDef, overwrite: bool) -> Result<()> {
+    pub async fn put_workflow_def(&self, def: WorkflowDef, overwrite: bool) -> Result<()> {
+        let def = self.prepare_workflow_def(def, overwrite)?;
+        self.host
+            .propose_meta(MetaCommand::PutWorkflowDef(Box::new(def)))
+            .await
+            .map(|_| ())
+    }
+
+    /// Creates or replaces each of `defs`, checked by [`Definitions::prepare_workflow_def`]:
+    /// in one command once the cluster writes [`PUT_WORKFLOW_DEFS`], else one command each.
+    pub async fn put_workflow_defs(&self, defs: Vec<WorkflowDef>) -> Result<()> {
+        if defs.is_empty() {
+            return Ok(());
+        }
+        if self.host.writes(PUT_WORKFLOW_DEFS) {
+            return self
+                .host
+                .propose_meta(MetaCommand::PutWorkflowDefs(defs))
+                .await
+                .map(|_| ());
+        }
+        for def in defs {
+            self.host
+                .propose_meta(MetaCommand::PutWorkflowDef(Box::new(def)))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// A definition ready to store: inline task definitions named, checked, its times set. An
+    /// existing (name, version) is a conflict unless `overwrite`.
+    pub fn prepare_workflow_def(
+        &self,
+        mut def: WorkflowDef,
+        overwrite: bool,
+    ) -> Result<WorkflowDef> {
         def.name_inline_task_defs();
         self.check_workflow_def(&def)?;
         let existing = self.host.defs.workflow_def(&def.name, Some(def.version));
@@ -204,10 +240,7 @@ impl Definitions {
         let now = self.host.clock.now_ms();
         def.create_time = existing.map_or(now, |old| old.create_time);
         def.update_time = now;
-        self.host
-            .propose_meta(MetaCommand::PutWorkflowDef(Box::new(def)))
-            .await
-            .map(|_| ())
+        Ok(def)
     }
 
     pub fn workflow_def(&self, name: &str, version: Option<u32>) -> Result<WorkflowDef> {

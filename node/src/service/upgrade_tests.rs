@@ -177,3 +177,80 @@ async fn a_binary_that_does_not_serve_the_kept_version_refuses_before_it_opens_a
         "nothing else was created"
     );
 }
+
+/// The audit log's actions on workflow definitions, oldest first.
+fn definition_actions(c: &crate::testing::TestCluster) -> Vec<String> {
+    let mut entries = c.node(NodeId(1)).host.defs.audit(None, 100);
+    entries.sort_by_key(|e| e.seq);
+    let actions = entries.into_iter().map(|e| e.action);
+    actions.filter(|a| a.contains("WorkflowDef")).collect()
+}
+
+/// Starts `name` through node 1 and answers its first task's rate limit as recorded.
+async fn first_task_rate(
+    c: &crate::testing::TestCluster,
+    name: &str,
+) -> (Option<u32>, Option<u32>) {
+    let workflows = &c.node(NodeId(1)).workflows;
+    let request = proto::model::StartWorkflowRequest {
+        name: name.into(),
+        ..Default::default()
+    };
+    let id = workflows.start_workflow(request).await.expect("started");
+    let wf = workflows.workflow(&id, true).await.expect("read back");
+    let task = wf.tasks.first().expect("its first task is scheduled");
+    (
+        task.rate_limit_per_frequency,
+        task.rate_limit_frequency_in_seconds,
+    )
+}
+
+/// Registers a rate-limited task type and, in one bulk update, workflows `{prefix}_a` and
+/// `{prefix}_b` that run it.
+async fn define_rate_limited(c: &crate::testing::TestCluster, prefix: &str) {
+    let defs = &c.node(NodeId(1)).definitions;
+    let task = proto::model::TaskDef {
+        rate_limit_per_frequency: Some(5),
+        rate_limit_frequency_in_seconds: Some(10),
+        ..proto::model::TaskDef::named("limited")
+    };
+    defs.put_task_defs(vec![task]).await.expect("task type");
+    let workflow = |suffix: &str| {
+        let def = serde_json::json!({ "name": format!("{prefix}_{suffix}"), "tasks": [
+            { "name": "limited", "taskReferenceName": "l", "type": "SIMPLE" } ] });
+        let def = serde_json::from_value(def).expect("a definition");
+        defs.prepare_workflow_def(def, true).expect("valid")
+    };
+    let bulk = vec![workflow("a"), workflow("b")];
+    defs.put_workflow_defs(bulk).await.expect("stored");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_format_is_written_only_once_its_version_is_active() {
+    let c = cluster_with(3, 1, |o: &mut Options| o.hold_cluster_version = true).await;
+    assert_eq!(c.node(NodeId(1)).upgrade.status().active, ClusterVersion(1));
+    // Version 1: a bulk update is a command per definition, tasks carry no rate limit.
+    define_rate_limited(&c, "before").await;
+    assert_eq!(definition_actions(&c), ["PutWorkflowDef", "PutWorkflowDef"]);
+    assert_eq!(first_task_rate(&c, "before_a").await, (None, None));
+    let upgrade = &c.node(NodeId(1)).upgrade;
+    upgrade
+        .finalize(None)
+        .await
+        .expect("every member serves version 2");
+    assert_eq!(upgrade.status().active, ClusterVersion(2));
+    // Version 2: one command for the whole update, and the task records its definition's limit.
+    define_rate_limited(&c, "after").await;
+    let actions = definition_actions(&c);
+    assert_eq!(actions[2..], ["PutWorkflowDefs"]);
+    assert_eq!(first_task_rate(&c, "after_b").await, (Some(5), Some(10)));
+    for n in c.ids() {
+        let defs = &c.node(n).host.defs;
+        let stored = until("node {n} to hold both definitions", async || {
+            defs.workflow_def("after_b", None)
+                .and(defs.workflow_def("after_a", None))
+        });
+        stored.await;
+    }
+    c.stop().await;
+}

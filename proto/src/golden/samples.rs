@@ -71,6 +71,11 @@ fn record_samples() -> Vec<Sample> {
             version: ClusterVersion(1),
         },
         MetaCommand::DeleteTaskDef { name: "t".into() },
+        MetaCommand::PutWorkflowDefs(vec![crate::model::WorkflowDef {
+            name: "orders".into(),
+            version: 2,
+            ..Default::default()
+        }]),
     ];
     let partitions = [
         PartitionCommand::RemoveWorkflow { workflow_id: wid() },
@@ -92,6 +97,12 @@ fn record_samples() -> Vec<Sample> {
             read: read_record::<record::WorkflowRecord>,
         },
         Sample {
+            format: "record",
+            name: "WorkflowRecordRateLimited".into(),
+            bytes: record::encode(&rate_limited()),
+            read: read_record::<record::WorkflowRecord>,
+        },
+        Sample {
             format: "meta-outcome",
             name: "Unserved".into(),
             bytes: record::encode(&unserved),
@@ -109,6 +120,16 @@ fn record_samples() -> Vec<Sample> {
     let read = read_record::<PartitionCommand>;
     samples.extend(each("partition-command", &partitions, encode, read));
     samples
+}
+
+/// A workflow record whose task carries its definition's rate limit
+/// (`crate::version::TASK_RATE_LIMITS`).
+fn rate_limited() -> record::WorkflowRecord {
+    let mut rec = record();
+    let task = &mut rec.workflow.tasks[0];
+    task.rate_limit_per_frequency = Some(10);
+    task.rate_limit_frequency_in_seconds = Some(60);
+    rec
 }
 
 /// A sample of each of `values`, named by its variant.

@@ -68,6 +68,13 @@ pub struct Task {
     /// outside completion). Fixed when the task is scheduled.
     #[serde(default)]
     pub wait_timeout: EpochMs,
+    /// The task definition's rate limit when the task was scheduled (Conductor copies both onto
+    /// the task); `None` when it sets none, or while the cluster is below
+    /// [`crate::version::TASK_RATE_LIMITS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit_per_frequency: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit_frequency_in_seconds: Option<u32>,
 }
 
 impl Task {

@@ -118,6 +118,13 @@ pub struct Rate {
     pub window_ms: u64,
 }
 
+impl Rate {
+    /// The window in whole seconds (Conductor's `rateLimitFrequencyInSeconds`).
+    pub fn window_s(&self) -> u32 {
+        u32::try_from(self.window_ms / 1_000).unwrap_or(u32::MAX)
+    }
+}
+
 impl TaskDef {
     /// The limits this definition sets, `None` when it sets none (0 means none, as in
     /// Conductor; a rate without a window is per second, Conductor's default).

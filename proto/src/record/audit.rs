@@ -41,6 +41,15 @@ impl MetaCommand {
         }
     }
 
+    /// The cluster version whose format the command is (see `crate::version::FEATURES`).
+    pub fn written_in(&self) -> crate::version::ClusterVersion {
+        match self {
+            MetaCommand::PutWorkflowDefs(_) => crate::version::PUT_WORKFLOW_DEFS.since,
+            MetaCommand::Audited { command, .. } => command.written_in(),
+            _ => crate::version::ClusterVersion::FIRST,
+        }
+    }
+
     /// The command's name and what it changes, for the audit log.
     pub fn summary(&self) -> (std::borrow::Cow<'static, str>, String) {
         use MetaCommand::RecordOperation;
@@ -61,6 +70,10 @@ impl MetaCommand {
             PutTaskDefs(defs) => ("PutTaskDefs", names(defs.iter().map(|d| d.name.as_str()))),
             DeleteTaskDef { name } => ("DeleteTaskDef", name.clone()),
             PutWorkflowDef(def) => ("PutWorkflowDef", format!("{} v{}", def.name, def.version)),
+            PutWorkflowDefs(defs) => (
+                "PutWorkflowDefs",
+                names(defs.iter().map(|d| format!("{} v{}", d.name, d.version))),
+            ),
             DeleteWorkflowDef { name, version } => {
                 ("DeleteWorkflowDef", format!("{name} v{version}"))
             }
@@ -171,9 +184,10 @@ impl MetaCommand {
 }
 
 /// At most a few names, then how many more.
-fn names<'a>(all: impl Iterator<Item = &'a str>) -> String {
-    let all: Vec<&str> = all.collect();
-    let shown = all.iter().take(5).copied().collect::<Vec<_>>().join(", ");
+fn names<S: AsRef<str>>(all: impl Iterator<Item = S>) -> String {
+    let all: Vec<S> = all.collect();
+    let shown: Vec<&str> = all.iter().take(5).map(AsRef::as_ref).collect();
+    let shown = shown.join(", ");
     match all.len() {
         n if n > 5 => format!("{shown} and {} more", n - 5),
         _ => shown,

@@ -433,6 +433,9 @@ pub enum MetaCommand {
     ActivateVersion {
         version: crate::version::ClusterVersion,
     },
+    /// Creates or replaces each workflow definition, all in one apply (a bulk update). Written
+    /// from [`crate::version::PUT_WORKFLOW_DEFS`] on; before it, one `PutWorkflowDef` each.
+    PutWorkflowDefs(Vec<WorkflowDef>),
 }
 
 /// A cluster member as the meta group records it.

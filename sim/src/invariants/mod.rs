@@ -133,6 +133,20 @@ impl Checker {
         }
     }
 
+    /// How many Raft commands replicas skipped as unreadable over the run: none may be, even
+    /// while nodes serve different cluster versions (a node run as an older binary reads only
+    /// its versions' formats).
+    pub fn observe_undecodable(&mut self, at_ms: u64, skipped: u64) {
+        if skipped > 0 {
+            let detail = format!("{skipped} commands were skipped as undecodable by a replica");
+            self.report(
+                "no replica applies a command its version cannot read",
+                at_ms,
+                detail,
+            );
+        }
+    }
+
     /// Workflow records read from partition leaders at one instant.
     pub fn observe_records(&mut self, at_ms: u64, records: &BTreeMap<String, WorkflowRecord>) {
         for (inv, detail) in self.absorb.observe(records) {
