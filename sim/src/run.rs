@@ -607,7 +607,10 @@ impl Run {
             if digests {
                 let (active, serves) = node.upgrade.served();
                 self.checker.observe_version(now, slot.id, active, serves);
-                if active > proto::version::ClusterVersion::FIRST && self.activated.insert(slot.id)
+                let upgraded = upgrade::upgrades(self.config.seed);
+                if upgraded
+                    && active > proto::version::ClusterVersion::FIRST
+                    && self.activated.insert(slot.id)
                 {
                     self.counters.bump(Counter::VersionActivated);
                 }
