@@ -144,6 +144,29 @@ pub(crate) fn signal(pid: u32, sig: &str) {
     assert!(status.success(), "kill -{sig} {pid} failed with {status}");
 }
 
+/// What the nodes of a cluster run, when not the binary under test with no more arguments: used
+/// by every later start of a node (see [`Cluster::start_with`], [`Cluster::set_binary`]).
+#[derive(Clone, Debug, Default)]
+pub struct LaunchConfig {
+    /// The `baton` binary; `None` is [`crate::baton_bin`].
+    pub binary: Option<PathBuf>,
+    /// More arguments for `baton server`, after the ones the harness passes.
+    pub extra_args: Vec<String>,
+}
+
+impl LaunchConfig {
+    /// The binary to run: the chosen one (which must exist), else the binary under test.
+    fn bin(&self) -> PathBuf {
+        match &self.binary {
+            Some(bin) => {
+                assert!(bin.is_file(), "baton binary not found at {}", bin.display());
+                bin.clone()
+            }
+            None => require_bin(),
+        }
+    }
+}
+
 /// What a `baton server` process of the cluster is started with.
 struct Launch<'a> {
     id: u64,
@@ -157,11 +180,12 @@ struct Launch<'a> {
     join: Option<&'a str>,
     partitions: usize,
     log_path: &'a Path,
+    config: &'a LaunchConfig,
 }
 
 impl Launch<'_> {
     fn spawn(&self) -> Child {
-        let bin = require_bin();
+        let bin = self.config.bin();
         let log = File::create(self.log_path).expect("create the node log file");
         let mut cmd = Command::new(&bin);
         cmd.arg("server")
@@ -183,6 +207,7 @@ impl Launch<'_> {
             .arg(format!("127.0.0.1:{}", self.worker_port))
             .arg("--partitions")
             .arg(self.partitions.to_string())
+            .args(&self.config.extra_args)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("clone the log file handle"))
             .stderr(log);
@@ -214,6 +239,8 @@ struct Node {
     stopped: bool,
     /// A spare: not an initial member; it joins through this peer address when first started.
     join: Option<String>,
+    /// The binary and extra arguments of its next start.
+    launch: LaunchConfig,
     api: Api,
     probe: Api,
 }
@@ -251,6 +278,16 @@ impl Cluster {
     /// Like [`Cluster::start`], with `spares` more nodes (ids `n+1..`) that have certificates and
     /// ports but are not started: [`Cluster::spawn`] starts one with `--join` through node 1.
     pub fn start_with_spares(n: usize, spares: usize) -> Cluster {
+        Cluster::start_nodes(n, spares, LaunchConfig::default())
+    }
+
+    /// Like [`Cluster::start`], every node running `launch`'s binary with its extra arguments
+    /// (kept for later starts until [`Cluster::set_binary`] or [`Cluster::set_extra_args`]).
+    pub fn start_with(n: usize, launch: LaunchConfig) -> Cluster {
+        Cluster::start_nodes(n, 0, launch)
+    }
+
+    fn start_nodes(n: usize, spares: usize, launch: LaunchConfig) -> Cluster {
         assert!(n >= 1, "a cluster has at least one node");
         let dir = tempfile::Builder::new()
             .prefix("baton-cluster-")
@@ -286,6 +323,7 @@ impl Cluster {
                 generation: 0,
                 stopped: false,
                 join: None,
+                launch: launch.clone(),
                 api: Api::new(&base),
                 probe: Api::with_timeout(&base, PROBE_TIMEOUT),
             });
@@ -478,6 +516,7 @@ impl Cluster {
         let log_path = node.log_path(node.generation);
         let data_dir = node.data_dir();
         let join = node.join.clone();
+        let launch = node.launch.clone();
         let child = Launch {
             id,
             http_port: node.http_port,
@@ -489,10 +528,40 @@ impl Cluster {
             join: join.as_deref(),
             partitions,
             log_path: &log_path,
+            config: &launch,
         }
         .spawn();
         node.child = Some(child);
         node.stopped = false;
+    }
+
+    /// The binary node `id` runs from its next start on; `None` is the binary under test.
+    pub fn set_binary(&mut self, id: u64, binary: Option<PathBuf>) {
+        self.node_mut(id).launch.binary = binary;
+    }
+
+    /// The extra `baton server` arguments of node `id` from its next start on.
+    pub fn set_extra_args(&mut self, id: u64, args: Vec<String>) {
+        self.node_mut(id).launch.extra_args = args;
+    }
+
+    /// Waits up to `within` for node `id`'s process to exit by itself (a binary refusing its data
+    /// directory); its exit status, or None if it still runs then. An exited node no longer runs.
+    pub fn wait_exit(&mut self, id: u64, within: Duration) -> Option<std::process::ExitStatus> {
+        let node = self.node_mut(id);
+        let deadline = Instant::now() + within;
+        loop {
+            let child = node.child.as_mut()?;
+            if let Some(status) = child.try_wait().expect("query the node process") {
+                node.child = None;
+                node.stopped = false;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Freezes node `id` with SIGSTOP: its sockets stay open, it answers nothing.
@@ -731,6 +800,7 @@ impl Cluster {
             join: None,
             partitions: self.partitions,
             log_path: &log_path,
+            config: &LaunchConfig::default(),
         }
         .spawn();
         Impostor {

@@ -12,6 +12,7 @@ pub mod brokers;
 pub mod cluster;
 pub mod load;
 pub mod python;
+pub mod release;
 pub mod upstream;
 
 use std::fs::File;
