@@ -1,6 +1,7 @@
 //! This crate's encodings as golden samples (`proto::golden`): log entries and log ids, the
 //! progress marker, packed batches, Raft log segments, Raft messages between nodes, snapshots
-//! and their metadata, votes and memberships as stored, and the transport's frame header.
+//! and their metadata, votes and memberships as stored, the transport's frame header, and the
+//! hello in both of its dialects.
 
 use crate::codec;
 use crate::network::wire::{self, RaftReply, RaftRequest, RaftRpc};
@@ -8,7 +9,7 @@ use crate::storage::wal::format::{self as wal, Op};
 use crate::types::{Entry, LogId, Request, SnapshotMeta, StoredMembership};
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, VoteRequest, VoteResponse};
 use openraft::{BasicNode, CommittedLeaderId, EntryPayload, Membership, Vote};
-use proto::golden::{check, variant, Sample};
+use proto::golden::{check, variant, Reader, Sample};
 use std::collections::{BTreeMap, BTreeSet};
 
 fn log_id(index: u64) -> LogId {
@@ -227,10 +228,54 @@ fn state_samples() -> Vec<Sample> {
     ]
 }
 
+/// The hello and its answer in both dialects: `baton-peer/1` (ids only, what releases up to 0.2.0
+/// speak) and `baton-peer/2` (with the binary's range).
+fn hello_samples() -> Vec<Sample> {
+    use crate::transport::hello::{decode_answer, encode_answer, Dialect, Hello};
+    use proto::version::{ClusterVersion, VersionRange};
+    let range = VersionRange {
+        min: ClusterVersion(1),
+        max: ClusterVersion(2),
+    };
+    let hello = Hello {
+        node: proto::NodeId(3),
+        boot: 0x0123_4567_89ab_cdef,
+        supports: range,
+    };
+    let sample = |format, dialect: Dialect, bytes, read: Reader| Sample {
+        format,
+        name: format!("{dialect:?}"),
+        bytes,
+        read,
+    };
+    let answer = |dialect| encode_answer(dialect, proto::NodeId(2), range);
+    vec![
+        sample("hello-v1", Dialect::V1, hello.encode(Dialect::V1), |b| {
+            Hello::decode(Dialect::V1, b).map(drop)
+        }),
+        sample(
+            "hello",
+            Dialect::Ranged,
+            hello.encode(Dialect::Ranged),
+            |b| Hello::decode(Dialect::Ranged, b).map(drop),
+        ),
+        sample("hello-answer-v1", Dialect::V1, answer(Dialect::V1), |b| {
+            decode_answer(Dialect::V1, b).map(drop)
+        }),
+        sample(
+            "hello-answer",
+            Dialect::Ranged,
+            answer(Dialect::Ranged),
+            |b| decode_answer(Dialect::Ranged, b).map(drop),
+        ),
+    ]
+}
+
 #[test]
 fn each_encoding_equals_its_golden_bytes_and_every_golden_file_decodes() {
     let mut samples = storage_samples();
     samples.extend(wire_samples());
     samples.extend(state_samples());
+    samples.extend(hello_samples());
     check(env!("CARGO_MANIFEST_DIR"), &samples);
 }

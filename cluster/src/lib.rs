@@ -57,5 +57,5 @@ pub use options::{ClusterOptions, GroupOptions};
 pub use proto::status::GroupStatus;
 pub use proto::NodeId;
 pub use state_machine::StateMachine;
-pub use transport::{Service, Transport, TransportOptions};
+pub use transport::{PeerVersions, Service, Transport, TransportOptions};
 pub use types::{Request, Response, TypeConfig};

@@ -32,8 +32,17 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// ALPN protocol of node-to-node connections; a peer speaking anything else is refused.
-pub const ALPN_PEER: &[u8] = b"baton-peer/1";
+/// ALPN protocol of node-to-node connections whose hello carries the binary's cluster versions
+/// (`transport::hello`).
+pub const ALPN_PEER: &[u8] = b"baton-peer/2";
+/// The first peer protocol, all that releases up to 0.2.0 speak: still offered and accepted, so
+/// that a cluster can run those binaries side by side with this one.
+pub const ALPN_PEER_V1: &[u8] = b"baton-peer/1";
+
+/// The peer protocols, preferred first; a peer speaking none of them is refused.
+fn peer_protocols() -> Vec<Vec<u8>> {
+    vec![ALPN_PEER.to_vec(), ALPN_PEER_V1.to_vec()]
+}
 
 /// Common name of the cluster CA. Also how a CA is rebuilt from its key ([`Ca::from_pem`]): the
 /// issuer of a node certificate is matched by this name and the CA's public key.
@@ -560,7 +569,7 @@ impl Identity {
     }
 
     /// rustls server configuration: requires a client certificate chained to the cluster CA,
-    /// TLS 1.3, ALPN [`ALPN_PEER`], no 0-RTT (early data could be replayed).
+    /// TLS 1.3, ALPN [`ALPN_PEER`] or [`ALPN_PEER_V1`], no 0-RTT (early data could be replayed).
     pub fn server_config(&self) -> Result<rustls::ServerConfig, Error> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
@@ -575,14 +584,14 @@ impl Identity {
             .with_client_cert_verifier(verifier)
             .with_single_cert(self.chain.clone(), self.key.clone_key())
             .map_err(|e| tls_error("server certificate", e))?;
-        config.alpn_protocols = vec![ALPN_PEER.to_vec()];
+        config.alpn_protocols = peer_protocols();
         config.max_early_data_size = 0;
         Ok(config)
     }
 
     /// rustls client configuration: verifies the server against the cluster CA (and the server
     /// name the caller dials, `node-<id>.baton`), presents this node's certificate, TLS 1.3,
-    /// ALPN [`ALPN_PEER`], no 0-RTT.
+    /// ALPN [`ALPN_PEER`] or [`ALPN_PEER_V1`], no 0-RTT.
     pub fn client_config(&self) -> Result<rustls::ClientConfig, Error> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ClientConfig::builder_with_provider(provider)
@@ -591,7 +600,7 @@ impl Identity {
             .with_root_certificates(self.root_store()?)
             .with_client_auth_cert(self.chain.clone(), self.key.clone_key())
             .map_err(|e| tls_error("client certificate", e))?;
-        config.alpn_protocols = vec![ALPN_PEER.to_vec()];
+        config.alpn_protocols = peer_protocols();
         config.enable_early_data = false;
         Ok(config)
     }
@@ -618,7 +627,7 @@ impl Identity {
             .with_custom_certificate_verifier(Arc::new(AnyMemberVerifier { inner: verifier }))
             .with_client_auth_cert(self.chain.clone(), self.key.clone_key())
             .map_err(|e| tls_error("client certificate", e))?;
-        config.alpn_protocols = vec![ALPN_PEER.to_vec()];
+        config.alpn_protocols = peer_protocols();
         config.enable_early_data = false;
         Ok(config)
     }

@@ -20,10 +20,11 @@
 
 use super::frame::{self, FrameError, CODE_HELLO, STATUS_OK};
 use super::handler::Handler;
+use super::hello::{decode_answer, Dialect, Hello, HELLO_BYTES_MAX};
 use super::listener;
 use super::options::TransportOptions;
 use super::service::Service;
-use super::shared::{lock, read, write, Shared, CLOSE_REFUSED, CLOSE_SHUTDOWN, HELLO_BYTES_MAX};
+use super::shared::{lock, read, write, Shared, CLOSE_REFUSED, CLOSE_SHUTDOWN};
 use crate::error::Error;
 use crate::tls;
 use proto::NodeId;
@@ -129,6 +130,8 @@ impl QuicTransport {
             closed: AtomicBool::new(false),
             boot: rand::random::<u64>(),
             peer_boots: Mutex::new(BTreeMap::new()),
+            versions: options.versions.clone(),
+            refusals: Mutex::new(BTreeMap::new()),
         });
         let listener = tokio::spawn(listener::run(shared.clone())).abort_handle();
         tracing::info!(node = %shared.node, listen = ?shared.endpoint.local_addr().ok(), "peer transport listening");
@@ -350,18 +353,10 @@ impl QuicTransport {
             .map_err(|e| unreachable(e.to_string()))?;
         let conn = connecting.await.map_err(|e| unreachable(e.to_string()))?;
         let refuse = |reason: &str| conn.close(CLOSE_REFUSED.into(), reason.as_bytes());
-        let body = self.hello(&conn).await.map_err(|reason| {
+        let member = self.hello(&conn).await.map_err(|reason| {
             refuse("hello failed");
             unreachable(reason)
         })?;
-        let Ok(id) = <[u8; 8]>::try_from(body.as_slice()) else {
-            refuse("hello answer is not a node id");
-            return Err(unreachable(format!(
-                "its hello answer ({} bytes) is not a node id",
-                body.len()
-            )));
-        };
-        let member = NodeId(u64::from_be_bytes(id));
         let leaf = conn
             .peer_identity()
             .and_then(|identity| identity.downcast::<Vec<CertificateDer<'static>>>().ok())
@@ -454,30 +449,45 @@ impl QuicTransport {
         Ok(conn)
     }
 
-    /// Says hello on a new connection (this node's id and boot id) and returns the server's
-    /// answer (its node id), or why the hello failed.
-    async fn hello(&self, conn: &quinn::Connection) -> Result<Vec<u8>, String> {
+    /// Says hello on a new connection (this node's id, boot id and, in the ranged dialect, the
+    /// versions its binary serves) and returns the server's node id once its binary is known to
+    /// serve the active version, or why the hello failed. A refused server's connection is closed.
+    async fn hello(&self, conn: &quinn::Connection) -> Result<NodeId, String> {
         let shared = self.shared();
+        let dialect = Dialect::of(conn);
+        let said = Hello {
+            node: shared.node,
+            boot: shared.boot,
+            supports: shared.versions.supports,
+        };
         let hello = async {
             let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
-            let mut hello = shared.node.0.to_be_bytes().to_vec();
-            hello.extend_from_slice(&shared.boot.to_be_bytes());
-            frame::write(&mut send, CODE_HELLO, &hello)
+            frame::write(&mut send, CODE_HELLO, &said.encode(dialect))
                 .await
                 .map_err(|e| e.to_string())?;
             frame::read(&mut recv, HELLO_BYTES_MAX)
                 .await
                 .map_err(|e| e.to_string())
         };
-        match hello.await {
-            Ok((STATUS_OK, body)) => Ok(body),
-            Ok((_, body)) => Err(format!("hello refused: {}", String::from_utf8_lossy(&body))),
+        let body = match hello.await {
+            Ok((STATUS_OK, body)) => body,
+            Ok((_, body)) => {
+                return Err(format!("hello refused: {}", String::from_utf8_lossy(&body)))
+            }
             // A refusal closes the connection with the reason: report that, not the stream error.
-            Err(e) => Err(match conn.close_reason() {
-                Some(reason) => reason.to_string(),
-                None => e,
-            }),
+            Err(e) => {
+                return Err(match conn.close_reason() {
+                    Some(reason) => reason.to_string(),
+                    None => e,
+                })
+            }
+        };
+        let (server, supports) = decode_answer(dialect, &body)?;
+        if let Err(reason) = shared.admit(server, supports) {
+            conn.close(CLOSE_REFUSED.into(), reason.as_bytes());
+            return Err(reason);
         }
+        Ok(server)
     }
 
     /// Drops the cached connection to `peer` if it is still `conn`.

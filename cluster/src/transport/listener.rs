@@ -1,7 +1,7 @@
 //! The server side of the peer transport: accepts QUIC connections (at most `connections_max`
 //! at once; handshakes beyond it are refused), authenticates each one (the TLS layer checked the
 //! client certificate against the cluster CA; the hello's node id is checked against that
-//! certificate here), then serves every bidirectional stream of the connection as one request:
+//! certificate here, and the peer's binary against the active version: `hello.rs`), then serves every bidirectional stream of the connection as one request:
 //! read a frame, run the service's handler, write the answer.
 //!
 //! Per-connection concurrency is bounded by QUIC's stream limit (`streams_per_connection_max`):
@@ -9,8 +9,9 @@
 //! that per connection. Not here: calling peers (see [`super::QuicTransport`]).
 
 use super::frame::{self, CODE_HELLO, STATUS_ERROR, STATUS_OK};
+use super::hello::{encode_answer, Dialect, Hello, HELLO_BYTES_MAX};
 use super::service::Service;
-use super::shared::{Shared, CLOSE_REFUSED, HELLO_BYTES_MAX};
+use super::shared::{Shared, CLOSE_REFUSED};
 use crate::tls;
 use proto::NodeId;
 use rustls::pki_types::CertificateDer;
@@ -81,9 +82,11 @@ fn lock_inbound(
     shared.inbound.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Reads the hello on the connection's first stream and checks the claimed node id against the
-/// client certificate: a node holding node 2's certificate cannot claim to be node 3.
+/// Reads the hello on the connection's first stream, checks the claimed node id against the
+/// client certificate (a node holding node 2's certificate cannot claim to be node 3) and the
+/// peer's binary against the active version, and answers with this node's id (and range).
 async fn hello(shared: &Shared, conn: &quinn::Connection) -> Result<NodeId, String> {
+    let dialect = Dialect::of(conn);
     let (mut send, mut recv) = conn.accept_bi().await.map_err(|e| e.to_string())?;
     let (code, payload) = frame::read(&mut recv, HELLO_BYTES_MAX)
         .await
@@ -91,11 +94,7 @@ async fn hello(shared: &Shared, conn: &quinn::Connection) -> Result<NodeId, Stri
     if code != CODE_HELLO {
         return Err(format!("expected a hello, got code {code}"));
     }
-    let Ok(hello) = <[u8; 16]>::try_from(payload.as_slice()) else {
-        return Err("bad hello: not a node id and boot id".to_string());
-    };
-    let claimed = NodeId(u64::from_be_bytes(hello[..8].try_into().expect("8 bytes")));
-    let boot = u64::from_be_bytes(hello[8..].try_into().expect("8 bytes"));
+    let hello = Hello::decode(dialect, &payload)?;
     let certs = conn
         .peer_identity()
         .and_then(|identity| identity.downcast::<Vec<CertificateDer<'static>>>().ok())
@@ -103,13 +102,15 @@ async fn hello(shared: &Shared, conn: &quinn::Connection) -> Result<NodeId, Stri
     let leaf = certs
         .first()
         .ok_or_else(|| "empty client certificate chain".to_string())?;
-    tls::verify_node_certificate(claimed, leaf)
-        .map_err(|e| format!("claims node {claimed}: {e}"))?;
-    frame::write(&mut send, STATUS_OK, &shared.node.0.to_be_bytes())
+    tls::verify_node_certificate(hello.node, leaf)
+        .map_err(|e| format!("claims node {}: {e}", hello.node))?;
+    shared.admit(hello.node, hello.supports)?;
+    let answer = encode_answer(dialect, shared.node, shared.versions.supports);
+    frame::write(&mut send, STATUS_OK, &answer)
         .await
         .map_err(|e| e.to_string())?;
-    shared.peer_booted(claimed, boot);
-    Ok(claimed)
+    shared.peer_booted(hello.node, hello.boot);
+    Ok(hello.node)
 }
 
 /// Serves one request: one frame in, the handler's answer (or an error message) out.

@@ -18,6 +18,7 @@
 pub mod frame;
 pub mod handle;
 pub mod handler;
+pub(crate) mod hello;
 pub mod link;
 mod listener;
 pub mod mem;
@@ -27,6 +28,7 @@ mod shared;
 
 pub use handle::{QuicTransport, TransportStats};
 pub use handler::{Handler, HandlerFuture};
+pub use hello::V1_RANGE;
 pub use link::{Link, LinkFuture, Transport};
-pub use options::TransportOptions;
+pub use options::{PeerVersions, TransportOptions};
 pub use service::Service;

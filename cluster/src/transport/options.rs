@@ -5,10 +5,55 @@
 
 use crate::error::Error;
 use crate::tls::Identity;
+use proto::version::{ClusterVersion, VersionRange};
 use proto::NodeId;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// The cluster versions this node's binary serves, said in every hello, and where the transport
+/// reads the version the cluster has activated, against which every peer's range is checked
+/// (see `hello.rs`).
+#[derive(Clone)]
+pub struct PeerVersions {
+    pub supports: VersionRange,
+    active: Arc<dyn Fn() -> ClusterVersion + Send + Sync>,
+}
+
+impl PeerVersions {
+    /// `supports`, with the active version read from `active` at each hello.
+    pub fn new(
+        supports: VersionRange,
+        active: impl Fn() -> ClusterVersion + Send + Sync + 'static,
+    ) -> Self {
+        PeerVersions {
+            supports,
+            active: Arc::new(active),
+        }
+    }
+
+    /// The active version now.
+    pub fn active(&self) -> ClusterVersion {
+        (self.active)()
+    }
+}
+
+impl Default for PeerVersions {
+    /// This build's range in a cluster at the first version.
+    fn default() -> Self {
+        PeerVersions::new(VersionRange::BUILD, || ClusterVersion::FIRST)
+    }
+}
+
+impl std::fmt::Debug for PeerVersions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerVersions")
+            .field("supports", &self.supports)
+            .field("active", &self.active())
+            .finish()
+    }
+}
 
 /// Options of one node's peer transport.
 #[derive(Debug, Clone)]
@@ -34,6 +79,8 @@ pub struct TransportOptions {
     pub idle_timeout_ms: u64,
     /// Interval of keep-alive packets on idle connections; below `idle_timeout_ms`.
     pub keep_alive_ms: u64,
+    /// The versions this binary serves and the cluster's active one, for the hello.
+    pub versions: PeerVersions,
 }
 
 impl TransportOptions {
@@ -49,12 +96,19 @@ impl TransportOptions {
             connect_timeout_ms: 3_000,
             idle_timeout_ms: 4_000,
             keep_alive_ms: 1_000,
+            versions: PeerVersions::default(),
         }
     }
 
     /// Adds known peers (e.g. the initial voters of the cluster).
     pub fn with_peers(mut self, peers: impl IntoIterator<Item = (NodeId, SocketAddr)>) -> Self {
         self.peers.extend(peers);
+        self
+    }
+
+    /// Says `versions` in hellos and checks peers against its active version.
+    pub fn with_versions(mut self, versions: PeerVersions) -> Self {
+        self.versions = versions;
         self
     }
 

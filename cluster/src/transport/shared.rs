@@ -3,7 +3,9 @@
 //! and boot ids, the cached outbound connections, and the registered handlers.
 
 use super::handler::Handler;
+use super::options::PeerVersions;
 use super::service::Service;
+use proto::version::VersionRange;
 use proto::NodeId;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -11,8 +13,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-/// Largest hello payload: a hello carries the dialling node's id and its boot id (8 bytes each).
-pub(crate) const HELLO_BYTES_MAX: usize = 16;
 /// Application close code: the transport shut down.
 pub(crate) const CLOSE_SHUTDOWN: u32 = 0;
 /// Application close code: the peer was refused (bad hello or identity).
@@ -54,6 +54,10 @@ pub(crate) struct Shared {
     pub(crate) boot: u64,
     /// The boot id each peer last said hello with.
     pub(crate) peer_boots: Mutex<BTreeMap<NodeId, u64>>,
+    /// This binary's range and the cluster's active version, checked against each peer's.
+    pub(crate) versions: PeerVersions,
+    /// The last refusal logged per peer, so a refused peer that keeps dialing is logged once.
+    pub(crate) refusals: Mutex<BTreeMap<NodeId, String>>,
 }
 
 impl Shared {
@@ -75,6 +79,25 @@ impl Shared {
             }
             tracing::info!(node = %self.node, %peer, "peer restarted; its old connection is dropped");
         }
+    }
+
+    /// Whether `peer`, whose binary serves `supports`, may talk to this node: refused when it
+    /// cannot serve the active version. A refusal is logged once per peer and reason.
+    pub(crate) fn admit(&self, peer: NodeId, supports: VersionRange) -> Result<(), String> {
+        let verdict = super::hello::admit(peer, supports, self.versions.active());
+        let mut refusals = lock(&self.refusals);
+        match &verdict {
+            Ok(()) => {
+                refusals.remove(&peer);
+            }
+            Err(reason) => {
+                if refusals.get(&peer) != Some(reason) {
+                    tracing::warn!(node = %self.node, %peer, %reason, "peer refused: its binary cannot serve the cluster's version");
+                    refusals.insert(peer, reason.clone());
+                }
+            }
+        }
+        verdict
     }
 
     /// The handler registered for `service`, if any.

@@ -126,7 +126,7 @@ impl Host {
         let stored = stored_partition_count(&db)?;
         let fresh = stored.is_none();
         check_cluster_version(&db, &binary, version_file.as_ref(), fresh)?;
-        let (transport, router) = start_transport(options, seams.transport.take())?;
+        let (transport, router) = start_transport(options, &db, seams.transport.take())?;
         let partitions = partition_count(options, stored, transport.as_ref(), &binary).await?;
         let members = known_members(options, &db, transport.as_ref())?;
         let hosted = hosted_partitions(options, &db, fresh, partitions);
@@ -282,8 +282,13 @@ async fn record_partition_count(db: &cluster::storage::Db, partitions: u16) -> R
 type Link = (Option<cluster::Transport>, Option<cluster::RaftRouter>);
 
 /// The peer transport and Raft router of a cluster node (the seam's, or QUIC with mutual TLS from
-/// the certificates); none for the embedded node.
-fn start_transport(options: &Options, seam: Option<cluster::Transport>) -> Result<Link> {
+/// the certificates, whose hellos check each peer's binary against the active version this node's
+/// meta replica holds); none for the embedded node.
+fn start_transport(
+    options: &Options,
+    db: &cluster::storage::Db,
+    seam: Option<cluster::Transport>,
+) -> Result<Link> {
     let Some(c) = &options.cluster else {
         return Ok((None, None));
     };
@@ -305,8 +310,13 @@ fn start_transport(options: &Options, seam: Option<cluster::Transport>) -> Resul
                 .iter()
                 .filter(|(id, _)| **id != options.node)
                 .map(|(id, a)| (*id, *a));
+            let defs = MetaState::new(db.open_tree("meta/state").map_err(storage)?);
+            let versions =
+                cluster::PeerVersions::new(options.supports, move || defs.cluster_version());
             cluster::Transport::start(
-                cluster::TransportOptions::new(identity, c.listen).with_peers(peers),
+                cluster::TransportOptions::new(identity, c.listen)
+                    .with_peers(peers)
+                    .with_versions(versions),
             )
             .map_err(|e| Error::Internal(format!("peer transport on {}: {e}", c.listen)))?
         }
