@@ -493,17 +493,21 @@ fn http_failure(output: &Json) -> Option<String> {
 /// A SUB_WORKFLOW's child started: the task waits IN_PROGRESS for its end.
 fn child_started(ctx: &mut Ctx<'_>, i: usize, started: &Value) {
     let id = started.get("workflowId").and_then(Value::as_str);
-    let now = ctx.now;
-    let t = &mut ctx.wf.tasks[i];
+    note_started(&mut ctx.wf.tasks[i], id, ctx.now);
+    ctx.changed = true;
+}
+
+/// What a SUB_WORKFLOW task records of its child's start, at `now`: IN_PROGRESS with the
+/// child's id (`subWorkflowId`, in the output too), its check timer counting from here.
+fn note_started(t: &mut Task, child: Option<&str>, now: NowMs) {
     t.status = TaskStatus::InProgress;
     t.start_time = now;
     t.update_time = now;
     t.poll_count = 0;
-    t.sub_workflow_id = id.map(str::to_owned);
-    if let Some(id) = id {
+    t.sub_workflow_id = child.map(str::to_owned);
+    if let Some(id) = child {
         t.output_data.insert("subWorkflowId".into(), id.into());
     }
-    ctx.changed = true;
 }
 
 /// A SUB_WORKFLOW task's child ended: the task takes its outcome and the workflow moves on.
@@ -529,6 +533,15 @@ pub(crate) fn child_ended(
     let (status, output) = super::child::outcome_of(status, child, output);
     let now = ctx.now;
     let t = &mut ctx.wf.tasks[i];
+    if t.sub_workflow_id.is_none() {
+        // The child ended before its start was reported (the task is still SCHEDULED): the
+        // task records the start as that report would have, keeping a start time it has.
+        let start_time = t.start_time;
+        note_started(t, Some(child.as_str()), now);
+        if start_time != 0 {
+            t.start_time = start_time;
+        }
+    }
     t.status = status;
     t.output_data = output;
     t.end_time = now;

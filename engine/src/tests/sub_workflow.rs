@@ -205,6 +205,78 @@ fn a_child_that_ends_before_its_start_is_reported_still_counts() {
     );
 }
 
+#[test]
+fn a_childs_end_before_its_start_is_reported_records_the_child_as_started() {
+    // The child's end first: the task still SCHEDULED takes it and names the child.
+    let mut h = H::start(parent(), json!({"x": 5, "child": "kid"}));
+    let child = start_request(&h).workflow_id;
+    h.advance_ms(2_000);
+    let ended_at = h.now;
+    assert!(ended(
+        &mut h,
+        &child,
+        WorkflowStatus::Completed,
+        json!({"r": 2})
+    ));
+    let t = h.task("sub").clone();
+    assert_eq!(t.status, Completed);
+    assert_eq!(t.sub_workflow_id.as_deref(), Some(child.as_str()));
+    assert_eq!(
+        (t.start_time, t.end_time, t.update_time),
+        (ended_at, ended_at, ended_at)
+    );
+    assert_eq!(
+        t.output_data,
+        obj(json!({"r": 2, "subWorkflowId": child.as_str()}))
+    );
+    assert_eq!(h.st("after"), Scheduled);
+    h.advance_ms(1_000);
+    assert!(
+        !h.perform("sub", Ok(json!({ "workflowId": child.as_str() }))),
+        "the late start report"
+    );
+    assert_eq!(h.task("sub"), &t, "the late start report changes nothing");
+
+    // The usual order: the start, then the end; the start time is the start's.
+    let mut h = H::start(parent(), json!({"x": 5, "child": "kid"}));
+    h.advance_ms(1_000);
+    let started_at = h.now;
+    let req = start_request(&h);
+    assert!(h.perform("sub", Ok(json!({ "workflowId": req.workflow_id.as_str() }))));
+    h.advance_ms(2_000);
+    assert!(ended(
+        &mut h,
+        &req.workflow_id,
+        WorkflowStatus::Completed,
+        json!({"r": 3})
+    ));
+    let t = h.task("sub");
+    assert_eq!(t.status, Completed);
+    assert_eq!(t.sub_workflow_id.as_deref(), Some(req.workflow_id.as_str()));
+    assert_eq!((t.start_time, t.end_time), (started_at, h.now));
+    assert_eq!(
+        t.output_data,
+        obj(json!({"r": 3, "subWorkflowId": req.workflow_id.as_str()}))
+    );
+    assert_eq!(h.st("after"), Scheduled);
+}
+
+#[test]
+fn a_failed_child_that_ended_before_its_start_is_reported_can_be_resumed() {
+    let mut h = H::start(parent(), json!({"x": 5, "child": "kid"}));
+    let child = start_request(&h).workflow_id;
+    ended(&mut h, &child, WorkflowStatus::Failed, json!({}));
+    assert_eq!(h.st("sub"), Failed);
+    assert_eq!(
+        h.task("sub").sub_workflow_id.as_deref(),
+        Some(child.as_str())
+    );
+    h.advance_ms(1_000);
+    assert!(h.ok(Input::RetryResumingSubworkflows));
+    assert_eq!(h.attempts("sub").len(), 1, "the same child, resumed");
+    assert_eq!(h.work("sub"), Some(Work::RetryChild(child)));
+}
+
 /// The parent's `sub` task, and the child it waits for, after a retry with
 /// `resumeSubworkflowTasks` of the parent whose child failed.
 fn resumed() -> (H, WorkflowId) {

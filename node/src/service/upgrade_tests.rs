@@ -18,6 +18,15 @@ fn serving(max: u32) -> VersionRange {
     }
 }
 
+/// Asserts `result` is a conflict whose message contains `says`.
+#[track_caller]
+fn assert_conflict<T: std::fmt::Debug>(result: &Result<T>, says: &str) {
+    assert!(
+        matches!(result, Err(Error::Conflict(e)) if e.contains(says)),
+        "{result:?}"
+    );
+}
+
 /// Every node's data directory holds `version`.
 fn kept_everywhere(c: &crate::testing::TestCluster, version: u32) -> Option<()> {
     c.ids()
@@ -67,10 +76,7 @@ async fn a_held_cluster_waits_for_the_operator_who_cannot_activate_what_a_member
     );
     assert!(status.held);
     let refused = upgrade.finalize(Some(ClusterVersion(2))).await;
-    assert!(
-        matches!(&refused, Err(Error::Conflict(e)) if e.contains("node 3 serves cluster version 1, not version 2")),
-        "{refused:?}"
-    );
+    assert_conflict(&refused, "node 3 serves cluster version 1, not version 2");
     // Node 3 is replaced by a binary that serves version 2 (its record, as it would register).
     let mut entry = c
         .node(NodeId(3))
@@ -123,10 +129,7 @@ async fn a_held_cluster_waits_for_the_operator_who_cannot_activate_what_a_member
         binary: Some(Binary::this_build(serving(1))),
     };
     let refused = c.node(NodeId(1)).membership.route_join(joiner).await;
-    assert!(
-        matches!(&refused, Err(Error::Conflict(e)) if e.contains("node 4 serves cluster version 1, not version 2")),
-        "{refused:?}"
-    );
+    assert_conflict(&refused, "node 4 serves cluster version 1, not version 2");
     // A member whose binary serves version 1 only is refused now (a join, or a rollback).
     let mut old = c
         .node(NodeId(2))
@@ -136,15 +139,12 @@ async fn a_held_cluster_waits_for_the_operator_who_cannot_activate_what_a_member
         .expect("recorded");
     old.binary = Some(Binary::this_build(serving(1)));
     let rolled_back = c.node(NodeId(1)).membership.put_node(old).await;
-    assert!(
-        matches!(&rolled_back, Err(Error::Conflict(e)) if e.contains("node 2 serves cluster version 1, not version 2")),
-        "{rolled_back:?}"
+    assert_conflict(
+        &rolled_back,
+        "node 2 serves cluster version 1, not version 2",
     );
     let back = upgrade.finalize(Some(ClusterVersion(1))).await;
-    assert!(
-        matches!(&back, Err(Error::Conflict(e)) if e.contains("cannot be rolled back")),
-        "{back:?}"
-    );
+    assert_conflict(&back, "cannot be rolled back");
     c.stop().await;
 }
 
