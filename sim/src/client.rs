@@ -33,6 +33,9 @@ pub enum Request {
 #[derive(Debug)]
 pub enum Reply {
     Defined(Result<(), String>),
+    /// Definitions stored by a node whose cluster version was this one before it wrote them
+    /// (from version 2, a bulk update is one `PutWorkflowDefs`).
+    DefinedAt(Result<proto::version::ClusterVersion, String>),
     Started(Result<String, String>),
     Polled(Result<Vec<Task>, String>),
     Updated(Result<String, String>),
@@ -45,14 +48,16 @@ pub async fn serve(node: &node::Node, request: Request) -> Reply {
     match request {
         Request::Define { tasks, workflows } => {
             let defined = async {
+                let (version, _) = node.upgrade.served();
                 node.definitions.put_task_defs(tasks).await?;
                 let workflows = workflows
                     .into_iter()
                     .map(|w| node.definitions.prepare_workflow_def(w, true))
                     .collect::<Result<Vec<_>, _>>()?;
-                node.definitions.put_workflow_defs(workflows).await
+                node.definitions.put_workflow_defs(workflows).await?;
+                Ok::<_, node::Error>(version)
             };
-            Reply::Defined(defined.await.map_err(|e| e.to_string()))
+            Reply::DefinedAt(defined.await.map_err(|e| e.to_string()))
         }
         Request::Start(r) => Reply::Started(
             node.workflows

@@ -48,6 +48,7 @@ counters! {
     StaleProposal => "proposal of an ended leadership refused or awaited",
     ReplicaReopened => "partition replica stopped by a storage error, reopened in place",
     VersionActivated => "cluster version activated on a node after a rolling upgrade",
+    DefinedAfterActivation => "definitions stored as one command after an activation",
 }
 
 impl Counter {

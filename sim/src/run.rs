@@ -179,6 +179,7 @@ pub fn run(config: &Config) -> Report {
         stop: stop.clone(),
         chaos: chaos.clone(),
         concurrency_limit: config.concurrency_limit,
+        upgrades: upgrade::upgrades(config.seed),
     };
     sim.client("clients", workload.run());
     let run = Run::new(config, rng, plan, net, slots, counters, oracle);

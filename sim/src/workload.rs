@@ -182,6 +182,8 @@ pub struct Workload {
     pub chaos: Arc<AtomicBool>,
     /// `concurrentExecLimit` of [`LIMITED_TYPE`], if the run sets one.
     pub concurrency_limit: Option<u32>,
+    /// Whether the run upgrades its nodes (then the definitions are stored again afterwards).
+    pub upgrades: bool,
 }
 
 impl Workload {
@@ -199,8 +201,9 @@ impl Workload {
         self.net.client_call(node, request, CLIENT_TIMEOUT).await
     }
 
-    /// Registers the definitions, retrying until a node acknowledges them.
-    async fn define(&self) {
+    /// Stores the task and workflow definitions, retrying until a node acknowledges them;
+    /// answers the cluster version that node wrote them at.
+    async fn put_definitions(&self) -> proto::version::ClusterVersion {
         loop {
             let reply = self
                 .call(Request::Define {
@@ -208,11 +211,28 @@ impl Workload {
                     workflows: workflow_defs(),
                 })
                 .await;
-            if let Some(Reply::Defined(Ok(()))) = reply {
-                break;
+            if let Some(Reply::DefinedAt(Ok(version))) = reply {
+                return version;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// In an upgrade seed, once the late starts begin (the upgrades are done by then, and the
+    /// new version activated unless faults held it back), stores the same definitions again: a
+    /// version-2 cluster writes them as one `PutWorkflowDefs`, which the invariant on
+    /// undecodable commands then watches every replica apply.
+    async fn redefine_after_upgrades(self) {
+        let wait = self.late_window_ms.0.saturating_sub(crate::net::now_ms());
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        if self.put_definitions().await > proto::version::ClusterVersion::FIRST {
+            self.counters.bump(Counter::DefinedAfterActivation);
+        }
+    }
+
+    /// Registers the definitions, retrying until a node acknowledges them.
+    async fn define(&self) {
+        self.put_definitions().await;
         // After the task types: the document calls them as functions.
         loop {
             let reply = self
@@ -248,6 +268,9 @@ impl Workload {
     /// The client runtime: definitions, workers, then the starts.
     pub async fn run(self) -> turmoil::Result {
         self.define().await;
+        let redefine = self
+            .upgrades
+            .then(|| tokio::spawn(self.clone().redefine_after_upgrades()));
         let mut workers = Vec::new();
         for task_type in ["sim_work", "sim_flaky", "sim_slow"] {
             for n in 0..3 {
@@ -280,6 +303,9 @@ impl Workload {
         }
         for w in workers {
             let _ = w.await;
+        }
+        if let Some(redefine) = redefine {
+            let _ = redefine.await;
         }
         Ok(())
     }
