@@ -702,6 +702,18 @@ impl Rig {
         self.c.set_binary(id, Some(self.binaries.path(which)));
         self.c.spawn(id);
         self.rejoin(id);
+        self.close_replacement(label, begin, stopped, transfers);
+    }
+
+    /// Ends a replacement once the node caught up: waits until the leaderships are spread
+    /// again, records the replacement for the report and compares the replicas' digests.
+    fn close_replacement(
+        &mut self,
+        label: String,
+        begin: Instant,
+        stopped: Instant,
+        transfers: Vec<Transfer>,
+    ) {
         let caught_up = Instant::now();
         let meta = self.c.leaders().get("meta").copied();
         self.event(format!(
@@ -1040,19 +1052,28 @@ fn served_max(c: &Cluster, id: u64) -> (u64, String) {
     (max, release)
 }
 
-/// Activates the newest version every member serves, then waits until every node shows it active.
-fn activate(rig: &mut Rig, newest: u64) {
-    let reply = rig
-        .c
-        .api(1)
-        .post_json("/api/admin/version/activate", &json!({}));
+/// Activates the newest version every member serves, then waits until each node of `up` shows it
+/// active.
+fn activate(rig: &mut Rig, newest: u64, up: &[u64]) {
+    // A node that just stopped may still be taken for the meta group's leader: a 503 is retried.
+    let mut reply = None;
+    harness::wait_until(STEP_DEADLINE, "the activation to be answered", || {
+        let answer = rig
+            .c
+            .api(up[0])
+            .post_json("/api/admin/version/activate", &json!({}));
+        let answered = answer.status != 503;
+        reply = Some(answer);
+        answered
+    });
+    let reply = reply.expect("asked at least once");
     assert!(reply.is_success(), "activation refused: {reply:?}");
     rig.event(format!("activation answered {}", reply.body));
-    for id in rig.c.ids() {
+    for id in up {
         harness::wait_until(
             STEP_DEADLINE,
             &format!("node {id} to show version {newest} active"),
-            || version_status(&rig.c, id)["active"] == newest,
+            || version_status(&rig.c, *id)["active"] == newest,
         );
     }
 }
@@ -1094,17 +1115,63 @@ fn previous_release_is_refused(rig: &mut Rig, id: u64, newest: u64) {
     rig.c.set_binary(id, Some(rig.binaries.new.clone()));
     rig.c.spawn(id);
     rig.rejoin(id);
-    let caught_up = Instant::now();
-    wait_leaders_balanced(&rig.c);
-    rig.replacements.push(Replacement {
-        label: label.clone(),
-        begin,
-        stopped,
-        caught_up,
-        end: Instant::now(),
-        transfers,
+    rig.close_replacement(label, begin, stopped, transfers);
+}
+
+/// The line a member logs when it refuses node `id`, whose binary serves version 1 only, in a
+/// cluster at `newest`.
+fn isolation_line(id: u64, newest: u64) -> String {
+    format!("node {id} runs a binary that {REFUSAL} {newest}")
+}
+
+/// Node `id` is down while `newest` is activated and comes back on the previous release. Its
+/// own replica never saw the activation, so that binary does not refuse the data directory; but
+/// the members refuse its hello and their leaders refuse its answers, naming both versions, so it
+/// is isolated (no entry it cannot read reaches it) until it runs the binary under test again and
+/// catches up.
+fn activate_with_node_down(rig: &mut Rig, id: u64, newest: u64) {
+    let label = format!(
+        "activation with node {id} down: node {id} -> the previous release (isolated) -> the \
+         binary under test"
+    );
+    rig.wait_steady();
+    let begin = Instant::now();
+    let transfers = rig.stop_node(id);
+    let stopped = Instant::now();
+    let up: Vec<u64> = rig.c.ids().into_iter().filter(|n| *n != id).collect();
+    activate(rig, newest, &up);
+    rig.c.set_binary(id, Some(rig.binaries.old.bin.clone()));
+    rig.c.spawn(id);
+    let line = isolation_line(id, newest);
+    harness::wait_until(STEP_DEADLINE, &format!("a member to log {line:?}"), || {
+        up.iter().any(|n| rig.c.logs(*n).contains(&line))
     });
-    rig.check_replicas(&label);
+    // Its own view, if its API answers yet: its replica never applies the activation.
+    let shown = rig
+        .c
+        .api_with_timeout(id, CLIENT_TIMEOUT)
+        .try_get("/api/admin/version");
+    if let Some(shown) = shown.ok().filter(|r| r.is_success()) {
+        let active = &shown.json()["active"];
+        assert_eq!(
+            active, 1,
+            "node {id} on the previous release is isolated: {shown:?}"
+        );
+    }
+    rig.event(format!(
+        "node {id}: the previous release is kept out: {line}"
+    ));
+    // Kept out, it never finishes starting (it waits for its peers); it is killed.
+    rig.c.kill9(id);
+    rig.c.set_binary(id, Some(rig.binaries.new.clone()));
+    rig.c.spawn(id);
+    rig.rejoin(id);
+    harness::wait_until(
+        STEP_DEADLINE,
+        &format!("node {id} to show version {newest} active"),
+        || version_status(&rig.c, id)["active"] == newest,
+    );
+    rig.close_replacement(label, begin, stopped, transfers);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1435,14 +1502,16 @@ fn activate_and_check(rig: &mut Rig) -> u64 {
         "every node runs the binary under test: {served:?}"
     );
     let (newest, release) = served.into_iter().next().expect("one");
-    activate(rig, newest);
     if newest > 1 {
         eprintln!(
             "CASE: the binary under test ({release}) serves up to version {newest}: activation \
-             raised the cluster to it; the previous release must be refused"
+             raises the cluster to it; the previous release must be isolated, then refused"
         );
+        activate_with_node_down(rig, NODES as u64, newest);
         previous_release_is_refused(rig, NODES as u64, newest);
     } else {
+        let all = rig.c.ids();
+        activate(rig, newest, &all);
         eprintln!(
             "CASE: the binary under test ({release}) serves version 1 only, as the previous \
              release: activation leaves the cluster at 1; the refusal is not checked"
