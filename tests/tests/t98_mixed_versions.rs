@@ -8,8 +8,11 @@
 //! acknowledged task update is reflected, no task attempt is handed out twice, and replicas at
 //! equal applied indexes have equal digests after every replacement. HTTP polling workers and QUIC
 //! workers (the `worker` crate) carry traffic throughout. Activation raises every node to the
-//! newest version the binary under test serves; when that is above the previous release's, the
-//! previous release then refuses to start on a node's data directory, naming both versions.
+//! newest version the binary under test serves; when that is above the previous release's, it is
+//! made while node 3 is down, node 3 comes back on the previous release (its own replica never saw
+//! the activation) and its peers refuse its hello, naming both versions, until it runs the binary
+//! under test again; then the previous release refuses to start on node 3's data directory, which
+//! holds the new version by then, naming both versions.
 //!
 //! How a node is replaced: it is taken out of the load's rotation (as a load balancer would be
 //! told first), its partitions' leaderships are handed to the other nodes one at a time with
