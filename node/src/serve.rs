@@ -3,7 +3,9 @@
 
 use crate::options::Options;
 
-/// Runs a node until `shutdown` resolves: the HTTP API on `options.http`.
+/// Runs a node until `shutdown` resolves: the HTTP API on `options.http`. Then the node's
+/// shutdown begins ([`crate::Node::begin_shutdown`]): the front doors take no new work and drain,
+/// and the node stops.
 pub async fn serve(
     options: Options,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
@@ -41,18 +43,21 @@ pub async fn serve(
         }
         None => None,
     };
-    // One shutdown signal for both front doors: QUIC workers are told to drain while the HTTP
-    // server finishes its requests.
-    let (stopping, stop_rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        shutdown.await;
-        stopping.send_replace(true);
+    // The signal begins the node's shutdown, which both front doors follow: the HTTP API refuses
+    // new requests while it finishes those it holds, and QUIC workers are told to drain.
+    tokio::spawn({
+        let node = node.clone();
+        async move {
+            shutdown.await;
+            node.begin_shutdown().await;
+        }
     });
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
+    let stopped = || {
+        let stopping = node.stopping.clone();
+        async move { stopping.wait().await }
     };
     let workers_done = {
-        let stop = stopped(stop_rx.clone());
+        let stop = stopped();
         async move {
             stop.await;
             if let Some(g) = gateway {
@@ -70,15 +75,14 @@ pub async fn serve(
     let app = crate::api::router(node.clone(), options.doors.clone(), exposure, admin_door);
     let listener = crate::api::listener::Bounded::new(listener);
     let idle = std::time::Duration::from_secs(proto::limits::HTTP_IDLE_SECS);
-    let http =
-        crate::api::server::serve(listener, app, idle, stopped(stop_rx.clone()), tls.clone());
+    let http = crate::api::server::serve(listener, app, idle, stopped(), tls.clone());
     let admin = async {
         if let Some((listener, addr)) = admin_listener {
             let names = options.doors.host_names.clone();
             let doors = crate::options::Doors::new(addr, names, Vec::new());
             let app = crate::api::admin_router(node.clone(), doors);
             let listener = crate::api::listener::Bounded::new(listener);
-            crate::api::server::serve(listener, app, idle, stopped(stop_rx), tls).await;
+            crate::api::server::serve(listener, app, idle, stopped(), tls).await;
         }
     };
     tokio::join!(http, admin, workers_done);
@@ -152,3 +156,7 @@ fn check_exposure(options: &Options) -> anyhow::Result<()> {
         "{flag} {addr} is reachable from other machines: turn access control on with --auth, or listen on a loopback address (127.0.0.1) behind your own proxy, or pass --insecure-no-auth to let anyone who reaches it define, run, read and remove everything"
     )
 }
+
+#[cfg(test)]
+#[path = "serve_tests.rs"]
+mod tests;

@@ -6,9 +6,14 @@
 //! milliseconds ([`HTTP_REQUESTS_MAX`]), and polls and executes, which may wait up to their timeout
 //! for a task or a workflow's end ([`HTTP_WAITS_MAX`]). Parked polls therefore never starve starts
 //! and updates of slots, and the reverse.
+//!
+//! Once the node's shutdown has begun ([`crate::service::Stopping`]) no request is admitted: each
+//! is answered 503 with `Retry-After` at once ([`refuse_while_stopping`]), so clients go to another
+//! node while the requests already running finish; health says the node is not ready.
 
 use super::error::ApiError;
 use super::listener::Overflow;
+use crate::service::Stopping;
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -91,12 +96,29 @@ pub async fn admit(State(slots): State<Admission>, request: Request, next: Next)
     next.run(request).await
 }
 
+/// Answers 503 (with `Retry-After`, and the connection closed) to every request once the node's
+/// shutdown has begun, but those of [`ALWAYS_ROUTES`]: health answers that the node is not ready.
+pub async fn refuse_while_stopping(
+    State(stopping): State<Stopping>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let route = request.extensions().get::<MatchedPath>();
+    if !stopping.begun() || route.is_some_and(|p| ALWAYS_ROUTES.contains(&p.as_str())) {
+        return next.run(request).await;
+    }
+    crate::metrics::http_refused(Refused::Stopping.label());
+    refuse("this node is shutting down; send the request to another node".to_owned())
+}
+
 /// Which bound refused a request (the label of `baton_http_refused_total`).
 #[derive(Debug, Clone, Copy)]
 pub enum Refused {
     Connections,
     Requests,
     Waits,
+    /// The node's shutdown has begun.
+    Stopping,
 }
 
 impl Refused {
@@ -106,11 +128,12 @@ impl Refused {
             Refused::Connections => "connections",
             Refused::Requests => "requests",
             Refused::Waits => "waits",
+            Refused::Stopping => "stopping",
         }
     }
 }
 
-/// 503 with `Retry-After`; an overloaded node also gives back the connection.
+/// 503 with `Retry-After`; an overloaded or stopping node also gives back the connection.
 fn refuse(message: String) -> Response {
     let mut refused = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message).into_response();
     refused

@@ -144,6 +144,7 @@ mod tests {
                 partitions: 4,
                 partitions_led: 2,
                 partitions_stopped: Vec::new(),
+                stopping: false,
             },
             health_results: Vec::new(),
             suppressed_health_results: Vec::new(),

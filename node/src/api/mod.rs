@@ -55,10 +55,11 @@ pub use error::{ApiError, ApiResult};
 /// The API's router: every Conductor route under `/api`, plus `/health`.
 ///
 /// Unknown paths answer 404 and wrong methods 405, both as Conductor's `ErrorResponse`; bodies over
-/// [`proto::limits::REQUEST_BYTES_MAX`] answer 413; a request past the node's slots answers 503
-/// with `Retry-After` ([`admission`]). Requests from other sites, naming hosts that are not the
-/// node's, or with bodies neither JSON nor YAML are refused first ([`doors`]). `exposure`, when
-/// set, is what `/health` says of a node served beyond loopback without authentication.
+/// [`proto::limits::REQUEST_BYTES_MAX`] answer 413; a request past the node's slots, or once the
+/// node's shutdown has begun, answers 503 with `Retry-After` ([`admission`]). Requests from other
+/// sites, naming hosts that are not the node's, or with bodies neither JSON nor YAML are refused
+/// first ([`doors`]). `exposure`, when set, is what `/health` says of a node served beyond
+/// loopback without authentication.
 pub fn router(
     node: Node,
     doors: doors::Doors,
@@ -76,7 +77,13 @@ pub fn router(
                 .route("/api/auth/{*rest}", elsewhere)
         }
     };
-    layered(guarded(routes, &node).with_state(node), doors, exposure)
+    let stopping = node.stopping.clone();
+    layered(
+        guarded(routes, &node).with_state(node),
+        doors,
+        exposure,
+        stopping,
+    )
 }
 
 /// `routes` behind the guard (`guard`), which judges each route as declared.
@@ -84,8 +91,14 @@ fn guarded(routes: axum::Router<Node>, node: &Node) -> axum::Router<Node> {
     routes.route_layer(middleware::from_fn_with_state(node.clone(), guard::guard))
 }
 
-/// `routes` behind the doors, the error bodies, tracing, admission, metrics and the body limit.
-fn layered(routes: axum::Router, doors: doors::Doors, exposure: Option<String>) -> axum::Router {
+/// `routes` behind the doors, the error bodies, tracing, admission (none once `stopping` has
+/// begun), metrics and the body limit.
+fn layered(
+    routes: axum::Router,
+    doors: doors::Doors,
+    exposure: Option<String>,
+    stopping: crate::service::Stopping,
+) -> axum::Router {
     error::init_instance();
     routes
         .layer(axum::Extension(health::Exposure(exposure)))
@@ -98,6 +111,10 @@ fn layered(routes: axum::Router, doors: doors::Doors, exposure: Option<String>) 
         .layer(middleware::from_fn_with_state(
             admission::Admission::default(),
             admission::admit,
+        ))
+        .layer(middleware::from_fn_with_state(
+            stopping,
+            admission::refuse_while_stopping,
         ))
         .layer(middleware::from_fn(measure_request))
         .layer(DefaultBodyLimit::max(proto::limits::REQUEST_BYTES_MAX))
@@ -216,7 +233,13 @@ pub fn admin_router(node: Node, doors: doors::Doors) -> axum::Router {
         .route("/health", get(health::health))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed);
-    layered(guarded(routes, &node).with_state(node), doors, None)
+    let stopping = node.stopping.clone();
+    layered(
+        guarded(routes, &node).with_state(node),
+        doors,
+        None,
+        stopping,
+    )
 }
 
 /// Endpoints of Conductor (and of Orkes, which its clients also call) that Baton does not serve

@@ -86,6 +86,22 @@ impl Host {
         read(&self.partitions).get(&p.0).cloned()
     }
 
+    /// The local replica of `p` while this node is in `p`'s membership. A replica that left it (its
+    /// leadership handed away and not yet added back, or not yet added) hears from no leader, so
+    /// what it last knew of one is stale or nothing: routing asks the members instead of waiting
+    /// for it to learn a leader it never will.
+    pub(crate) fn member_replica(&self, p: PartitionId) -> Option<Arc<Partition>> {
+        let member = |r: &Arc<Partition>| {
+            let metrics = r.group.raft().metrics();
+            let m = metrics.borrow();
+            m.membership_config
+                .membership()
+                .get_node(&self.node.0)
+                .is_some()
+        };
+        self.partition(p).filter(member)
+    }
+
     /// The local replica of a workflow's partition, if this node hosts one.
     pub(crate) fn partition_of(&self, id: &WorkflowId) -> Option<Arc<Partition>> {
         self.partition(self.partition_id_of(id))

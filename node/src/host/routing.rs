@@ -39,7 +39,7 @@ impl Host {
     pub(crate) async fn target(&self, partition: PartitionId) -> Result<Target> {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(LEADER_WAIT_MS);
         loop {
-            match self.partition(partition) {
+            match self.member_replica(partition) {
                 Some(p) => match p.group.leader() {
                     Some(n) if n == self.node && p.is_local_leader().await => {
                         return Ok(Target::Local);
@@ -52,7 +52,8 @@ impl Host {
                     None => {}
                 },
                 None => {
-                    // Not hosted here: ask where it is led (remembered until a request fails).
+                    // Not hosted here, or by a replica out of the membership: ask where it is led
+                    // (remembered until a request fails).
                     if let Some(l) = self.locate(partition).await {
                         return Ok(Target::Peer(l));
                     }
@@ -67,7 +68,8 @@ impl Host {
         }
     }
 
-    /// The leader of a partition this node does not host: remembered, else asked of every peer.
+    /// The leader of a partition this node does not host (or hosts out of its membership):
+    /// remembered, else asked of every peer.
     pub(crate) async fn locate(&self, partition: PartitionId) -> Option<NodeId> {
         let hint = lock(&self.leader_hints).get(&partition.0).copied();
         if let Some(l) = hint.filter(|l| !self.peer_is_down(*l)) {
@@ -92,7 +94,8 @@ impl Host {
         Some(found)
     }
 
-    /// Forgets where a partition not hosted here was led (a request there failed).
+    /// Forgets where a partition not hosted here (or hosted out of its membership) was led (a
+    /// request there failed).
     pub(crate) fn forget_leader(&self, partition: PartitionId) {
         lock(&self.leader_hints).remove(&partition.0);
     }
@@ -110,7 +113,7 @@ impl Host {
         request: Request,
         within: Duration,
     ) -> Result<Reply> {
-        let answer = match self.partition(partition) {
+        let answer = match self.member_replica(partition) {
             Some(p) => {
                 self.forward_to_leader(&p.group, peer, hops, request, within)
                     .await

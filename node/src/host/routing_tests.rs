@@ -2,7 +2,8 @@
 //! (`crate::testing`). What the routing promises: an operation sent to any node runs on its
 //! partition's leader, once; it goes through a failover within the route deadline; a request
 //! that has used its hops is not forwarded again; a node without a replica finds the leader by
-//! asking its peers; reads retry only while the leader is unavailable.
+//! asking its peers, and so does a node whose replica left the partition's membership; reads
+//! retry only while the leader is unavailable.
 
 use super::*;
 use crate::testing::{cluster, start_op, workflow_on};
@@ -185,6 +186,45 @@ async fn a_node_without_a_replica_locates_the_leader_remembers_it_and_forgets_it
     host.route_op(&id, start_op(&id)).await.expect("starts");
     assert_eq!(hint(), Some(leader));
     let on_leader = c.node(leader).host.partition(p).expect("hosted");
+    assert_eq!(
+        on_leader.read(&id).expect("reads").map(|r| r.version),
+        Some(1)
+    );
+    assert_eq!(host.record(&id).await.expect("reads").version, 1);
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_replica_left_the_membership_routes_through_the_members_at_once() {
+    let c = cluster(3, 1).await;
+    // Nothing adds the old leader back: it stays out of the membership (as a node whose
+    // shutdown began after it handed its leaderships away).
+    for n in c.ids() {
+        c.node(n).membership.stop_controller().await;
+    }
+    let p = PartitionId(0);
+    let (gone, followers) = c.followers(p).await;
+    let to = followers[0];
+    let m = &c.node(to).membership;
+    assert_eq!(m.transfer(p, Some(to)).await.expect("transfers"), to);
+    crate::testing::until("the leadership handed over", async || {
+        let part = c.node(to).host.partition(p)?;
+        let left = !part.group.status().voters.contains(&gone);
+        (left && part.is_local_leader().await).then_some(())
+    })
+    .await;
+    let host = &c.node(gone).host;
+    assert!(host.member_replica(p).is_none(), "out of the membership");
+    assert!(host.partition(p).is_some(), "still hosted");
+    assert_eq!(
+        c.node(gone).membership.local_leader(p),
+        None,
+        "says nothing stale"
+    );
+    // Its replica never hears of the new leader; the operation goes there all the same.
+    let id = workflow_on(p, 5);
+    host.route_op(&id, start_op(&id)).await.expect("starts");
+    let on_leader = c.node(to).host.partition(p).expect("hosted");
     assert_eq!(
         on_leader.read(&id).expect("reads").map(|r| r.version),
         Some(1)

@@ -87,7 +87,7 @@ impl Host {
             if led.contains(&p) {
                 continue;
             }
-            let known = self.partition(p).and_then(|r| r.group.leader());
+            let known = self.member_replica(p).and_then(|r| r.group.leader());
             let leader = match known {
                 Some(l) => Some(l),
                 None => self.locate(p).await,

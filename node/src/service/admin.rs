@@ -4,7 +4,7 @@
 //! simulator checks replicas with.
 
 use super::workflows::parse_workflow_id;
-use super::{Tasks, Workflows};
+use super::{Stopping, Tasks, Workflows};
 use crate::error::{Error, Result};
 use crate::host::{Host, RecoveryState};
 use crate::partition::stored;
@@ -27,6 +27,10 @@ pub struct Health {
     /// reopened. The node is not healthy while any is listed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub partitions_stopped: Vec<StoppedPartition>,
+    /// The node's shutdown has begun: it takes no new work, so it is not healthy (load balancers
+    /// and readiness checks send requests elsewhere).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stopping: bool,
 }
 
 /// A partition whose replica here does not run (see [`Health`]).
@@ -61,23 +65,32 @@ pub struct Admin {
     pub(crate) host: Arc<Host>,
     tasks: Arc<Tasks>,
     workflows: Arc<Workflows>,
+    stopping: Stopping,
 }
 
 impl Admin {
-    pub(crate) fn new(host: Arc<Host>, tasks: Arc<Tasks>, workflows: Arc<Workflows>) -> Self {
+    pub(crate) fn new(
+        host: Arc<Host>,
+        tasks: Arc<Tasks>,
+        workflows: Arc<Workflows>,
+        stopping: Stopping,
+    ) -> Self {
         Self {
             host,
             tasks,
             workflows,
+            stopping,
         }
     }
 
     /// Healthy when this node can serve: a quorum of the meta group answers (it is the confirmed
     /// meta leader, or the meta leader confirms its leadership within a second), and every hosted
     /// partition has a leader — a confirmed one where that leader is this node. A node restarted
-    /// without a quorum reachable is therefore not healthy, whatever its saved votes say.
+    /// without a quorum reachable is therefore not healthy, whatever its saved votes say; nor is
+    /// a node whose shutdown has begun.
     pub async fn health(&self) -> Health {
         let hosted = self.host.hosted();
+        let stopping = self.stopping.begun();
         let led = hosted.iter().filter(|p| p.group.is_leader()).count();
         let partitions_ok = hosted.iter().all(|p| match p.group.leader() {
             Some(n) if n == self.host.node => p.group.is_leader(),
@@ -85,6 +98,7 @@ impl Admin {
             None => false,
         });
         let meta_ok = match self.host.meta.leader() {
+            _ if stopping => false,
             Some(n) if n == self.host.node => self.host.meta.is_leader(),
             Some(n) => {
                 let ask = self.host.forward_within(
@@ -99,10 +113,11 @@ impl Admin {
         };
         let partitions_stopped = self.stopped_partitions(&hosted);
         Health {
-            healthy: meta_ok && partitions_ok && partitions_stopped.is_empty(),
+            healthy: !stopping && meta_ok && partitions_ok && partitions_stopped.is_empty(),
             partitions: hosted.len(),
             partitions_led: led,
             partitions_stopped,
+            stopping,
         }
     }
 

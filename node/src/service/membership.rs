@@ -8,8 +8,13 @@
 //! at a time, each committed before the next, keeps every partition available and its quorum
 //! intact; no step waits for long (a new replica is added as a learner and promoted in a later
 //! round, once its leader reports it caught up), so one slow partition does not hold up the rest.
+//!
+//! Once the node's shutdown has begun ([`super::Stopping`]) its controller stops and takes no more
+//! steps, and the node answers the controllers of others that it is going: it does not report its
+//! groups (so it counts as down and no step involves it), host a new replica or campaign for a
+//! leadership.
 
-use super::Loops;
+use super::{Loops, Stopping};
 use crate::error::{Error, Result};
 use crate::host::{read, storage, write, Host, GROUP_TREES};
 use crate::partition::Partition;
@@ -42,21 +47,34 @@ pub struct Membership {
     pub(crate) loops: Loops,
     /// Activates a newer cluster version in the meta leader's rounds.
     upgrade: Arc<super::Upgrade>,
+    /// Whether the node's shutdown has begun.
+    stopping: Stopping,
 }
 
 impl Membership {
     /// The service; in a cluster it starts the membership loop.
-    pub(crate) fn start(host: Arc<Host>, upgrade: Arc<super::Upgrade>) -> Arc<Self> {
+    pub(crate) fn start(
+        host: Arc<Host>,
+        upgrade: Arc<super::Upgrade>,
+        stopping: Stopping,
+    ) -> Arc<Self> {
         let membership = Arc::new(Self {
             host,
             loops: Loops::default(),
             upgrade,
+            stopping,
         });
         if membership.host.transport.is_some() {
             let weak = Arc::downgrade(&membership);
             membership.loops.add(tokio::spawn(run(weak)));
         }
         membership
+    }
+
+    /// Stops the membership loop (the controller with it) and waits until it has ended; a step
+    /// it was taking is cut where it waits, as at any failure of a step.
+    pub(crate) async fn stop_controller(&self) {
+        self.loops.stop_and_wait().await;
     }
 }
 
@@ -68,6 +86,9 @@ async fn run(inner: Weak<Membership>) {
     loop {
         tokio::time::sleep(Duration::from_millis(ROUND_MS)).await;
         let Some(inner) = inner.upgrade() else { return };
+        if inner.stopping.begun() {
+            return;
+        }
         inner.sync_members();
         if !registered {
             registered = inner.register_self().await;
@@ -439,10 +460,11 @@ impl Membership {
         Ok(())
     }
 
-    /// The leader of a partition this node hosts, as it knows it.
+    /// The leader of a partition this node hosts, as it knows it; none where its replica is out
+    /// of the membership, which hears from no leader.
     pub(crate) fn local_leader(&self, partition: PartitionId) -> Option<NodeId> {
         self.host
-            .partition(partition)
+            .member_replica(partition)
             .and_then(|p| p.group.leader())
     }
 
@@ -536,8 +558,12 @@ impl Membership {
 
     /// One controller round on the meta leader: look, then take at most one step. A leader cut
     /// off from its quorum still believes it leads until it hears of a newer term; the read-index
-    /// round trip first keeps such a stale leader from running a second controller.
+    /// round trip first keeps such a stale leader from running a second controller. A node whose
+    /// shutdown has begun takes no step.
     async fn control_round(&self) {
+        if self.stopping.begun() {
+            return;
+        }
         let confirm = self.host.meta.raft().ensure_linearizable();
         let wait = Duration::from_millis(GROUPS_TIMEOUT_MS);
         if !matches!(tokio::time::timeout(wait, confirm).await, Ok(Ok(_))) {
@@ -547,6 +573,10 @@ impl Membership {
         let Some(action) = plan::next_action(&view) else {
             return;
         };
+        // Looked at again: the shutdown may have begun while the view was gathered.
+        if self.stopping.begun() {
+            return;
+        }
         tracing::info!(?action, "membership step");
         if let Err(e) = self.perform(&view, &action).await {
             tracing::warn!(?action, error = %e, "membership step failed; the next round retries");
@@ -908,6 +938,12 @@ impl Membership {
     /// replicas, leadership, the groups' status, joining, and the meta group's read index.
     pub(crate) async fn answer(&self, request: Request) -> Result<Reply> {
         let done = |r: Result<()>| r.map(|()| Reply::Done);
+        if self.stopping.begun() && takes_new_work(&request) {
+            return Err(Error::Unavailable(format!(
+                "node {} is shutting down",
+                self.host.node.0
+            )));
+        }
         match request {
             Request::Join(entry) => self.route_join(entry).await,
             Request::Groups => Ok(Reply::Groups(self.host.group_statuses())),
@@ -948,6 +984,16 @@ impl Membership {
             ))),
         }
     }
+}
+
+/// Whether answering `request` would make this node part of the cluster's future: its groups'
+/// report (which makes it a place for replicas and leaderships), a new replica, a leadership.
+/// A node whose shutdown has begun refuses these; the controller then counts it as down.
+fn takes_new_work(request: &Request) -> bool {
+    matches!(
+        request,
+        Request::Groups | Request::Host { .. } | Request::Elect { .. }
+    )
 }
 
 #[cfg(test)]

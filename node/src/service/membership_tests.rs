@@ -198,3 +198,76 @@ async fn membership_steps_that_cannot_apply_are_refused_and_change_nothing() {
     assert_eq!(c.hosts(p).len(), 3);
     c.stop().await;
 }
+
+/// Makes `node` lead `p` (the controller brings the old leader back as a voter), stops every
+/// controller, then hands `p`'s leadership from `node` to another voter: `node` leaves `p`'s
+/// membership, which a controller round would repair by adding it back. Answers the new leader.
+async fn leave_led_partition(c: &TestCluster, node: NodeId, p: PartitionId) -> NodeId {
+    if c.leader(p).await != Some(node) {
+        let m = &c.node(node).membership;
+        m.transfer(p, Some(node)).await.expect("transfers");
+    }
+    until("the node to lead a whole partition", async || {
+        let s = status(c, node, p);
+        let whole = s.voters.len() == 3 && s.learners.is_empty();
+        (whole && c.leader(p).await == Some(node)).then_some(())
+    })
+    .await;
+    // From here on, rounds are run by hand.
+    for n in c.ids() {
+        c.node(n).membership.stop_controller().await;
+    }
+    let to = c.followers(p).await.1[0];
+    let m = &c.node(to).membership;
+    assert_eq!(m.transfer(p, Some(to)).await.expect("transfers"), to);
+    until("the other voter to lead without the node", async || {
+        let s = status(c, to, p);
+        // The node that left hears no more of `p`: only the others know the new leader.
+        let left = !s.voters.contains(&node) && !s.learners.contains(&node);
+        (left && leads(c, to, p).await).then_some(())
+    })
+    .await;
+    to
+}
+
+/// Whether `node` is in `p`'s membership as its leader `leader` has it.
+fn member(c: &TestCluster, leader: NodeId, p: PartitionId, node: NodeId) -> bool {
+    let s = status(c, leader, p);
+    s.voters.contains(&node) || s.learners.contains(&node)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_meta_leader_whose_shutdown_began_takes_no_membership_step() {
+    let c = cluster(3, 1).await;
+    let p = PartitionId(0);
+    let meta = c.meta_leader().expect("meta led");
+    let leader = leave_led_partition(&c, meta, p).await;
+    c.node(meta).begin_shutdown().await;
+    // Not stopping, this round would add the meta leader back to the partition it just left.
+    c.node(meta).membership.control_round().await;
+    assert!(!member(&c, leader, p, meta), "{:?}", status(&c, leader, p));
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_controller_places_a_replica_on_a_node_whose_shutdown_began() {
+    let c = cluster(3, 1).await;
+    let p = PartitionId(0);
+    let meta = c.meta_leader().expect("meta led");
+    let going = c.ids().into_iter().find(|n| *n != meta).expect("another");
+    let leader = leave_led_partition(&c, going, p).await;
+    c.node(going).begin_shutdown().await;
+    // Not stopping, it would be the one place for the partition's third replica.
+    let m = &c.node(meta).membership;
+    m.control_round().await;
+    assert!(!member(&c, leader, p, going), "{:?}", status(&c, leader, p));
+    let view = m.view().await;
+    assert!(!view.members[&going].live, "it reports no groups");
+    assert_eq!(plan::next_action(&view), None);
+    // Nor does it host a new replica or campaign when asked directly.
+    for refused in [Request::Host { partition: p }, Request::Groups] {
+        let answer = c.node(going).membership.answer(refused).await;
+        assert!(matches!(answer, Err(Error::Unavailable(_))), "{answer:?}");
+    }
+    c.stop().await;
+}

@@ -16,6 +16,9 @@
 //! - [`Membership`]: members, replicas and the controller that places them (and activates);
 //! - [`Admin`]: health, gauges, quarantine, digests;
 //! - [`A2a`]: workflows served as the skills of an A2A agent.
+//!
+//! [`Stopping`] is shared by all of them: once the node's graceful shutdown has begun
+//! ([`Node::begin_shutdown`]) it takes no new work while what it runs finishes.
 
 pub mod a2a;
 pub mod access;
@@ -31,6 +34,7 @@ mod peer;
 mod permits;
 mod schemas;
 mod secrets;
+mod stopping;
 mod tasks;
 pub mod triggers;
 mod upgrade;
@@ -45,6 +49,7 @@ pub use dsl::{DslListing, PutDslError};
 pub use events::Events;
 pub use membership::{ClusterStatus, GroupSummary, Membership, NodeStatus, ReplicaStatus};
 pub use secrets::Secrets;
+pub use stopping::Stopping;
 pub use tasks::{PollRequest, Tasks};
 pub use triggers::Triggers;
 pub use upgrade::{MemberVersion, Upgrade, VersionStatus};
@@ -76,6 +81,8 @@ pub struct Node {
     pub upgrade: Arc<Upgrade>,
     pub admin: Arc<Admin>,
     pub a2a: Arc<A2a>,
+    /// Whether the node's graceful shutdown has begun.
+    pub stopping: Stopping,
     pub(crate) host: Arc<Host>,
 }
 
@@ -102,6 +109,7 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
         }),
     };
     let host = Host::open(options, &mut seams, env).await?;
+    let stopping = Stopping::default();
     let oidc = options.oidc.clone().map(crate::access::oidc::Oidc::new);
     let oidc = oidc.transpose().map_err(crate::Error::Internal)?;
     let access = Access::new(host.clone(), oidc);
@@ -114,7 +122,7 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
         options.events.processes,
     ));
     let workflows = Workflows::new(host.clone(), definitions.clone(), seams.seed);
-    let tasks = Tasks::start(host.clone(), queues);
+    let tasks = Tasks::start(host.clone(), queues, stopping.clone());
     let scripts = if options.events.scripts_in_process {
         crate::events::pool::ScriptPool::in_process()
     } else {
@@ -140,8 +148,13 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
         events: events.clone(),
     });
     let upgrade = Upgrade::start(host.clone());
-    let membership = Membership::start(host.clone(), upgrade.clone());
-    let admin = Arc::new(Admin::new(host.clone(), tasks.clone(), workflows.clone()));
+    let membership = Membership::start(host.clone(), upgrade.clone(), stopping.clone());
+    let admin = Arc::new(Admin::new(
+        host.clone(),
+        tasks.clone(),
+        workflows.clone(),
+        stopping.clone(),
+    ));
     let a2a = A2a::new(definitions.clone(), workflows.clone(), options.http);
     let node = Node {
         access,
@@ -155,6 +168,7 @@ pub async fn open_with(options: &Options, mut seams: Seams) -> Result<Node> {
         upgrade,
         admin,
         a2a,
+        stopping,
         host,
     };
     peer::serve(&node);
@@ -167,12 +181,23 @@ impl Node {
         self.host.node
     }
 
-    /// Stops the services' loops (the highest first), then the host's groups and transport.
+    /// Begins a graceful shutdown (see [`Stopping`]): the node takes no new work from now on, and
+    /// once this returns its membership controller has stopped, so it starts no step while the
+    /// node drains or its groups stop (a step then would, say, add this node back as a voter of a
+    /// partition it just left, leaving that group a voter down once it is gone). Everything else
+    /// keeps running until [`Node::shutdown`].
+    pub async fn begin_shutdown(&self) {
+        self.stopping.begin();
+        self.membership.stop_controller().await;
+    }
+
+    /// Stops the services' loops (the highest first), then the host's groups and transport; begins
+    /// the shutdown first if nothing did (which stops the membership loop).
     pub async fn shutdown(&self) {
-        // First: a script still running must not hold anything below up.
+        self.begin_shutdown().await;
+        // First of the rest: a script still running must not hold anything below up.
         self.events.shutdown();
         self.triggers.loops.stop();
-        self.membership.loops.stop();
         self.upgrade.loops.stop();
         self.access.loops.stop();
         self.tasks.loops.stop();
@@ -193,8 +218,21 @@ impl Loops {
     }
 
     pub(crate) fn stop(&self) {
-        for l in std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner())) {
+        for l in self.take() {
             l.abort();
         }
+    }
+
+    /// Aborts the loops and waits until each has ended: none runs on past this.
+    pub(crate) async fn stop_and_wait(&self) {
+        for l in self.take() {
+            l.abort();
+            // An aborted loop ends with a cancellation; a loop that had ended answers its end.
+            let _ = l.await;
+        }
+    }
+
+    fn take(&self) -> Vec<JoinHandle<()>> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }

@@ -4,7 +4,7 @@
 use super::backlog::{self, Backlogs};
 use super::permits::{self, Permits, LIMITED_POLL_RECHECK_MS};
 use super::workflows::parse_workflow_id;
-use super::Loops;
+use super::{Loops, Stopping};
 use crate::error::{Error, Result};
 use crate::host::{through_failover, Host};
 use crate::partition::WorkflowOp;
@@ -48,12 +48,14 @@ pub struct Tasks {
     /// Leases of task types with a concurrency or rate limit take permits.
     pub(crate) permits: Permits,
     pub(crate) loops: Loops,
+    /// Once the node's shutdown has begun, no poll waits here.
+    stopping: Stopping,
 }
 
 impl Tasks {
     /// The service over `queues` (the partitions deliver into them); in a cluster it starts
     /// watching the peers' backlogs.
-    pub(crate) fn start(host: Arc<Host>, queues: Arc<TaskQueues>) -> Arc<Self> {
+    pub(crate) fn start(host: Arc<Host>, queues: Arc<TaskQueues>, stopping: Stopping) -> Arc<Self> {
         let tasks = Arc::new(Self {
             permits: Permits::new(host.clone(), queues.clone()),
             host,
@@ -61,6 +63,7 @@ impl Tasks {
             backlogs: Backlogs::default(),
             poll_turn: AtomicUsize::new(0),
             loops: Loops::default(),
+            stopping,
         });
         if tasks.host.transport.is_some() {
             tasks
@@ -145,6 +148,8 @@ impl Tasks {
     }
 
     /// Leases up to `count` ready tasks of a type, waiting up to `wait_ms` for the first one.
+    /// Once the node's shutdown has begun a poll that found nothing waits no longer: it answers
+    /// `Unavailable`, so its worker polls another node rather than a node about to close.
     pub async fn poll(&self, request: PollRequest) -> Result<Vec<Task>> {
         proto::check::name("task type", &request.task_type)?;
         if let Some(worker) = request.worker_id.as_deref().filter(|w| !w.is_empty()) {
@@ -183,6 +188,12 @@ impl Tasks {
             if !out.is_empty() || now_i >= deadline {
                 return Ok(out);
             }
+            if self.stopping.begun() {
+                return Err(Error::Unavailable(format!(
+                    "node {} is shutting down; poll another node",
+                    self.host.node.0
+                )));
+            }
             let mut until = deadline;
             // A limited type's tasks may be held back by its permits, which no publication
             // announces: look again when the keeper said, or soon.
@@ -210,6 +221,7 @@ impl Tasks {
                 handed = &mut parked.answer => Some(handed.unwrap_or_default()),
                 _ = &mut published => None,
                 _ = tokio::time::sleep_until(until) => None,
+                () = self.stopping.wait() => None,
             };
             let handed = match handed {
                 Some(tasks) => tasks,
