@@ -77,13 +77,7 @@ pub fn router(
                 .route("/api/auth/{*rest}", elsewhere)
         }
     };
-    let stopping = node.stopping.clone();
-    layered(
-        guarded(routes, &node).with_state(node),
-        doors,
-        exposure,
-        stopping,
-    )
+    layered(routes, node, doors, exposure)
 }
 
 /// `routes` behind the guard (`guard`), which judges each route as declared.
@@ -91,16 +85,18 @@ fn guarded(routes: axum::Router<Node>, node: &Node) -> axum::Router<Node> {
     routes.route_layer(middleware::from_fn_with_state(node.clone(), guard::guard))
 }
 
-/// `routes` behind the doors, the error bodies, tracing, admission (none once `stopping` has
-/// begun), metrics and the body limit.
+/// `routes` over `node`, behind the guard, the doors, the error bodies, tracing, admission (none
+/// once the node's shutdown has begun), metrics and the body limit.
 fn layered(
-    routes: axum::Router,
+    routes: axum::Router<Node>,
+    node: Node,
     doors: doors::Doors,
     exposure: Option<String>,
-    stopping: crate::service::Stopping,
 ) -> axum::Router {
     error::init_instance();
-    routes
+    let stopping = node.stopping.clone();
+    guarded(routes, &node)
+        .with_state(node)
         .layer(axum::Extension(health::Exposure(exposure)))
         .layer(middleware::from_fn_with_state(
             std::sync::Arc::new(doors),
@@ -233,13 +229,7 @@ pub fn admin_router(node: Node, doors: doors::Doors) -> axum::Router {
         .route("/health", get(health::health))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed);
-    let stopping = node.stopping.clone();
-    layered(
-        guarded(routes, &node).with_state(node),
-        doors,
-        None,
-        stopping,
-    )
+    layered(routes, node, doors, None)
 }
 
 /// Endpoints of Conductor (and of Orkes, which its clients also call) that Baton does not serve
