@@ -35,6 +35,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 
+/// Ticks of openraft's timer a leader that removed itself waits at most to step down (it steps
+/// down at its next tick; more are allowed for a busy core).
+const STEP_DOWN_TICKS_MAX: u32 = 4;
+
+/// Added to the lease [`Group::take_over`] waits out: the old leader's last messages, sent just
+/// before it stepped down, may reach the other voters (and renew its lease there) a little after
+/// its step-down was answered.
+const LEASE_MARGIN_MS: u64 = 50;
+/// How long [`Group::take_over`] waits to lead before it campaigns again.
+const CAMPAIGN_RETRY_MS: u64 = 100;
+/// Campaigns of [`Group::take_over`] at most; then the election timer goes on.
+const CAMPAIGNS_MAX: u32 = 5;
+
 /// Cheap cloneable handle to one running group.
 #[derive(Clone)]
 pub struct Group {
@@ -518,10 +531,10 @@ impl Group {
     }
 
     /// Removes voter `node` from the membership altogether (committed before it returns). When
-    /// `node` is the leader itself, it steps down once the change is applied and the remaining
-    /// voters elect a new leader; in openraft a leader that stays a learner would keep leading.
-    /// The removed node keeps its copy of the log, so adding it back later is a short catch-up.
-    /// Must run on the leader.
+    /// `node` is the leader itself, it has stepped down when this returns (see
+    /// [`Group::await_step_down`]) and the remaining voters elect a new leader; in openraft a
+    /// leader that stays a learner would keep leading. The removed node keeps its copy of the
+    /// log, so adding it back later is a short catch-up. Must run on the leader.
     pub async fn remove_voter(&self, node: NodeId) -> Result<(), Error> {
         let ids = BTreeSet::from([node.0]);
         let _turn = self.membership_turn().await?;
@@ -529,7 +542,55 @@ impl Group {
             .raft
             .change_membership(openraft::ChangeMembers::RemoveVoters(ids), false)
             .await?;
+        if node == self.inner.node {
+            self.await_step_down().await;
+        }
         Ok(())
+    }
+
+    /// Campaigns for the leadership `leaving` gave up by removing itself (a leadership transfer's
+    /// target, once its replica has the membership without `leaving`). The other voters refuse
+    /// any candidate while the lease they gave `leaving` runs (openraft's leader lease: the
+    /// election timeout's maximum since they last heard from it, which was before its
+    /// step-down was answered), so this waits it out first. Then it campaigns again every
+    /// [`CAMPAIGN_RETRY_MS`] until a node other than `leaving` leads, at most
+    /// [`CAMPAIGNS_MAX`] times, after which the election timer goes on: a voter whose lease had
+    /// not quite run out refuses, and openraft's candidate would wait a whole election timeout
+    /// before it asked again. A leader that steps down without waiting for its last tick
+    /// (releases up to 0.2.0) renews its lease after its step-down was answered. Each campaign
+    /// raises the term by one.
+    pub async fn take_over(&self, leaving: NodeId) -> Result<(), Error> {
+        let raft = &self.inner.raft;
+        let lease = raft.config().election_timeout_max + LEASE_MARGIN_MS;
+        tokio::time::sleep(Duration::from_millis(lease)).await;
+        let mut metrics = raft.metrics();
+        let retry = Duration::from_millis(CAMPAIGN_RETRY_MS);
+        for _ in 0..CAMPAIGNS_MAX {
+            raft.trigger().elect().await?;
+            let led = metrics.wait_for(|m| m.current_leader.is_some_and(|l| l != leaving.0));
+            if matches!(tokio::time::timeout(retry, led).await, Ok(Ok(_))) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until this replica, just removed from the membership it led, stops leading, for at
+    /// most [`STEP_DOWN_TICKS_MAX`] of openraft's ticks. openraft 0.9 keeps such a leader
+    /// leading until its next tick (1.5 heartbeat intervals), replicating meanwhile; every
+    /// message it sends renews its lease on the voters that receive it, and they refuse any
+    /// candidate until the lease has run out. Whoever campaigns next counts the lease from
+    /// when this returns.
+    async fn await_step_down(&self) {
+        let tick = Duration::from_millis(self.inner.raft.config().heartbeat_interval * 3 / 2);
+        let mut metrics = self.inner.raft.metrics();
+        let stepped = metrics.wait_for(|m| m.state != ServerState::Leader);
+        if tokio::time::timeout(tick * STEP_DOWN_TICKS_MAX, stepped)
+            .await
+            .is_err()
+        {
+            tracing::debug!(group = %self.inner.name, "still leading after its removal; it steps down at a later tick");
+        }
     }
 
     /// Makes `voters` the group's voters (joint consensus, committed before it returns). New

@@ -179,3 +179,49 @@ async fn membership_changes_move_leadership() {
     );
     cluster.stop_all().await;
 }
+
+/// A leadership transfer as the membership controller makes one: the voter that is not chosen
+/// holds its elections, the leader removes itself, and the chosen voter takes over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_that_removes_itself_has_stepped_down_and_the_chosen_voter_takes_over() {
+    let mut cluster = TestCluster::start(3, &["p0"], |_| {}).await;
+    let leader = cluster.leader("p0").await;
+    let group = cluster.group(leader, "p0").clone();
+    group.propose(b"one".to_vec()).await.expect("propose");
+    cluster.converged("p0", 1).await;
+    let mut others = cluster.running().into_iter().filter(|id| *id != leader);
+    let (chosen, held) = (
+        others.next().expect("a voter"),
+        others.next().expect("a voter"),
+    );
+    cluster
+        .group(held, "p0")
+        .raft()
+        .runtime_config()
+        .elect(false);
+    let term = group.status().term;
+
+    group.remove_voter(leader).await.expect("remove voter");
+    // openraft 0.9 would let it lead until its next tick, renewing its lease on the voters.
+    assert_ne!(group.status().role, "Leader", "{:?}", group.status());
+
+    let target = cluster.group(chosen, "p0").clone();
+    wait_until(
+        "the chosen voter has the membership without the leader",
+        Duration::from_secs(15),
+        || !target.status().voters.contains(&leader),
+    )
+    .await;
+    target.take_over(leader).await.expect("take over");
+    let status = target.status();
+    assert_eq!(status.leader, Some(chosen), "{status:?}");
+    assert!(status.term > term, "{status:?}");
+    wait_until(
+        "the new leader confirms its leadership",
+        Duration::from_secs(15),
+        || target.is_leader(),
+    )
+    .await;
+    target.propose(b"two".to_vec()).await.expect("propose");
+    cluster.stop_all().await;
+}

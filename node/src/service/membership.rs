@@ -371,10 +371,11 @@ impl Membership {
         Ok(())
     }
 
-    /// Starts an election for `partition` on this node (a leadership transfer's target) as soon
-    /// as its replica has the membership without `leaving`, the leader that stepped down, and
-    /// its log reaches `last_log`, that leader's last entry: a replica behind it would be
-    /// refused, so it answers `Unavailable` after [`ELECT_WAIT_MS`] instead.
+    /// Takes over `partition`'s leadership on this node (a leadership transfer's target; see
+    /// [`cluster::Group::take_over`]) as soon as its replica has the membership without
+    /// `leaving`, the leader that stepped down, and its log reaches `last_log`, that leader's
+    /// last entry: a replica behind it would be refused, so it answers `Unavailable` after
+    /// [`ELECT_WAIT_MS`] instead.
     pub(crate) async fn elect(
         &self,
         partition: PartitionId,
@@ -396,15 +397,8 @@ impl Membership {
                 "partition {partition}: this replica has not caught up with node {leaving}'s step-down (entry {last_log})"
             )));
         }
-        // The other voters refuse any candidate while the lease they gave the old leader runs
-        // (openraft's leader lease: the election timeout's maximum since they last heard from
-        // it); a candidate refused meanwhile would only have raised the term.
-        let lease = Duration::from_millis(p.group.raft().config().election_timeout_max);
-        tokio::time::sleep(lease).await;
         p.group
-            .raft()
-            .trigger()
-            .elect()
+            .take_over(leaving)
             .await
             .map_err(|e| Error::Unavailable(format!("partition {partition}: {e}")))
     }
